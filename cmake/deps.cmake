@@ -1,0 +1,20 @@
+# System libraries, found through pkg-config (scripts/install-deps.sh installs
+# them on Debian 12). Each becomes an imported PkgConfig:: target.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_library(WD_LIBM m)
+
+pkg_check_modules(VULKAN     REQUIRED IMPORTED_TARGET vulkan)
+pkg_check_modules(MHD        REQUIRED IMPORTED_TARGET libmicrohttpd)
+pkg_check_modules(JANSSON    REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(SNDFILE    REQUIRED IMPORTED_TARGET sndfile)
+pkg_check_modules(FFTW3F     REQUIRED IMPORTED_TARGET fftw3f)
+pkg_check_modules(SYSTEMD    REQUIRED IMPORTED_TARGET libsystemd)
+pkg_check_modules(SOXR       REQUIRED IMPORTED_TARGET soxr)
+pkg_check_modules(LIBAV      REQUIRED IMPORTED_TARGET libavformat libavcodec libavutil)
+pkg_check_modules(ZLIB       REQUIRED IMPORTED_TARGET zlib)
+if(WD_BENCH)
+  pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
+endif()
+
+find_program(GLSLANG_VALIDATOR glslangValidator REQUIRED)

@@ -1,0 +1,47 @@
+/*
+ * cmd_devices.c - `whisperd devices`: what Vulkan devices are visible and
+ * which one the engine would pick.
+ */
+#include <stdlib.h>
+
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+#include "vk_device.h"
+
+int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
+  (void)cfg;
+  wd_vk_device_info_t *infos = NULL;
+  uint32_t n = 0;
+  int rc = wd_vk_device_list(&infos, &n);
+  if (rc < 0) {
+    wd_log_error("devices: cannot enumerate Vulkan devices: %s (is a Vulkan loader and driver "
+                 "installed? On Debian: mesa-vulkan-drivers)",
+                 wd_strerror(rc));
+    return 1;
+  }
+  if (n == 0)
+    fprintf(out, "no Vulkan devices found (install mesa-vulkan-drivers for lavapipe)\n");
+  for (uint32_t i = 0; i < n; i++) {
+    const wd_vk_device_info_t *d = &infos[i];
+    fprintf(out, "device %u: %s\n", d->index, d->name);
+    fprintf(out, "  type:          %s\n", wd_vk_class_name(d->device_class));
+    fprintf(out, "  driver:        %s (%s)\n", d->driver_name[0] ? d->driver_name : "?",
+            d->driver_info[0] ? d->driver_info : "?");
+    fprintf(out, "  vulkan:        %u.%u.%u\n", (d->api_version >> 22) & 0x7f,
+            (d->api_version >> 12) & 0x3ff, d->api_version & 0xfff);
+    fprintf(out, "  memory:        %.0f MiB device-local\n",
+            (double)d->device_local_bytes / (1024.0 * 1024.0));
+    fprintf(out, "  subgroup size: %u%s\n", d->subgroup_size,
+            d->subgroup_arithmetic ? " (arithmetic ops)" : "");
+    fprintf(out, "  float16:       %s arithmetic, %s 16-bit storage\n",
+            d->shader_float16 ? "yes" : "no", d->storage_16bit ? "yes" : "no");
+    fprintf(out, "  limits:        %u invocations/workgroup, %u KiB shared, %llu MiB storage "
+                 "range, %u M texels\n",
+            d->max_workgroup_invocations, d->max_shared_bytes / 1024,
+            (unsigned long long)(d->max_storage_range >> 20), d->max_texel_elements >> 20);
+    fprintf(out, "  usable:        %s\n", d->usable ? "yes" : "no (needs Vulkan 1.2 + compute)");
+  }
+  free(infos);
+  return 0;
+}

@@ -1,0 +1,444 @@
+/*
+ * config.c - the configuration table and its three parsers (file, env, CLI).
+ *
+ * Each row of wd_options[] names a key, its type, default, range and help,
+ * and where it lands in wd_config_t. The key `port` is `port = 8080` in the
+ * file, WHISPERD_PORT in the environment and --port on the command line
+ * (dashes become underscores in the environment). Adding an option is one
+ * row; --help and the dump follow automatically.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+
+#include <unistd.h>
+
+typedef enum { WD_OPT_STR, WD_OPT_INT, WD_OPT_BOOL, WD_OPT_LOGLEVEL, WD_OPT_ENUM } wd_opt_type_t;
+
+typedef struct {
+  const char *key;      /* file key and --long flag */
+  char short_flag;      /* -x, or 0 */
+  wd_opt_type_t type;
+  size_t offset;        /* into wd_config_t */
+  const char *def;      /* default, as text (parsed like any other value) */
+  long min, max;        /* WD_OPT_INT range */
+  const char *choices;  /* WD_OPT_ENUM: "a|b|c" */
+  const char *meta;     /* value name in --help */
+  const char *help;
+  int secret;           /* hidden in the dump */
+} wd_option_t;
+
+#define OFF(f) offsetof(wd_config_t, f)
+
+static const wd_option_t wd_options[] = {
+  { "model", 'm', WD_OPT_STR, OFF(model), "models/ggml-tiny.en.bin", 0, 0, NULL, "PATH",
+    "Whisper model: a ggml .bin file or a CTranslate2 directory", 0 },
+  { "device", 0, WD_OPT_INT, OFF(device), "-1", -1, 63, NULL, "N",
+    "Vulkan device index from `whisperd devices`; -1 picks discrete > integrated > CPU", 0 },
+  { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
+    "Enable the Khronos validation layer when installed (debugging)", 0 },
+  { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, 64, NULL, "N",
+    "Sequences (beams and requests) decoded together in one GPU step", 0 },
+  { "host", 0, WD_OPT_STR, OFF(host), "127.0.0.1", 0, 0, NULL, "ADDR",
+    "Address to listen on (ignored under socket activation)", 0 },
+  { "port", 'p', WD_OPT_INT, OFF(port), "8080", 1, 65535, NULL, "PORT",
+    "TCP port to listen on (ignored under socket activation)", 0 },
+  { "http-threads", 0, WD_OPT_INT, OFF(http_threads), "4", 1, 256, NULL, "N",
+    "HTTP connection threads (they never run the model)", 0 },
+  { "max-body-mb", 0, WD_OPT_INT, OFF(max_body_mb), "25", 1, 4096, NULL, "MIB",
+    "Largest accepted upload in MiB (OpenAI's limit is 25)", 0 },
+  { "queue-max", 0, WD_OPT_INT, OFF(queue_max), "64", 1, 100000, NULL, "N",
+    "Jobs waiting for the GPU before new requests get 429", 0 },
+  { "timeout", 0, WD_OPT_INT, OFF(timeout_s), "600", 1, 86400, NULL, "SECONDS",
+    "Longest a request may wait and run before it is cancelled", 0 },
+  { "api-key", 0, WD_OPT_STR, OFF(api_key), "", 0, 0, NULL, "KEY",
+    "Require 'Authorization: Bearer KEY' on /v1 (empty: no authentication)", 1 },
+  { "log-level", 0, WD_OPT_LOGLEVEL, OFF(log_level), "info", 0, 0, NULL, "LEVEL",
+    "err, warning, notice, info or debug", 0 },
+  { "output", 'o', WD_OPT_STR, OFF(output), "", 0, 0, NULL, "PATH",
+    "convert: the ggml file to write; transcribe: write here instead of stdout", 0 },
+  { "output-format", 'f', WD_OPT_ENUM, OFF(output_format), "txt", 0, 0, "txt|srt|vtt|json",
+    "FORMAT", "transcribe: txt, srt, vtt or json (verbose_json shape)", 0 },
+  { "language", 'l', WD_OPT_STR, OFF(language), "auto", 0, 0, NULL, "LANG",
+    "transcribe: ISO-639-1 language code, or auto to detect", 0 },
+};
+
+#define N_OPTIONS (sizeof wd_options / sizeof wd_options[0])
+
+static const struct {
+  const char *name, *args, *help;
+} wd_commands[] = {
+  { "serve", "", "run the HTTP daemon (the default command)" },
+  { "devices", "", "list the Vulkan devices whisperd can use" },
+  { "info", "MODEL", "print a model's hyper-parameters, type and size" },
+  { "transcribe", "FILE...", "transcribe audio files with the same engine as serve" },
+  { "convert", "CT2_DIR -o FILE", "write a ggml model file from a CTranslate2 directory" },
+};
+
+static int wd_config_error(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int wd_config_error(char *err, size_t len, const char *fmt, ...) {
+  if (err && len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+  }
+  return WD_ECONFIG;
+}
+
+static const wd_option_t *wd_option_find(const char *key, size_t key_len) {
+  for (size_t i = 0; i < N_OPTIONS; i++)
+    if (strlen(wd_options[i].key) == key_len && strncmp(wd_options[i].key, key, key_len) == 0)
+      return &wd_options[i];
+  return NULL;
+}
+
+static int wd_parse_bool(const char *v, bool *ret) {
+  static const char *const yes[] = { "1", "true", "yes", "on" };
+  static const char *const no[] = { "0", "false", "no", "off" };
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(v, yes[i]) == 0) {
+      *ret = true;
+      return 0;
+    }
+    if (strcasecmp(v, no[i]) == 0) {
+      *ret = false;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static int wd_choice_ok(const char *choices, const char *v) {
+  size_t n = strlen(v);
+  for (const char *c = choices; *c;) {
+    const char *bar = strchr(c, '|');
+    size_t len = bar ? (size_t)(bar - c) : strlen(c);
+    if (len == n && strncmp(c, v, n) == 0)
+      return 1;
+    c += len + (bar ? 1 : 0);
+  }
+  return 0;
+}
+
+/* Parses value into the option's field. On failure writes "key: message"
+ * after `where` into err. */
+static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *value,
+                         const char *where, char *err, size_t err_len) {
+  void *field = (char *)cfg + o->offset;
+  switch (o->type) {
+  case WD_OPT_STR:
+  case WD_OPT_ENUM: {
+    if (o->type == WD_OPT_ENUM && !wd_choice_ok(o->choices, value))
+      return wd_config_error(err, err_len, "%s: %s: '%s' is not one of %s", where, o->key, value,
+                             o->choices);
+    char *copy = strdup(value);
+    if (!copy)
+      return WD_ENOMEM;
+    free(*(char **)field);
+    *(char **)field = copy;
+    return 0;
+  }
+  case WD_OPT_INT: {
+    errno = 0;
+    char *end = NULL;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end != '\0')
+      return wd_config_error(err, err_len, "%s: %s: '%s' is not an integer", where, o->key,
+                             value);
+    if (v < o->min || v > o->max)
+      return wd_config_error(err, err_len, "%s: %s: %ld is out of range [%ld, %ld]", where,
+                             o->key, v, o->min, o->max);
+    *(int *)field = (int)v;
+    return 0;
+  }
+  case WD_OPT_BOOL:
+    if (wd_parse_bool(value, (bool *)field) < 0)
+      return wd_config_error(err, err_len, "%s: %s: '%s' is not a boolean (true/false)", where,
+                             o->key, value);
+    return 0;
+  case WD_OPT_LOGLEVEL:
+    if (wd_log_level_parse(value, (wd_log_level_t *)field) < 0)
+      return wd_config_error(err, err_len,
+                             "%s: %s: '%s' is not a log level (err, warning, notice, info, debug)",
+                             where, o->key, value);
+    return 0;
+  }
+  return WD_EINTERNAL;
+}
+
+static char *wd_trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  char *e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+    *--e = '\0';
+  return s;
+}
+
+/* Reads "key = value" lines; '#' starts a comment line; values may be quoted. */
+static int wd_config_read_file(wd_config_t *cfg, const char *path, int must_exist, char *err,
+                               size_t err_len) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (!must_exist && errno == ENOENT)
+      return 0;
+    return wd_config_error(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+  }
+  char line[4096];
+  int lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    lineno++;
+    char where[512];
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    if (!strchr(line, '\n') && !feof(f)) {
+      rc = wd_config_error(err, err_len, "%s: line too long", where);
+      break;
+    }
+    char *s = wd_trim(line);
+    if (*s == '\0' || *s == '#' || *s == ';')
+      continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      rc = wd_config_error(err, err_len, "%s: expected 'key = value'", where);
+      break;
+    }
+    *eq = '\0';
+    char *key = wd_trim(s), *value = wd_trim(eq + 1);
+    size_t vl = strlen(value);
+    if (vl >= 2 && ((value[0] == '"' && value[vl - 1] == '"') ||
+                    (value[0] == '\'' && value[vl - 1] == '\''))) {
+      value[vl - 1] = '\0';
+      value++;
+    }
+    const wd_option_t *o = wd_option_find(key, strlen(key));
+    if (!o) {
+      rc = wd_config_error(err, err_len, "%s: %s: unknown key", where, key);
+      break;
+    }
+    rc = wd_option_set(cfg, o, value, where, err, err_len);
+  }
+  if (rc == 0 && ferror(f))
+    rc = wd_config_error(err, err_len, "%s: read error", path);
+  fclose(f);
+  return rc;
+}
+
+/* WHISPERD_<KEY> with dashes as underscores, upper case. */
+static void wd_env_name(const char *key, char *out, size_t len) {
+  size_t n = (size_t)snprintf(out, len, "WHISPERD_");
+  for (const char *k = key; *k && n + 1 < len; k++)
+    out[n++] = *k == '-' ? '_' : (char)(*k >= 'a' && *k <= 'z' ? *k - 32 : *k);
+  out[n] = '\0';
+}
+
+static const char *wd_env_get(char *const envp[], const char *name) {
+  size_t n = strlen(name);
+  for (char *const *e = envp; e && *e; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+      return *e + n + 1;
+  return NULL;
+}
+
+void wd_config_free(wd_config_t *cfg) {
+  if (!cfg)
+    return;
+  for (size_t i = 0; i < N_OPTIONS; i++)
+    if (wd_options[i].type == WD_OPT_STR || wd_options[i].type == WD_OPT_ENUM) {
+      char **p = (char **)((char *)cfg + wd_options[i].offset);
+      free(*p);
+      *p = NULL;
+    }
+  free(cfg->config_file);
+  cfg->config_file = NULL;
+}
+
+/* Finds --config/-c on the command line or WHISPERD_CONFIG before anything
+ * else is parsed, since the file is the lowest-precedence source. */
+static const char *wd_config_path(int argc, char *const argv[], char *const envp[],
+                                  int *ret_explicit) {
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0)
+      break;
+    if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc)
+      path = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      path = argv[i] + 9;
+  }
+  if (!path)
+    path = wd_env_get(envp, "WHISPERD_CONFIG");
+  *ret_explicit = path != NULL;
+  return path ? path : WD_CONFIG_DEFAULT_FILE;
+}
+
+int wd_config_load(wd_config_t *cfg, int argc, char *const argv[], char *const envp[],
+                   char *err, size_t err_len) {
+  int rc = 0;
+  memset(cfg, 0, sizeof *cfg);
+  for (size_t i = 0; i < N_OPTIONS && rc == 0; i++)
+    rc = wd_option_set(cfg, &wd_options[i], wd_options[i].def, "default", err, err_len);
+  if (rc < 0)
+    goto fail;
+
+  int explicit_file = 0;
+  const char *path = wd_config_path(argc, argv, envp, &explicit_file);
+  if (explicit_file || access(path, F_OK) == 0) {
+    rc = wd_config_read_file(cfg, path, explicit_file, err, err_len);
+    if (rc < 0)
+      goto fail;
+    cfg->config_file = strdup(path);
+  }
+
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    char name[128];
+    wd_env_name(wd_options[i].key, name, sizeof name);
+    const char *v = wd_env_get(envp, name);
+    if (v && (rc = wd_option_set(cfg, &wd_options[i], v, name, err, err_len)) < 0)
+      goto fail;
+  }
+
+  int only_args = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (only_args || a[0] != '-' || a[1] == '\0') {
+      if (cfg->n_args >= WD_CONFIG_MAX_ARGS) {
+        rc = wd_config_error(err, err_len, "too many arguments (at most %d)", WD_CONFIG_MAX_ARGS);
+        goto fail;
+      }
+      cfg->args[cfg->n_args++] = argv[i];
+      continue;
+    }
+    if (strcmp(a, "--") == 0) {
+      only_args = 1;
+      continue;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      cfg->want_help = true;
+      continue;
+    }
+    if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+      cfg->want_version = true;
+      continue;
+    }
+    if (strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) {
+      i++; /* already read */
+      continue;
+    }
+    if (strncmp(a, "--config=", 9) == 0)
+      continue;
+
+    const wd_option_t *o = NULL;
+    const char *value = NULL;
+    int negated = 0;
+    if (a[1] == '-') {
+      const char *name = a + 2, *eq = strchr(name, '=');
+      size_t len = eq ? (size_t)(eq - name) : strlen(name);
+      o = wd_option_find(name, len);
+      if (!o && strncmp(name, "no-", 3) == 0 && !eq) {
+        o = wd_option_find(name + 3, len - 3);
+        negated = o && o->type == WD_OPT_BOOL;
+        if (!negated)
+          o = NULL;
+      }
+      if (eq)
+        value = eq + 1;
+    } else if (a[2] == '\0') {
+      for (size_t k = 0; k < N_OPTIONS; k++)
+        if (wd_options[k].short_flag == a[1])
+          o = &wd_options[k];
+    }
+    if (!o) {
+      rc = wd_config_error(err, err_len, "%s: unknown option (see --help)", a);
+      goto fail;
+    }
+    if (o->type == WD_OPT_BOOL && !value)
+      value = negated ? "false" : "true";
+    if (!value) {
+      if (i + 1 >= argc) {
+        rc = wd_config_error(err, err_len, "%s: %s: missing value", a, o->key);
+        goto fail;
+      }
+      value = argv[++i];
+    }
+    if ((rc = wd_option_set(cfg, o, value, a, err, err_len)) < 0)
+      goto fail;
+  }
+  return 0;
+fail:
+  wd_config_free(cfg);
+  return rc;
+}
+
+void wd_config_usage(FILE *out, const char *prog) {
+  fprintf(out,
+          "Usage: %s [OPTIONS] [COMMAND [ARGS...]]\n\n"
+          "whisperd: Whisper speech-to-text on Vulkan, with an OpenAI-compatible API.\n\n"
+          "Commands:\n",
+          prog);
+  for (size_t i = 0; i < sizeof wd_commands / sizeof wd_commands[0]; i++) {
+    char left[64];
+    snprintf(left, sizeof left, "%s %s", wd_commands[i].name, wd_commands[i].args);
+    fprintf(out, "  %-28s %s\n", left, wd_commands[i].help);
+  }
+  fprintf(out, "\nOptions (file key `name = value`, environment WHISPERD_NAME):\n");
+  fprintf(out, "  %-28s %s\n", "-c, --config FILE",
+          "configuration file (default " WD_CONFIG_DEFAULT_FILE ", if present)");
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const wd_option_t *o = &wd_options[i];
+    char left[96];
+    char sf[8] = "    ";
+    if (o->short_flag)
+      snprintf(sf, sizeof sf, "-%c, ", o->short_flag);
+    if (o->type == WD_OPT_BOOL)
+      snprintf(left, sizeof left, "%s--[no-]%s", sf, o->key);
+    else
+      snprintf(left, sizeof left, "%s--%s %s", sf, o->key, o->meta ? o->meta : "VALUE");
+    char range[64] = "";
+    if (o->type == WD_OPT_INT)
+      snprintf(range, sizeof range, ", %ld..%ld", o->min, o->max);
+    fprintf(out, "  %-28s %s (default: %s%s%s%s)\n", left, o->help,
+            o->def[0] ? "" : "\"", o->def, o->def[0] ? "" : "\"", range);
+  }
+  fprintf(out, "  %-28s %s\n", "-h, --help", "show this help and exit");
+  fprintf(out, "  %-28s %s\n", "-V, --version", "show the version and exit");
+  fprintf(out, "\nPrecedence: defaults < config file < environment < command line.\n");
+}
+
+void wd_config_dump(const wd_config_t *cfg) {
+  wd_log_info("configuration (file: %s):", cfg->config_file ? cfg->config_file : "none");
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const wd_option_t *o = &wd_options[i];
+    const void *field = (const char *)cfg + o->offset;
+    switch (o->type) {
+    case WD_OPT_STR:
+    case WD_OPT_ENUM: {
+      const char *v = *(char *const *)field;
+      if (o->secret)
+        wd_log_info("  %s = %s", o->key, v && *v ? "(set)" : "(unset)");
+      else
+        wd_log_info("  %s = '%s'", o->key, v ? v : "");
+      break;
+    }
+    case WD_OPT_INT:
+      wd_log_info("  %s = %d", o->key, *(const int *)field);
+      break;
+    case WD_OPT_BOOL:
+      wd_log_info("  %s = %s", o->key, *(const bool *)field ? "true" : "false");
+      break;
+    case WD_OPT_LOGLEVEL:
+      wd_log_info("  %s = %s", o->key, wd_log_level_name(*(const wd_log_level_t *)field));
+      break;
+    }
+  }
+}

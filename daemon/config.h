@@ -1,0 +1,69 @@
+/*
+ * config.h - whisperd's configuration: one declarative table (config.c)
+ * drives the config file, WHISPERD_* environment variables, command-line
+ * flags, --help and the start-up dump.
+ *
+ * Precedence, lowest first: built-in defaults, the config file
+ * (/etc/whisperd/whisperd.conf or --config FILE), the environment, the
+ * command line. The result is built once at start-up and then passed around
+ * as `const wd_config_t *`; nothing reads the environment elsewhere.
+ */
+#ifndef WD_CONFIG_H
+#define WD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "log.h"
+
+#define WD_CONFIG_DEFAULT_FILE "/etc/whisperd/whisperd.conf"
+#define WD_CONFIG_MAX_ARGS 64
+
+typedef struct {
+  /* model and engine */
+  char *model;            /* ggml file or CTranslate2 directory */
+  int device;             /* Vulkan device index, -1 = best */
+  bool vk_validation;
+  int max_batch;          /* sequences decoded together per step */
+  /* HTTP server */
+  char *host;
+  int port;
+  int http_threads;
+  int max_body_mb;
+  int queue_max;
+  int timeout_s;
+  char *api_key;          /* empty: no authentication */
+  /* logging */
+  wd_log_level_t log_level;
+  /* subcommand options */
+  char *output;           /* -o for convert / transcribe */
+  char *output_format;    /* txt, srt, vtt, json */
+  char *language;         /* ISO-639-1 code or "auto" */
+  /* where each value came from is kept for the dump */
+  char *config_file;      /* the file read, or NULL */
+
+  /* positional arguments after the options: command and its operands */
+  int n_args;
+  char *args[WD_CONFIG_MAX_ARGS];
+  bool want_help;
+  bool want_version;
+} wd_config_t;
+
+/*
+ * Builds cfg from defaults, the config file, envp (NULL-terminated
+ * "NAME=value" strings) and argv. On a bad value returns WD_ECONFIG and writes
+ * "where: key: message" into err (where = file:line, environment variable or
+ * command-line flag). cfg owns its strings; release with wd_config_free().
+ */
+int wd_config_load(wd_config_t *cfg, int argc, char *const argv[], char *const envp[],
+                   char *err, size_t err_len);
+void wd_config_free(wd_config_t *cfg);
+
+/* Prints --help: usage, commands and every option from the table. */
+void wd_config_usage(FILE *out, const char *prog);
+/* Logs the effective configuration at INFO, one "key = value" line each
+ * (the API key is shown as "(set)"). */
+void wd_config_dump(const wd_config_t *cfg);
+
+#endif

@@ -1,0 +1,202 @@
+/*
+ * vk_cmd.c - command buffers, fences and timestamp queries (see vk_cmd.h).
+ */
+#include "vk_cmd.h"
+
+#include <stdlib.h>
+
+#include "vk_internal.h"
+#include "vk_pipeline_internal.h"
+
+struct wd_vk_cmd {
+  struct wd_vk_device *dev;
+  VkCommandBuffer cb;
+  VkFence fence;
+  VkQueryPool queries;     /* VK_NULL_HANDLE when n_timestamps == 0 */
+  uint32_t n_timestamps;
+  int recording;           /* between begin and end */
+  int pending;             /* submitted, fence not yet seen signalled */
+  int err;                 /* first recording error, returned by end() */
+  uint32_t n_dispatches;
+  const struct wd_vk_pipeline *bound; /* last bound pipeline, to skip rebinds */
+};
+
+int wd_vk_cmd_new(wd_vk_device_t *d, uint32_t n_timestamps, wd_vk_cmd_t **ret_cmd) {
+  int rc = 0;
+  wd_vk_cmd_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return WD_ENOMEM;
+  *c = (wd_vk_cmd_t){ .dev = d, .cb = VK_NULL_HANDLE, .fence = VK_NULL_HANDLE,
+                      .queries = VK_NULL_HANDLE };
+  const VkCommandBufferAllocateInfo ai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = d->cmd_pool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  WD_VK_TRY(vkAllocateCommandBuffers(d->dev, &ai, &c->cb));
+  const VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+  WD_VK_TRY(vkCreateFence(d->dev, &fci, NULL, &c->fence));
+  if (n_timestamps) {
+    if (d->info.timestamp_period_ns <= 0.0f) {
+      rc = WD_EUNSUP;
+      goto fail;
+    }
+    const VkQueryPoolCreateInfo qci = {
+      .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+      .queryType = VK_QUERY_TYPE_TIMESTAMP,
+      .queryCount = n_timestamps,
+    };
+    WD_VK_TRY(vkCreateQueryPool(d->dev, &qci, NULL, &c->queries));
+    c->n_timestamps = n_timestamps;
+  }
+  *ret_cmd = c;
+  return 0;
+fail:
+  wd_vk_cmd_free(c);
+  return rc;
+}
+
+void wd_vk_cmd_free(wd_vk_cmd_t *c) {
+  if (!c)
+    return;
+  VkDevice dev = c->dev->dev;
+  if (c->pending)
+    (void)vkWaitForFences(dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+  if (c->queries != VK_NULL_HANDLE)
+    vkDestroyQueryPool(dev, c->queries, NULL);
+  if (c->fence != VK_NULL_HANDLE)
+    vkDestroyFence(dev, c->fence, NULL);
+  if (c->cb != VK_NULL_HANDLE)
+    vkFreeCommandBuffers(dev, c->dev->cmd_pool, 1, &c->cb);
+  free(c);
+}
+
+int wd_vk_cmd_begin(wd_vk_cmd_t *c) {
+  int rc = 0;
+  if (c->pending || c->recording)
+    return WD_EINVAL;
+  WD_VK_TRY(vkResetCommandBuffer(c->cb, 0));
+  const VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+  WD_VK_TRY(vkBeginCommandBuffer(c->cb, &bi));
+  if (c->queries != VK_NULL_HANDLE)
+    vkCmdResetQueryPool(c->cb, c->queries, 0, c->n_timestamps);
+  c->recording = 1;
+  c->err = 0;
+  c->n_dispatches = 0;
+  c->bound = NULL;
+  return 0;
+fail:
+  return rc;
+}
+
+/* Keeps the first recording error; later calls become no-ops. */
+static void wd_vk_cmd_fail(wd_vk_cmd_t *c, int err, const char *what) {
+  if (!c->err) {
+    wd_log_debug("wd_vk_cmd: recording failed: %s", what);
+    c->err = err;
+  }
+}
+
+void wd_vk_cmd_dispatch(wd_vk_cmd_t *c, const wd_vk_dset_t *set, const void *push,
+                        uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (c->err)
+    return;
+  if (!c->recording || !set)
+    return wd_vk_cmd_fail(c, WD_EINVAL, "dispatch outside begin/end or without a set");
+  const struct wd_vk_pipeline *p = set->pipe;
+  if (push_size != p->desc.push_size || (push_size && !push))
+    return wd_vk_cmd_fail(c, WD_EINVAL, "push-constant size differs from the pipeline's");
+  const uint32_t *max = c->dev->limits.maxComputeWorkGroupCount;
+  if (gx == 0 || gy == 0 || gz == 0 || gx > max[0] || gy > max[1] || gz > max[2])
+    return wd_vk_cmd_fail(c, WD_ERANGE, "workgroup count zero or above the device limit");
+  if (c->bound != p) {
+    vkCmdBindPipeline(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    c->bound = p;
+  }
+  vkCmdBindDescriptorSets(c->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set->set, 0,
+                          NULL);
+  if (push_size)
+    vkCmdPushConstants(c->cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  vkCmdDispatch(c->cb, gx, gy, gz);
+  c->n_dispatches++;
+}
+
+void wd_vk_cmd_barrier(wd_vk_cmd_t *c) {
+  if (c->err || !c->recording)
+    return;
+  /* A global memory barrier is enough: all work is on one compute queue and
+   * every hazard is shader-write -> shader-read/write (or a host write made
+   * before the submit, which the submit itself makes visible). */
+  const VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+  };
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void wd_vk_cmd_timestamp(wd_vk_cmd_t *c, uint32_t i) {
+  if (c->err || !c->recording)
+    return;
+  if (i >= c->n_timestamps)
+    return wd_vk_cmd_fail(c, WD_ERANGE, "timestamp slot out of range");
+  vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i);
+}
+
+int wd_vk_cmd_end(wd_vk_cmd_t *c) {
+  int rc = 0;
+  if (!c->recording)
+    return WD_EINVAL;
+  c->recording = 0;
+  /* End even after an error so the buffer leaves the recording state. */
+  VkResult r = vkEndCommandBuffer(c->cb);
+  if (c->err)
+    return c->err;
+  if (r != VK_SUCCESS)
+    rc = wd__vk_err(r, "vkEndCommandBuffer", __func__);
+  return rc;
+}
+
+int wd_vk_cmd_submit(wd_vk_cmd_t *c, uint64_t timeout_ns) {
+  int rc = 0;
+  if (c->recording)
+    return WD_EINVAL;
+  if (!c->pending) {
+    WD_VK_TRY(vkResetFences(c->dev->dev, 1, &c->fence));
+    const VkSubmitInfo si = {
+      .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+      .commandBufferCount = 1,
+      .pCommandBuffers = &c->cb,
+    };
+    WD_VK_TRY(vkQueueSubmit(c->dev->queue, 1, &si, c->fence));
+    c->pending = 1;
+  }
+  VkResult r = vkWaitForFences(c->dev->dev, 1, &c->fence, VK_TRUE, timeout_ns);
+  if (r == VK_TIMEOUT)
+    return WD_ETIMEDOUT;
+  c->pending = 0;
+  if (r != VK_SUCCESS)
+    return wd__vk_err(r, "vkWaitForFences", __func__);
+  return 0;
+fail:
+  return rc;
+}
+
+int wd_vk_cmd_elapsed_ns(wd_vk_cmd_t *c, uint32_t a, uint32_t b, double *ret_ns) {
+  int rc = 0;
+  if (a >= c->n_timestamps || b >= c->n_timestamps || c->pending)
+    return WD_EINVAL;
+  uint64_t t[2];
+  WD_VK_TRY(vkGetQueryPoolResults(c->dev->dev, c->queries, a, 1, sizeof t[0], &t[0],
+                                  sizeof t[0], VK_QUERY_RESULT_64_BIT));
+  WD_VK_TRY(vkGetQueryPoolResults(c->dev->dev, c->queries, b, 1, sizeof t[1], &t[1],
+                                  sizeof t[1], VK_QUERY_RESULT_64_BIT));
+  *ret_ns = (double)(int64_t)(t[1] - t[0]) * (double)c->dev->info.timestamp_period_ns;
+  return 0;
+fail:
+  return rc;
+}
+
+uint32_t wd_vk_cmd_n_dispatches(const wd_vk_cmd_t *c) { return c->n_dispatches; }

@@ -1,0 +1,66 @@
+/*
+ * vk_device.h - the Vulkan instance, physical-device choice, logical device
+ * and its one compute queue.
+ *
+ * A wd_vk_device_t is created once per process by the GPU worker and owns
+ * every other Vulkan object (buffers, pipelines, command buffers are created
+ * from it and must be freed before it). Not thread-safe: one thread uses it.
+ */
+#ifndef WD_VK_DEVICE_H
+#define WD_VK_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct wd_vk_device wd_vk_device_t;
+
+typedef enum {
+  WD_VK_CLASS_CPU = 0,        /* lavapipe / llvmpipe and other software */
+  WD_VK_CLASS_VIRTUAL = 1,
+  WD_VK_CLASS_INTEGRATED = 2,
+  WD_VK_CLASS_DISCRETE = 3,
+  WD_VK_CLASS_OTHER = 4,
+} wd_vk_class_t;
+
+typedef struct {
+  uint32_t index;               /* position in vkEnumeratePhysicalDevices */
+  char name[256];
+  char driver_name[256];
+  char driver_info[256];
+  wd_vk_class_t device_class;
+  uint32_t api_version;         /* VK_MAKE_API_VERSION encoded */
+  uint32_t vendor_id, device_id;
+  uint64_t device_local_bytes;  /* sum of DEVICE_LOCAL heaps */
+  uint32_t subgroup_size;
+  bool subgroup_arithmetic;     /* subgroupAdd etc. in compute */
+  bool shader_float16;          /* f16 arithmetic in shaders */
+  bool storage_16bit;           /* 16-bit types in storage buffers */
+  bool usable;                  /* Vulkan >= 1.2 with a compute queue */
+  float timestamp_period_ns;    /* 0 if timestamps unsupported on the queue */
+  uint32_t max_workgroup_invocations;
+  uint32_t max_shared_bytes;
+  uint64_t max_storage_range;
+  uint32_t max_texel_elements;
+} wd_vk_device_info_t;
+
+typedef struct {
+  int index;         /* -1: choose discrete > integrated > virtual > CPU */
+  bool validation;   /* enable VK_LAYER_KHRONOS_validation when installed */
+} wd_vk_device_opts_t;
+
+/* Lists the physical devices. *ret_infos is malloc'd; the caller frees it. */
+int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n);
+
+/* Creates the device. Returns WD_ENODEVICE when nothing usable exists (or
+ * opts->index names no usable device), WD_EVULKAN for other failures. */
+int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev);
+
+/* Waits for the queue to drain, then destroys the device. Accepts NULL. */
+void wd_vk_device_free(wd_vk_device_t *dev);
+
+const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev);
+
+/* "cpu", "virtual-gpu", "integrated-gpu", "discrete-gpu" or "other". */
+const char *wd_vk_class_name(wd_vk_class_t c);
+
+#endif

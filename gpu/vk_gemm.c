@@ -1,0 +1,94 @@
+/*
+ * vk_gemm.c - GEMM pipelines and dispatch geometry (see vk_gemm.h).
+ */
+#include "vk_gemm.h"
+
+#include <stdlib.h>
+
+#include "vk_internal.h"
+
+struct wd_vk_gemm {
+  wd_vk_gemm_family_t family;
+  wd_vk_pipeline_t *pipe;
+  uint32_t tile_m, tile_n; /* outputs per workgroup, for the grid */
+};
+
+const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f) {
+  switch (f) {
+  case WD_VK_GEMM_TEXEL: return "texel-16x16";
+  case WD_VK_GEMM_TEXEL_8X8: return "texel-8x8";
+  case WD_VK_GEMM_TILED: return "tiled-64x64";
+  default: return "auto";
+  }
+}
+
+int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
+  if (family == WD_VK_GEMM_AUTO) {
+    const wd_vk_class_t c = wd_vk_device_info(dev)->device_class;
+    family = (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED) ? WD_VK_GEMM_TILED
+                                                                         : WD_VK_GEMM_TEXEL;
+  }
+  wd_vk_gemm_t *g = calloc(1, sizeof *g);
+  if (!g)
+    return WD_ENOMEM;
+  g->family = family;
+  wd_vk_pipeline_desc_t desc = {
+    .n_args = 4,
+    .args = { WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F16, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .push_size = sizeof(wd_pc_gemm_t),
+    .local_size = { 8, 8, 1 },
+  };
+  switch (family) {
+  case WD_VK_GEMM_TEXEL:
+    desc.shader = "gemm_tex";
+    g->tile_m = g->tile_n = 8 * 16;
+    break;
+  case WD_VK_GEMM_TEXEL_8X8:
+    desc.shader = "gemm_tex_8x8";
+    g->tile_m = g->tile_n = 8 * 8;
+    break;
+  case WD_VK_GEMM_TILED:
+    desc.shader = "gemm_tiled";
+    desc.args[0] = desc.args[1] = WD_VK_ARG_STORAGE;
+    desc.local_size[0] = desc.local_size[1] = 16;
+    g->tile_m = g->tile_n = 64;
+    break;
+  default:
+    free(g);
+    return WD_EINVAL;
+  }
+  int rc = wd_vk_pipeline_new(dev, &desc, &g->pipe);
+  if (rc < 0) {
+    free(g);
+    return rc;
+  }
+  *ret_gemm = g;
+  return 0;
+}
+
+void wd_vk_gemm_free(wd_vk_gemm_t *g) {
+  if (!g)
+    return;
+  wd_vk_pipeline_free(g->pipe);
+  free(g);
+}
+
+wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g) { return g->family; }
+
+int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
+                    const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set) {
+  const wd_vk_arg_t args[4] = { *a, *b, *bias, *c };
+  return wd_vk_dset_new(g->pipe, args, 4, ret_set);
+}
+
+int wd_vk_gemm_record(wd_vk_gemm_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                      const wd_pc_gemm_t *pc, uint32_t n_batch) {
+  /* Both families read A and B four elements at a time. */
+  if (pc->M == 0 || pc->N == 0 || pc->K == 0 || n_batch == 0 || pc->K % 4 || pc->lda % 4 ||
+      pc->ldb % 4 || pc->a_off % 4 || pc->b_off % 4 || pc->a_bz % 4 || pc->b_bz % 4 ||
+      pc->lda < pc->K || pc->ldb < pc->K || pc->ldc < pc->N)
+    return WD_EINVAL;
+  wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, WD_CEIL_DIV(pc->N, g->tile_n),
+                     WD_CEIL_DIV(pc->M, g->tile_m), n_batch);
+  return 0;
+}

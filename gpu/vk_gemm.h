@@ -1,0 +1,47 @@
+/*
+ * vk_gemm.h - the GEMM kernel family, chosen per device class.
+ *
+ * C[z][m][n] = alpha * sum_k A[z][m][k] * B[z][n][k] (+ bias[z][n]) (GELU)
+ *              (+ old C), with A f32 activations, B f16 weights, C f32.
+ * This is the encoder's workhorse (every Linear layer over 1500 frames, the
+ * cross-attention K/V of all decoder layers, the attention products).
+ *
+ * Two families compute the same thing: TEXEL (register-blocked over texel
+ * buffers, fast on lavapipe and fine on GPUs) and TILED (shared-memory tiles
+ * over storage buffers, the classic discrete-GPU kernel). AUTO picks TILED on
+ * discrete and integrated GPUs and TEXEL elsewhere.
+ */
+#ifndef WD_VK_GEMM_H
+#define WD_VK_GEMM_H
+
+#include "vk_buffer.h"
+#include "vk_cmd.h"
+#include "vk_device.h"
+#include "vk_pipeline.h"
+#include "vk_push.h"
+
+typedef enum {
+  WD_VK_GEMM_AUTO = 0,
+  WD_VK_GEMM_TEXEL = 1,
+  WD_VK_GEMM_TEXEL_8X8 = 2, /* smaller register block: for small M or N */
+  WD_VK_GEMM_TILED = 3,
+} wd_vk_gemm_family_t;
+
+typedef struct wd_vk_gemm wd_vk_gemm_t;
+
+int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm);
+void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
+wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
+const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
+
+/* Binds the four operands: a (f32), b (f16 weights), bias (f32), c (f32).
+ * Each is a whole buffer range; element offsets go in the push constants. */
+int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
+                    const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set);
+
+/* Records one GEMM over n_batch z-entries. Returns WD_EINVAL (and records
+ * nothing) when the shapes break the family's alignment rules. */
+int wd_vk_gemm_record(wd_vk_gemm_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                      const wd_pc_gemm_t *pc, uint32_t n_batch);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * vk_internal.h - struct bodies and helpers shared by the files of gpu/.
+ *
+ * Nothing outside gpu/ includes this header: the public headers expose opaque
+ * types. Threading: every object here belongs to the one GPU worker thread
+ * (or to a test's main thread); none of them is internally locked.
+ */
+#ifndef WD_VK_INTERNAL_H
+#define WD_VK_INTERNAL_H
+
+#include <vulkan/vulkan.h>
+
+#include "error.h"
+#include "log.h"
+#include "vk_device.h"
+
+#define WD_CEIL_DIV(n, d) (((n) + (d) - 1) / (d))
+
+struct wd_vk_device {
+  VkInstance instance;
+  VkPhysicalDevice phys;
+  VkDevice dev;
+  VkQueue queue;
+  uint32_t queue_family;
+  VkCommandPool cmd_pool;        /* resettable command buffers */
+  VkDescriptorPool desc_pool;    /* all descriptor sets, freed with the device */
+  VkPhysicalDeviceMemoryProperties mem_props;
+  VkPhysicalDeviceLimits limits;
+  wd_vk_device_info_t info;
+};
+
+/* Maps a VkResult to a WD_E* code and logs the failing call at DEBUG. */
+int wd__vk_err(VkResult r, const char *call, const char *func);
+
+/* Evaluates a Vulkan call; on failure sets rc and jumps to the local fail label. */
+#define WD_VK_TRY(call)                                   \
+  do {                                                    \
+    VkResult wd_vk_r_ = (call);                           \
+    if (wd_vk_r_ != VK_SUCCESS) {                         \
+      rc = wd__vk_err(wd_vk_r_, #call, __func__);         \
+      goto fail;                                          \
+    }                                                     \
+  } while (0)
+
+/* Finds a memory type allowed by type_bits with all of `want`; -1 if none. */
+int wd__vk_memory_type(const struct wd_vk_device *d, uint32_t type_bits,
+                       VkMemoryPropertyFlags want);
+
+#endif

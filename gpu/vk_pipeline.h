@@ -1,0 +1,61 @@
+/*
+ * vk_pipeline.h - compute pipelines from embedded SPIR-V, and the descriptor
+ * sets that bind buffers to them.
+ *
+ * A pipeline is described declaratively (shader variant, the kind of each
+ * binding, push-constant size, specialization constants, workgroup size) and
+ * created once at model load. A descriptor set binds concrete buffer ranges
+ * to one pipeline's bindings; the engine creates its sets once at load time
+ * too, so recording a dispatch touches no allocator.
+ */
+#ifndef WD_VK_PIPELINE_H
+#define WD_VK_PIPELINE_H
+
+#include <stdint.h>
+
+#include "vk_buffer.h"
+#include "vk_device.h"
+
+#define WD_VK_MAX_ARGS 12
+#define WD_VK_MAX_SPEC 16
+
+typedef enum {
+  WD_VK_ARG_STORAGE = 0,   /* std430 buffer (binding i) */
+  WD_VK_ARG_TEXEL_F32 = 1, /* samplerBuffer over RGBA32F texels */
+  WD_VK_ARG_TEXEL_F16 = 2, /* samplerBuffer over RGBA16F texels (f16 weights) */
+  WD_VK_ARG_UNIFORM = 3,   /* uniform block */
+} wd_vk_arg_kind_t;
+
+typedef struct {
+  const char *shader;                    /* variant name in the SPIR-V table */
+  uint32_t n_args;                       /* bindings 0..n_args-1 of set 0 */
+  wd_vk_arg_kind_t args[WD_VK_MAX_ARGS];
+  uint32_t push_size;                    /* bytes of push constants (<= 128) */
+  uint32_t n_spec;                       /* constant_id 0..n_spec-1, all uint */
+  uint32_t spec[WD_VK_MAX_SPEC];
+  uint32_t local_size[3];                /* the shader's workgroup size, for checks */
+} wd_vk_pipeline_desc_t;
+
+typedef struct wd_vk_pipeline wd_vk_pipeline_t;
+typedef struct wd_vk_dset wd_vk_dset_t;
+
+int wd_vk_pipeline_new(wd_vk_device_t *dev, const wd_vk_pipeline_desc_t *desc,
+                       wd_vk_pipeline_t **ret_pipe);
+void wd_vk_pipeline_free(wd_vk_pipeline_t *pipe); /* accepts NULL */
+const wd_vk_pipeline_desc_t *wd_vk_pipeline_desc(const wd_vk_pipeline_t *pipe);
+
+/* One binding: a byte range of a buffer. range 0 means "to the end".
+ * Texel bindings need offset and range aligned to 16 bytes. */
+typedef struct {
+  wd_vk_buffer_t *buf;
+  uint64_t offset;
+  uint64_t range;
+} wd_vk_arg_t;
+
+/* Allocates a set for pipe and writes args[0..n_args-1] into it, creating
+ * the buffer views texel bindings need (owned by the set). */
+int wd_vk_dset_new(wd_vk_pipeline_t *pipe, const wd_vk_arg_t *args, uint32_t n_args,
+                   wd_vk_dset_t **ret_set);
+void wd_vk_dset_free(wd_vk_dset_t *set); /* accepts NULL */
+
+#endif

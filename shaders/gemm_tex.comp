@@ -1,0 +1,88 @@
+#version 450
+// gemm_tex.comp - register-blocked GEMM over texel buffers (CPU-driver family).
+//
+// C[z][m][n] = alpha * dot(A[z][m][:], B[z][n][:]) (+bias, GELU, +C): see
+// wd_pc_gemm in common.glsl.
+//
+// Bindings (set 0):
+//   0  samplerBuffer  A     RGBA32F texels, f32 activations, (Z, M, lda), K contiguous   read
+//   1  samplerBuffer  B     RGBA16F texels, f16 weights,     (Z, N, ldb), K contiguous   read
+//   2  buffer float   bias  (Z, N) f32                                                  read
+//   3  buffer float   C     (Z, M, ldc) f32, N contiguous                              read/write
+// Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4.
+//
+// Why this shape: on lavapipe every SSBO load is a scalar per-lane loop while
+// texelFetch is vectorised (reference/lavapipe.md), so the loads, not the
+// FMAs, set the speed. Each invocation owns TM rows of A and TN rows of B
+// (TM x TN outputs) and per vec4 step fetches TM + TN texels for TM*TN*4
+// FMAs. No shared memory: it is the slowest path on that driver.
+//
+// Workgroup: WGX x WGY = 8 x 8 invocations, one tile of (WGY*TM) x (WGX*TN).
+// Grid: (ceil(N / (WGX*TN)), ceil(M / (WGY*TM)), Z).
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_GOOGLE_include_directive : enable
+#include "common.glsl"
+
+#ifndef TM
+#define TM 16
+#endif
+#ifndef TN
+#define TN 16
+#endif
+#define WGX 8
+#define WGY 8
+
+layout(local_size_x = WGX, local_size_y = WGY, local_size_z = 1) in;
+layout(set = 0, binding = 0) uniform samplerBuffer tA;
+layout(set = 0, binding = 1) uniform samplerBuffer tB;
+layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
+layout(std430, set = 0, binding = 3) buffer BufC { float c[]; };
+layout(push_constant) uniform PC { wd_pc_gemm p; };
+
+void main() {
+  const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, z = gl_WorkGroupID.z;
+  const uint m0 = gl_WorkGroupID.y * (WGY * TM) + ty;
+  const uint n0 = gl_WorkGroupID.x * (WGX * TN) + tx;
+  const int K4 = int(p.K / 4);
+
+  // Rows past the edge are clamped to the last row: they load valid data and
+  // their results are simply not stored.
+  int arow[TM], brow[TN];
+  [[unroll]] for (uint i = 0; i < TM; i++)
+    arow[i] = int((p.a_off + z * p.a_bz + min(m0 + i * WGY, p.M - 1) * p.lda) / 4);
+  [[unroll]] for (uint j = 0; j < TN; j++)
+    brow[j] = int((p.b_off + z * p.b_bz + min(n0 + j * WGX, p.N - 1) * p.ldb) / 4);
+
+  float acc[TM * TN];
+  [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] = 0.0;
+
+  for (int k = 0; k < K4; k++) {
+    vec4 va[TM], vb[TN];
+    [[unroll]] for (uint i = 0; i < TM; i++) va[i] = texelFetch(tA, arow[i] + k);
+    [[unroll]] for (uint j = 0; j < TN; j++) vb[j] = texelFetch(tB, brow[j] + k);
+    [[unroll]] for (uint i = 0; i < TM; i++)
+      [[unroll]] for (uint j = 0; j < TN; j++) {
+        float s = acc[i * TN + j];
+        s = fma(va[i].x, vb[j].x, s);
+        s = fma(va[i].y, vb[j].y, s);
+        s = fma(va[i].z, vb[j].z, s);
+        s = fma(va[i].w, vb[j].w, s);
+        acc[i * TN + j] = s;
+      }
+  }
+
+  [[unroll]] for (uint i = 0; i < TM; i++) {
+    const uint m = m0 + i * WGY;
+    if (m >= p.M) continue;
+    [[unroll]] for (uint j = 0; j < TN; j++) {
+      const uint n = n0 + j * WGX;
+      if (n >= p.N) continue;
+      float v = p.alpha * acc[i * TN + j];
+      if ((p.flags & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];
+      if ((p.flags & WD_GEMM_GELU) != 0u) v = wd_gelu(v);
+      const uint ci = p.c_off + z * p.c_bz + m * p.ldc + n;
+      if ((p.flags & WD_GEMM_ACCUMULATE) != 0u) v += c[ci];
+      c[ci] = v;
+    }
+  }
+}
