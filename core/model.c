@@ -93,56 +93,6 @@ int64_t wd_tensor_n_elements(const wd_tensor_t *t) {
   return n;
 }
 
-/* ref: the IEEE 754 binary16 layout: 1 sign, 5 exponent (bias 15), 10 mantissa bits. */
-float wd__half_to_float(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t man = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13); /* inf or NaN */
-  } else if (exp == 0) {
-    if (man == 0) {
-      bits = sign; /* signed zero */
-    } else {
-      /* Subnormal: value = man * 2^-24, exact in single precision. */
-      float f = (float)man * 0x1p-24f;
-      memcpy(&bits, &f, sizeof bits);
-      bits |= sign;
-    }
-  } else {
-    bits = sign | ((exp + 112u) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint16_t wd__float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  const uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) /* inf stays inf, NaN stays a quiet NaN */
-    return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-  if (ax >= 0x477ff000u) /* rounds to beyond 65504: overflow to inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (ax < 0x38800000u) {
-    /* Below the smallest normal half (2^-14): a subnormal in steps of 2^-24,
-     * rounded to nearest even by the float addition itself. */
-    float a;
-    memcpy(&a, &ax, sizeof a);
-    const float r = a + 0.5f; /* 0.5 has ulp 2^-24: the low bits are the result */
-    uint32_t rb;
-    memcpy(&rb, &r, sizeof rb);
-    return (uint16_t)(sign | (rb - 0x3f000000u));
-  }
-  /* Normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even. */
-  const uint32_t odd = (ax >> 13) & 1u;
-  const uint32_t r = ax + 0xfffu + odd;
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
 /* ------------------------------------------------------- hyper-parameters */
 
 static int wd_ftype_wtype(int32_t ftype, wd_dtype_t *ret) {

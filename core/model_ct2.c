@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "f16.h"
 #include "log.h"
 #include "mel_filters.h"
 #include "model_internal.h"
@@ -332,7 +333,7 @@ static int wd_ct2_source(const char *openai, char *ct2, size_t len, int *ret_par
 static float wd_ct2_elem(const wd_ct2_var_t *v, size_t i) {
   switch (v->dtype) {
   case WD_CT2_F32: { float x; memcpy(&x, v->data + 4 * i, 4); return x; }
-  case WD_CT2_F16: { uint16_t h; memcpy(&h, v->data + 2 * i, 2); return wd__half_to_float(h); }
+  case WD_CT2_F16: { uint16_t h; memcpy(&h, v->data + 2 * i, 2); return wd_f16_to_f32(h); }
   case WD_CT2_BF16: {
     uint16_t h;
     memcpy(&h, v->data + 2 * i, 2);
@@ -403,7 +404,7 @@ static int wd_ct2_build_tensor(wd_ct2_file_t *f, wd_model_t *m, const wd__tensor
   } else if (type == WD_DTYPE_F16) {
     uint16_t *out = buf;
     for (size_t i = 0; i < (size_t)n; i++)
-      out[i] = wd__float_to_half(wd_ct2_elem(v, first + i));
+      out[i] = wd_f32_to_f16(wd_ct2_elem(v, first + i));
   } else {
     float *out = buf;
     for (size_t i = 0; i < (size_t)n; i++)

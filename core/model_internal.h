@@ -84,8 +84,4 @@ void wd__model_finish(wd_model_t *m);
 int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t err_len);
 int wd__model_load_ct2(const char *dir, wd_model_t **ret, char *err, size_t err_len);
 
-/* IEEE half <-> single conversions (round to nearest even). */
-float wd__half_to_float(uint16_t h);
-uint16_t wd__float_to_half(float f);
-
 #endif
