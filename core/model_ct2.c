@@ -104,6 +104,7 @@ static int wd_ct2_parse(wd_ct2_file_t *f, char *err, size_t err_len) {
   char spec[WD_CT2_NAME_MAX];
   if (!wd_ct2_get(&c, &version, 4))
     return wd__model_fail(err, err_len, WD_EMODEL, "model.bin: truncated header");
+  /* Versions 5 and 6 share this layout; 6 is what current converters write. */
   if (version < 5 || version > 6)
     return wd__model_fail(err, err_len, WD_EUNSUP, "model.bin: binary version %u, expected 5 or 6",
                           (unsigned)version);
@@ -120,6 +121,7 @@ static int wd_ct2_parse(wd_ct2_file_t *f, char *err, size_t err_len) {
   f->vars = calloc(n ? n : 1, sizeof *f->vars);
   if (!f->vars)
     return WD_ENOMEM;
+  /* Variables are sorted by name; data is row-major with the last dim fastest. */
   for (uint32_t i = 0; i < n; i++) {
     wd_ct2_var_t *v = &f->vars[i];
     uint8_t rank, dtype;
@@ -174,6 +176,7 @@ static int wd_ct2_parse(wd_ct2_file_t *f, char *err, size_t err_len) {
       return wd__model_fail(err, err_len, WD_EUNSUP, "model.bin: unexpected alias '%s' -> '%s'",
                             alias, target);
   }
+  /* Trailing bytes would mean a misparse or a concatenation of two files. */
   if (c.off != c.len)
     return wd__model_fail(err, err_len, WD_EMODEL, "model.bin: %zu unexpected bytes at the end",
                           c.len - c.off);
@@ -227,6 +230,8 @@ static int wd_ct2_dims2(wd_ct2_file_t *f, const char *name, int rank, uint32_t *
 
 /* Hyper-parameters from the shapes and settings; ftype 1 (f16 weights). */
 static int wd_ct2_hparams(wd_ct2_file_t *f, wd_hparams_t *hp, char *err, size_t err_len) {
+  /* conv1 (n_state, n_mels, 3); encoder positions (n_audio_ctx, n_state);
+   * token embedding (n_vocab, n_state); decoder positions (n_text_ctx, n_state). */
   uint32_t conv1[3], epe[2], emb[2], dpe[2];
   int rc;
   if ((rc = wd_ct2_dims2(f, "encoder/conv1/weight", 3, conv1, err, err_len)) < 0 ||
@@ -386,6 +391,9 @@ static int wd_ct2_build_tensor(wd_ct2_file_t *f, wd_model_t *m, const wd__tensor
   }
   v->used = true;
 
+  /* A fused source (3n, n) = [Wq; Wk; Wv] or (2n, n) = [Wk; Wv] is split by
+   * rows: part p of n_parts is one contiguous block of the row-major data,
+   * and a CTranslate2 row of (out, in) is a ggml row of ne = {in, out}. */
   wd_dtype_t type;
   int rc = wd__model_expect_type(&m->hp, s->kind, &type);
   if (rc < 0)
@@ -399,6 +407,8 @@ static int wd_ct2_build_tensor(wd_ct2_file_t *f, wd_model_t *m, const wd__tensor
   if (!buf)
     return WD_ENOMEM;
   m->owned[m->n_owned++] = buf;
+  /* f16 -> f16 is a copy, so converted weights are bit-identical to the
+   * original; f16 -> f32 is exact; f32/bf16 -> f16 rounds to nearest even. */
   if (type == WD_DTYPE_F16 && v->dtype == WD_CT2_F16) {
     memcpy(buf, v->data + 2 * first, nbytes); /* bit-exact */
   } else if (type == WD_DTYPE_F16) {
@@ -584,7 +594,9 @@ static int wd_ct2_load_vocab(const char *dir, wd_model_t *m, char *err, size_t e
                         n, (int)m->hp.n_vocab);
     goto out;
   }
-  /* Keep the text tokens (ids 0..50256), as a ggml file does. */
+  /* Keep the text tokens (ids 0..50256), as a ggml file does: whisper.cpp
+   * names the special and timestamp tokens above them itself, and they are in
+   * the same place in every layout of a given n_vocab. */
   const int n_keep = WD__MODEL_N_TEXT_TOKENS;
   size_t total = 0;
   for (int i = 0; i < n_keep; i++)
@@ -692,6 +704,8 @@ int wd__model_load_ct2(const char *dir, wd_model_t **ret, char *err, size_t err_
     return wd__model_fail(err, err_len, WD_EIO, "'%s': cannot map: %s", path, strerror(errno));
   }
 
+  /* Parse and check everything, then build tensors in canonical order, then
+   * make sure nothing in model.bin was left unaccounted for. */
   wd_hparams_t hp;
   if ((rc = wd_ct2_parse(&f, err, err_len)) < 0 || (rc = wd_ct2_hparams(&f, &hp, err, err_len)) < 0)
     goto fail;

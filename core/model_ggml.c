@@ -162,6 +162,8 @@ static int wd_ggml_read_vocab(wd_cursor_t *c, wd_model_t *m, char *err, size_t e
  * into its slot. seen[] marks slots already filled. */
 static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_spec_t *specs,
                                bool *seen, char *err, size_t err_len) {
+  /* Offsets go into messages so that a broken file can be inspected with a
+   * hex dump. */
   const size_t rec_off = c->off;
   int32_t n_dims, name_len, type;
   if (!wd_cur_i32(c, &n_dims) || !wd_cur_i32(c, &name_len) || !wd_cur_i32(c, &type))
@@ -171,6 +173,7 @@ static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_s
     return wd__model_fail(err, err_len, WD_EMODEL,
                           "tensor at offset %zu: bad header (n_dims %d, name length %d)", rec_off,
                           (int)n_dims, (int)name_len);
+  /* ggml order: ne[0] is the fastest-varying (row length); unused dims are 1. */
   int64_t ne[4] = { 1, 1, 1, 1 };
   for (int i = 0; i < n_dims; i++) {
     int32_t d;
@@ -193,6 +196,9 @@ static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_s
     return wd__model_fail(err, err_len, WD_EMODEL, "tensor at offset %zu: name contains a NUL byte",
                           rec_off);
 
+  /* The name decides the slot; a name outside the derived list means a
+   * different architecture or a corrupt record, and a second record for the
+   * same name would silently shadow the first. */
   size_t k = 0;
   while (k < m->n_tensors && strcmp(specs[k].name, name) != 0)
     k++;
@@ -201,6 +207,7 @@ static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_s
   if (seen[k])
     return wd__model_fail(err, err_len, WD_EMODEL, "duplicate tensor '%s' at offset %zu", name,
                           rec_off);
+  /* Shape first (it names the hyper-parameter that disagrees), then type. */
   const wd__tensor_spec_t *s = &specs[k];
   bool same = n_dims == s->n_dims;
   for (int i = 0; i < 4 && same; i++)
@@ -276,6 +283,7 @@ int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t er
   }
   close(fd);
 
+  /* Sections in file order; each reader leaves the cursor after its section. */
   wd_cursor_t c = { .p = map, .len = map_len, .off = 0 };
   wd_hparams_t hp;
   if ((rc = wd_ggml_read_head(&c, &hp, err, err_len)) < 0)
@@ -296,6 +304,7 @@ int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t er
     rc = WD_ENOMEM;
     goto fail;
   }
+  /* Tensors run to the end of the file, in any order. */
   while (c.off < c.len)
     if ((rc = wd_ggml_read_tensor(&c, m, specs, seen, err, err_len)) < 0)
       goto fail;
