@@ -76,40 +76,34 @@ static void ref_layernorm(const float *x, int rows, int d, const float *g, const
 }
 
 /* Multi-head attention: q (nq, d), k/v (nk, d) -> out (nq, d). Causal masks
- * key j > query i. Scores in double for a tight reference. */
+ * key j > query i. Products by OpenBLAS per head, softmax in double. */
 static int ref_attention(const float *q, int nq, const float *k, const float *v, int nk, int d,
                          int n_head, int causal, float *out) {
   const int dh = d / n_head;
-  const double scale = 1.0 / sqrt((double)dh);
-  double *s = malloc((size_t)nk * sizeof *s);
+  const float scale = (float)(1.0 / sqrt((double)dh));
+  float *s = malloc((size_t)nq * (size_t)nk * sizeof *s);
   if (!s)
     return WD_ENOMEM;
-  for (int h = 0; h < n_head; h++)
+  for (int h = 0; h < n_head; h++) {
+    /* S (nq, nk) = scale * Q_h K_h^T; heads are column slices of q, k, v. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dh, scale, q + h * dh, d,
+                k + h * dh, d, 0.0f, s, nk);
     for (int i = 0; i < nq; i++) {
-      const float *qi = q + (size_t)i * (size_t)d + (size_t)h * (size_t)dh;
+      float *row = s + (size_t)i * (size_t)nk;
       const int nj = causal ? i + 1 : nk;
       double mx = -INFINITY, sum = 0.0;
-      for (int j = 0; j < nj; j++) {
-        const float *kj = k + (size_t)j * (size_t)d + (size_t)h * (size_t)dh;
-        double acc = 0.0;
-        for (int c = 0; c < dh; c++)
-          acc += (double)qi[c] * kj[c];
-        s[j] = acc * scale;
-        if (s[j] > mx)
-          mx = s[j];
-      }
-      for (int j = 0; j < nj; j++) {
-        s[j] = exp(s[j] - mx);
-        sum += s[j];
-      }
-      float *oi = out + (size_t)i * (size_t)d + (size_t)h * (size_t)dh;
-      for (int c = 0; c < dh; c++) {
-        double acc = 0.0;
-        for (int j = 0; j < nj; j++)
-          acc += s[j] * v[(size_t)j * (size_t)d + (size_t)h * (size_t)dh + (size_t)c];
-        oi[c] = (float)(acc / sum);
-      }
+      for (int j = 0; j < nj; j++)
+        if (row[j] > mx)
+          mx = row[j];
+      for (int j = 0; j < nj; j++)
+        sum += exp((double)row[j] - mx);
+      for (int j = 0; j < nk; j++)
+        row[j] = j < nj ? (float)(exp((double)row[j] - mx) / sum) : 0.0f;
     }
+    /* O_h (nq, dh) = S V_h */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, dh, nk, 1.0f, s, nk, v + h * dh,
+                d, 0.0f, out + h * dh, d);
+  }
   free(s);
   return 0;
 }
@@ -207,23 +201,27 @@ static int ref_mlp_block(const wd_model_t *m, const char *prefix, float *x, int 
 }
 
 /* 1-D convolution, kernel 3, padding 1: in (n_in_frames, cin) row-major,
- * W (cout, cin, 3) as ggml stores it (ne = {3, cin, cout}); GELU after bias. */
-static void ref_conv_gelu(const float *in, int n_in, int cin, const float *w, const float *b,
-                          int cout, int stride, float *out, int n_out) {
+ * W (cout, cin, 3) as ggml stores it (ne = {3, cin, cout}); GELU after bias.
+ * Done as im2col (n_out, cin * 3) times W^T so OpenBLAS does the work. */
+static int ref_conv_gelu(const float *in, int n_in, int cin, const float *w, const float *b,
+                         int cout, int stride, float *out, int n_out) {
+  const size_t kc = (size_t)cin * 3;
+  float *col = calloc((size_t)n_out * kc, sizeof *col);
+  if (!col)
+    return WD_ENOMEM;
   for (int t = 0; t < n_out; t++)
-    for (int o = 0; o < cout; o++) {
-      double acc = b[o];
-      for (int kk = 0; kk < 3; kk++) {
-        const int src = t * stride + kk - 1;
-        if (src < 0 || src >= n_in)
-          continue;
-        const float *row = in + (size_t)src * (size_t)cin;
-        const float *wr = w + (size_t)o * (size_t)cin * 3 + (size_t)kk;
-        for (int i = 0; i < cin; i++)
-          acc += (double)row[i] * wr[(size_t)i * 3];
-      }
-      out[(size_t)t * (size_t)cout + (size_t)o] = (float)ref_gelu(acc);
+    for (int kk = 0; kk < 3; kk++) {
+      const int src = t * stride + kk - 1;
+      if (src < 0 || src >= n_in)
+        continue; /* zero padding */
+      for (int i = 0; i < cin; i++)
+        col[(size_t)t * kc + (size_t)i * 3 + (size_t)kk] = in[(size_t)src * (size_t)cin + (size_t)i];
     }
+  ref_linear(col, n_out, (int)kc, w, b, cout, out);
+  for (size_t i = 0; i < (size_t)n_out * (size_t)cout; i++)
+    out[i] = (float)ref_gelu(out[i]);
+  free(col);
+  return 0;
 }
 
 int wd_ref_encode(const wd_model_t *m, const float *mel, float *out) {
@@ -250,8 +248,11 @@ int wd_ref_encode(const wd_model_t *m, const float *mel, float *out) {
   for (int i = 0; i < nm; i++)
     for (int t = 0; t < T; t++)
       melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
-  ref_conv_gelu(melT, T, nm, c1w, c1b, d, 1, x1, T);
-  ref_conv_gelu(x1, T, d, c2w, c2b, d, 2, out, n);
+  rc = ref_conv_gelu(melT, T, nm, c1w, c1b, d, 1, x1, T);
+  if (!rc)
+    rc = ref_conv_gelu(x1, T, d, c2w, c2b, d, 2, out, n);
+  if (rc)
+    goto out;
   for (size_t i = 0; i < (size_t)n * (size_t)d; i++)
     out[i] += pos[i];
   for (int l = 0; l < hp->n_audio_layer && !rc; l++) {
