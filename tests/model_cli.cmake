@@ -4,8 +4,18 @@ add_test(NAME cli_info_missing COMMAND whisperd info ${PROJECT_SOURCE_DIR}/model
 set_tests_properties(cli_info_missing PROPERTIES LABELS "cli;unit" WILL_FAIL TRUE)
 add_test(NAME cli_convert_usage COMMAND whisperd convert)
 set_tests_properties(cli_convert_usage PROPERTIES LABELS "cli;unit" WILL_FAIL TRUE)
-if(EXISTS ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin)
-  add_test(NAME cli_info_tiny_en COMMAND whisperd info ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin)
-  set_tests_properties(cli_info_tiny_en PROPERTIES LABELS "cli;unit"
-    PASS_REGULAR_EXPRESSION "name: +tiny\\.en.*English-only.*parameters: +37760256")
-endif()
+# The model-backed ones skip (exit 77) until scripts/fetch-model.sh has run.
+function(wd_info_test name model regex)
+  add_test(NAME ${name} COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" info \"$1\""
+           $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model})
+  set_tests_properties(${name} PROPERTIES LABELS "cli;unit" SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+wd_info_test(cli_info_tiny_en ggml-tiny.en.bin
+  "name: +tiny\\.en.*English-only.*n_vocab: +51864.*parameters: +37760256")
+wd_info_test(cli_info_tiny_en_ct2 ct2-tiny.en
+  "name: +tiny\\.en.*English-only.*n_vocab: +51864.*parameters: +37760256")
+wd_info_test(cli_info_base ggml-base.bin
+  "name: +base\n.*multilingual.*n_vocab: +51865")
+wd_info_test(cli_info_base_ct2 ct2-base
+  "name: +base\n.*multilingual.*n_vocab: +51865")
