@@ -9,12 +9,13 @@
  * runs the plan with fftwf_execute_dft_r2c() on buffers it allocates per call
  * and per thread; FFTW documents the new-array execute functions as
  * thread-safe, so any number of callers may share one wd_mel_t. The plan is
- * made with FFTW_ESTIMATE: a 400-point real FFT is a small part of the cost
- * (the filterbank and log10 weigh as much), FFTW_MEASURE would spend time
- * timing candidates at model load, and it may pick a different algorithm from
- * one run to the next, which would change the last bits of the output. The
- * estimated plan is deterministic, so the same input always gives the same
- * bits, in every process.
+ * made with FFTW_ESTIMATE: the 400-point real FFT is about a quarter of the
+ * run time (perf; windowing, the filterbank and the logarithm are the rest), and
+ * FFTW_MEASURE was no faster in tests/bench/bench_mel (within noise). MEASURE
+ * would also time candidate algorithms at model load and may pick a different
+ * one from run to run, which changes the last bits of the output; the
+ * estimated plan is deterministic, so the same input gives the same bits in
+ * every process.
  *
  * Alignment: a plan may use SIMD code that depends on the alignment of the
  * arrays it was planned with, and the new-array functions require arrays with
@@ -72,8 +73,13 @@ static void *wd_mel_aligned_alloc(size_t n) {
   return aligned_alloc(WD_MEL_ALIGN, n);
 }
 
+/* log10(x) for x >= 1e-10 as ln(x) / ln(10) in float32: glibc's log10f
+ * is several times slower than its logf (it was 40% of the run time), and
+ * the extra rounding (< 1e-6 in log10 units) is far below the FFT's error. */
+static float wd_mel_log10(float x) { return logf(x) * (float)M_LOG10E; }
+
 /* log10 of the clamp floor: the value of a band with no energy. */
-static float wd_mel_log_floor(void) { return (float)log10(1e-10); }
+static float wd_mel_log_floor(void) { return wd_mel_log10(1e-10f); }
 
 int wd_mel_n_frames(size_t n_samples) {
   if (n_samples > WD_MEL_MAX_SAMPLES)
@@ -208,7 +214,7 @@ static void wd_mel_run(wd_mel_job_t *j) {
       double acc = 0.0;
       for (int k = m->band_lo[b]; k < m->band_hi[b]; k++)
         acc += (double)row[k] * power[k];
-      const float v = (float)log10(acc > 1e-10 ? acc : 1e-10);
+      const float v = wd_mel_log10((float)(acc > 1e-10 ? acc : 1e-10));
       j->mel[(size_t)b * (size_t)j->n_frames + (size_t)t] = v;
       if (v > vmax)
         vmax = v;
