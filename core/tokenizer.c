@@ -50,7 +50,8 @@ static const char wd_pretok_pattern[] =
 #define WD_N_TIMESTAMPS 1501
 #define WD_N_FIXED_SPECIALS (2 + 6 + WD_N_TIMESTAMPS) /* eot, sot; 6 task/misc; timestamps */
 
-/* Pieces up to this many bytes are merged in a stack buffer. */
+/* Pieces up to this many bytes are merged on the stack in O(n^2); longer
+ * ones through a heap in O(n log n). */
 #define WD_BPE_STACK 128
 #define WD_RANK_NONE INT32_MAX
 
@@ -77,6 +78,10 @@ static uint32_t wd_hash_bytes(const unsigned char *p, size_t n);
 static int32_t wd_rank_of(const wd_tokenizer_t *t, const unsigned char *p, size_t n);
 static size_t wd_token_len(const wd_tokenizer_t *t, int32_t id);
 static void wd_sink_put(wd_id_sink_t *s, int32_t id);
+static void wd_bpe_merge_small(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
+                               wd_id_sink_t *s);
+static int wd_bpe_merge_large(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
+                              wd_id_sink_t *s);
 static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t n, wd_id_sink_t *s);
 static int wd_build_suppress(wd_tokenizer_t *t);
 
@@ -111,12 +116,25 @@ int wd_tokenizer_new(const char *const *tokens, const size_t *lens, int n_tokens
                      wd_tokenizer_t **ret) {
   if (!tokens || !lens || !ret || n_tokens < 256 || n_tokens > (1 << 24))
     return WD_EINVAL;
-  const int n_langs = n_vocab - n_tokens - WD_N_FIXED_SPECIALS;
+  /* ref: openai/whisper model.py num_languages / is_multilingual and
+   * tokenizer.py get_encoding(): the layout follows from n_vocab alone. */
+  const int multilingual = n_vocab >= 51865;
+  const int n_langs = n_vocab - 51765 - multilingual;
   if (n_langs < 1 || n_langs > wd_languages_count()) {
-    wd_log_debug("%s: n_vocab %d with %d text tokens leaves %d language slots, expected 1..%d",
-                 __func__, n_vocab, n_tokens, n_langs, wd_languages_count());
+    wd_log_debug("%s: n_vocab %d gives %d language slots, expected 1..%d", __func__, n_vocab,
+                 n_langs, wd_languages_count());
     return WD_EINVAL;
   }
+  /* Text tokens are the ids below <|endoftext|>. A ggml file of an
+   * English-only model stores one more token, "<|endoftext|>" itself, which
+   * is a special token here and is not copied. */
+  const int n_text = n_vocab - WD_N_FIXED_SPECIALS - n_langs;
+  if (n_tokens < n_text) {
+    wd_log_debug("%s: %d text tokens given, n_vocab %d needs %d", __func__, n_tokens, n_vocab,
+                 n_text);
+    return WD_EINVAL;
+  }
+  n_tokens = n_text;
   size_t total = 0;
   for (int i = 0; i < n_tokens; i++) {
     if (!tokens[i] && lens[i] > 0)
@@ -240,36 +258,17 @@ static void wd_sink_put(wd_id_sink_t *s, int32_t id) {
 }
 
 /*
- * Byte-pair encodes one pre-token p[0..n) into s.
+ * Byte-pair merge of a short piece (2 <= n <= WD_BPE_STACK) on the stack.
  * ref: tiktoken src/lib.rs _byte_pair_merge. parts[k] is the start of the
  * k-th current part (parts[m] = n closes the last one); rank[k] is the rank
  * of parts k and k+1 merged, WD_RANK_NONE if that is no token. Each round
  * merges the lowest-ranked pair, the leftmost on ties, and re-ranks only the
- * two pairs that touch the merged part. O(n^2) in the worst case, which is
- * fine for pre-tokens (words, digit runs, whitespace runs).
+ * two pairs that touch the merged part: O(n^2), cheap for short pieces.
  */
-static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
-                        wd_id_sink_t *s) {
-  if (n == 0)
-    return 0;
-  const int32_t whole = wd_rank_of(t, p, n);
-  if (whole != WD_RANK_NONE) {
-    wd_sink_put(s, whole);
-    return 0;
-  }
-  size_t parts_stack[WD_BPE_STACK + 1];
-  int32_t rank_stack[WD_BPE_STACK];
-  size_t *parts = parts_stack;
-  int32_t *rank = rank_stack;
-  if (n > WD_BPE_STACK) {
-    parts = malloc(sizeof(size_t) * (n + 1));
-    rank = malloc(sizeof(int32_t) * n);
-    if (!parts || !rank) {
-      free(parts);
-      free(rank);
-      return WD_ENOMEM;
-    }
-  }
+static void wd_bpe_merge_small(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
+                               wd_id_sink_t *s) {
+  size_t parts[WD_BPE_STACK + 1];
+  int32_t rank[WD_BPE_STACK];
   size_t m = n; /* number of parts */
   for (size_t k = 0; k <= n; k++)
     parts[k] = k;
@@ -300,11 +299,127 @@ static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t 
   /* Every remaining part is a token: single bytes always are, merges were. */
   for (size_t k = 0; k < m; k++)
     wd_sink_put(s, wd_rank_of(t, p + parts[k], parts[k + 1] - parts[k]));
-  if (parts != parts_stack) {
-    free(parts);
-    free(rank);
+}
+
+/* A candidate merge for the large-piece heap: the pair starting at byte
+ * `start` has rank `rank`. Ordered by rank, then start (leftmost first). */
+typedef struct {
+  int32_t rank;
+  uint32_t start;
+} wd_bpe_cand_t;
+
+static int wd_cand_less(wd_bpe_cand_t a, wd_bpe_cand_t b) {
+  return a.rank < b.rank || (a.rank == b.rank && a.start < b.start);
+}
+
+static void wd_heap_push(wd_bpe_cand_t *h, size_t *n, wd_bpe_cand_t c) {
+  size_t i = (*n)++;
+  while (i > 0 && wd_cand_less(c, h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
   }
+  h[i] = c;
+}
+
+static wd_bpe_cand_t wd_heap_pop(wd_bpe_cand_t *h, size_t *n) {
+  const wd_bpe_cand_t top = h[0], last = h[--(*n)];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n)
+      break;
+    if (c + 1 < *n && wd_cand_less(h[c + 1], h[c]))
+      c++;
+    if (!wd_cand_less(h[c], last))
+      break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = last;
+  return top;
+}
+
+/*
+ * Byte-pair merge of a long piece in O(n log n), with the same result as
+ * wd_bpe_merge_small(): the lowest (rank, start) pair is merged first, which
+ * is the lowest rank and the leftmost on ties. Parts form a linked list by
+ * start byte (next[k] = start of the following part, n at the end);
+ * pair_rank[k] is the current rank of the pair starting at k, and a heap
+ * entry is stale unless it still equals it (a rank names one byte string, so
+ * an equal rank at the same start is the same pair). Bounds the cost of
+ * pathological input such as a 100 kB word in a user's prompt.
+ */
+static int wd_bpe_merge_large(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
+                              wd_id_sink_t *s) {
+  uint32_t *next = malloc(sizeof(uint32_t) * n);
+  uint32_t *prev = malloc(sizeof(uint32_t) * n);
+  int32_t *pair_rank = malloc(sizeof(int32_t) * n);
+  /* n initial pairs at most, plus two new candidates per merge (< n merges). */
+  wd_bpe_cand_t *heap = malloc(sizeof(wd_bpe_cand_t) * 3 * n);
+  if (!next || !prev || !pair_rank || !heap) {
+    free(next);
+    free(prev);
+    free(pair_rank);
+    free(heap);
+    return WD_ENOMEM;
+  }
+  size_t hn = 0;
+  const uint32_t end = (uint32_t)n;
+  for (uint32_t k = 0; k < end; k++) {
+    next[k] = k + 1;
+    prev[k] = k == 0 ? end : k - 1; /* end = no previous part */
+    pair_rank[k] = k + 1 < end ? wd_rank_of(t, p + k, 2) : WD_RANK_NONE;
+    if (pair_rank[k] != WD_RANK_NONE)
+      wd_heap_push(heap, &hn, (wd_bpe_cand_t){pair_rank[k], k});
+  }
+  while (hn > 0) {
+    const wd_bpe_cand_t c = wd_heap_pop(heap, &hn);
+    const uint32_t a = c.start;
+    if (pair_rank[a] != c.rank)
+      continue; /* stale: the pair changed or a was absorbed (rank NONE) */
+    /* Merge part a with the part b that follows it. */
+    const uint32_t b = next[a], after = next[b];
+    next[a] = after;
+    if (after < end)
+      prev[after] = a;
+    pair_rank[b] = WD_RANK_NONE;
+    pair_rank[a] = after < end ? wd_rank_of(t, p + a, next[after] - a) : WD_RANK_NONE;
+    if (pair_rank[a] != WD_RANK_NONE)
+      wd_heap_push(heap, &hn, (wd_bpe_cand_t){pair_rank[a], a});
+    const uint32_t pa = prev[a];
+    if (pa < end) {
+      pair_rank[pa] = wd_rank_of(t, p + pa, after - pa);
+      if (pair_rank[pa] != WD_RANK_NONE)
+        wd_heap_push(heap, &hn, (wd_bpe_cand_t){pair_rank[pa], pa});
+    }
+  }
+  for (uint32_t k = 0; k < end; k = next[k])
+    wd_sink_put(s, wd_rank_of(t, p + k, next[k] - k));
+  free(next);
+  free(prev);
+  free(pair_rank);
+  free(heap);
   return 0;
+}
+
+/* Encodes one pre-token p[0..n): the whole piece if it is a token (as
+ * tiktoken checks first), otherwise its byte-pair merge. */
+static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t n,
+                        wd_id_sink_t *s) {
+  if (n == 0)
+    return 0;
+  const int32_t whole = wd_rank_of(t, p, n);
+  if (whole != WD_RANK_NONE) {
+    wd_sink_put(s, whole);
+    return 0;
+  }
+  if (n <= WD_BPE_STACK) {
+    wd_bpe_merge_small(t, p, n, s);
+    return 0;
+  }
+  if (n > UINT32_MAX / 4)
+    return WD_ETOOBIG;
+  return wd_bpe_merge_large(t, p, n, s);
 }
 
 int wd_tokenizer_encode(const wd_tokenizer_t *t, const char *text, size_t len, int32_t *ids,

@@ -23,7 +23,7 @@ typedef struct wd_tokenizer wd_tokenizer_t;
 
 /* Special token ids for one vocabulary layout. */
 typedef struct {
-  int32_t eot;          /* <|endoftext|>; also the number of text tokens */
+  int32_t eot;          /* <|endoftext|>; ids below it are text tokens */
   int32_t sot;          /* <|startoftranscript|> */
   int32_t lang_begin;   /* <|en|>; languages follow in wd_languages order */
   int32_t n_langs;      /* 99, or 100 for large-v3 ("yue") */
@@ -40,12 +40,16 @@ typedef struct {
 /*
  * Builds a tokenizer. tokens[i] / lens[i] are the raw bytes of text token i
  * (i = BPE rank), n_tokens of them; the bytes are copied, so the caller keeps
- * ownership of its arrays. A zero-length token is allowed (multilingual rank
- * 50256 is the empty string) and tokens[i] may then be NULL. n_vocab must
- * leave room for 1 to 100 language tokens after the text tokens and the fixed
- * specials (n_vocab - n_tokens - 1509 languages), and every single byte must
- * be a token. Returns 0, WD_EINVAL for a vocabulary that breaks these rules,
- * WD_ENOMEM, or WD_EINTERNAL when PCRE2 rejects the pattern.
+ * ownership of its arrays. The layout follows openai/whisper from n_vocab
+ * alone: multilingual iff n_vocab >= 51865, n_vocab - 51765 - multilingual
+ * languages (1 to 100), <|endoftext|> = 50256 + multilingual. Tokens at or
+ * above <|endoftext|> are ignored, so both a .tiktoken vocabulary (50256 or
+ * 50257 ranks) and a ggml model's list (always 50257; English-only ones end
+ * with the bytes "<|endoftext|>") work. A zero-length token is allowed
+ * (multilingual rank 50256 is the empty string) and tokens[i] may then be
+ * NULL. Every single byte must be a token. Returns 0, WD_EINVAL for a
+ * vocabulary that breaks these rules, WD_ENOMEM, or WD_EINTERNAL when PCRE2
+ * rejects the pattern.
  */
 int wd_tokenizer_new(const char *const *tokens, const size_t *lens, int n_tokens, int n_vocab,
                      wd_tokenizer_t **ret);
@@ -64,7 +68,9 @@ void wd_tokenizer_free(wd_tokenizer_t *t);
  * Writes at most max_ids ids and sets *ret_n to the number of ids the text
  * needs. Returns 0, WD_ERANGE when max_ids was too small (*ret_n tells how
  * many are needed; ids = NULL with max_ids = 0 asks only for the count),
- * WD_EINVAL for bad arguments, WD_ENOMEM, or WD_EINTERNAL on a PCRE2 failure.
+ * WD_EINVAL for bad arguments, WD_ENOMEM, WD_ETOOBIG for a single piece
+ * over 1 GB, or WD_EINTERNAL on a PCRE2 failure. Cost is O(n log n) in the
+ * length of the longest pre-token, linear otherwise.
  */
 int wd_tokenizer_encode(const wd_tokenizer_t *t, const char *text, size_t len, int32_t *ids,
                         int max_ids, int *ret_n);

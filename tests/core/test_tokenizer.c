@@ -469,7 +469,11 @@ WD_TEST(constructor_validation) {
   wd_tokenizer_t *t = NULL;
   const char *const *tok = (const char *const *)g_multi.tokens;
   /* n_vocab that leaves no language slot, or more than 100. */
-  WD_CHECK_EQ_INT(wd_tokenizer_new(tok, g_multi.lens, g_multi.n, 51766, &t), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_tokenizer_new(tok, g_multi.lens, g_multi.n, 51765, &t), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_tokenizer_new(tok, g_multi.lens, g_multi.n, 0, &t), WD_EINVAL);
+  /* Multilingual n_vocab needs 50257 text tokens; gpt2 has 50256. */
+  WD_CHECK_EQ_INT(wd_tokenizer_new((const char *const *)g_gpt2.tokens, g_gpt2.lens, g_gpt2.n,
+                                   51865, &t), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_tokenizer_new(tok, g_multi.lens, g_multi.n, 51867, &t), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_tokenizer_new(NULL, g_multi.lens, g_multi.n, 51865, &t), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_tokenizer_new(tok, g_multi.lens, 100, 51865, &t), WD_EINVAL);
@@ -490,6 +494,40 @@ WD_TEST(constructor_validation) {
   free(copy);
   free(lens);
   wd_tokenizer_free(NULL);
+}
+
+WD_TEST(ggml_english_vocabulary) {
+  if (!setup())
+    wd_test_skip("vocabularies missing");
+  /* A ggml file of an English-only model carries 50257 tokens, the last being
+   * the bytes "<|endoftext|>"; the layout must not change and that token
+   * must not become encodable text. */
+  char **tok = malloc(sizeof(char *) * 50257);
+  size_t *lens = malloc(sizeof(size_t) * 50257);
+  memcpy(tok, g_gpt2.tokens, sizeof(char *) * 50256);
+  memcpy(lens, g_gpt2.lens, sizeof(size_t) * 50256);
+  char eot_text[] = "<|endoftext|>";
+  tok[50256] = eot_text;
+  lens[50256] = strlen(eot_text);
+  wd_tokenizer_t *t = NULL;
+  WD_CHECK_EQ_INT(wd_tokenizer_new((const char *const *)tok, lens, 50257, 51864, &t), 0);
+  if (t) {
+    WD_CHECK_EQ_INT(wd_tokenizer_special(t)->eot, 50256);
+    WD_CHECK_EQ_INT(wd_tokenizer_special(t)->ts_begin, 50363);
+    WD_CHECK(wd_tokenizer_token_bytes(t, 50256, NULL) == NULL);
+    int32_t a[32], b[32];
+    int na = 0, nb = 0;
+    const char *s = "x<|endoftext|>y";
+    WD_CHECK_EQ_INT(wd_tokenizer_encode(t, s, strlen(s), a, 32, &na), 0);
+    WD_CHECK_EQ_INT(wd_tokenizer_encode(g_en, s, strlen(s), b, 32, &nb), 0);
+    WD_CHECK(na == nb && na > 3 && memcmp(a, b, sizeof(int32_t) * (size_t)na) == 0);
+    int32_t sup[128];
+    WD_CHECK_EQ_INT(wd_tokenizer_suppress_tokens(t, sup, 128, &na), 0);
+    WD_CHECK_EQ_INT(na, 90);
+  }
+  wd_tokenizer_free(t);
+  free(tok);
+  free(lens);
 }
 
 /* Several threads encode the same text with one tokenizer; all must agree. */
@@ -546,7 +584,7 @@ WD_TEST(encode_throughput) {
   const double s1 = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
   printf("encode: %zu bytes -> %d tokens in %.3f s (%.1f MB/s)\n", len, n, s1, (double)len / s1 / 1e6);
   WD_CHECK(n > 0 && n < (int)len);
-  memset(text, 'q', 20000);
+  memset(text, 'a', 20000); /* "aa", "aaaa", ... are tokens: many merges */
   clock_gettime(CLOCK_MONOTONIC, &a);
   WD_CHECK_EQ_INT(wd_tokenizer_encode(g_ml, text, 20000, NULL, 0, &n), WD_ERANGE);
   clock_gettime(CLOCK_MONOTONIC, &b);

@@ -224,7 +224,15 @@ def long_cases():
         "the " * 80,
         "supercalifragilisticexpialidocious " * 4,
         "x" * 1000,
-    ]
+        "1234567890" * 30,
+        "ab" * 64 + "a",
+        "aaab" * 70,
+        "zzz" * 50,
+        "\u00e9" * 100,
+        "Kraftfahrzeughaftpflichtversicherung" * 6,
+        " " + "".join(rnd.choice("eeettaaoinshrdlu") for _ in range(400)),
+        "\U0001F600\U0001F44D\U0001F3FD" * 30,
+    ] + ["".join(rnd.choice(letters + "äöüéèß") for _ in range(rnd.randint(129, 700))) for _ in range(12)]
 
 
 def fuzz_cases(n):
