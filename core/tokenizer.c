@@ -84,6 +84,9 @@ static int wd_bpe_merge_large(const wd_tokenizer_t *t, const unsigned char *p, s
                               wd_id_sink_t *s);
 static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t n, wd_id_sink_t *s);
 static int wd_build_suppress(wd_tokenizer_t *t);
+static size_t wd_utf8_char_len(const unsigned char *p, size_t n);
+static int wd_encode_valid(const wd_tokenizer_t *t, pcre2_match_data *md, const unsigned char *u,
+                           size_t len, wd_id_sink_t *sink);
 
 /* FNV-1a, 32 bit: short keys, good enough spread for ~50k byte strings. */
 static uint32_t wd_hash_bytes(const unsigned char *p, size_t n) {
@@ -217,7 +220,7 @@ int wd_tokenizer_new(const char *const *tokens, const size_t *lens, int n_tokens
   int errcode = 0;
   PCRE2_SIZE erroff = 0;
   t->re = pcre2_compile((PCRE2_SPTR)wd_pretok_pattern, PCRE2_ZERO_TERMINATED,
-                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &erroff, NULL);
+                        PCRE2_UTF | PCRE2_UCP, &errcode, &erroff, NULL);
   if (!t->re) {
     wd_log_debug("%s: pcre2_compile failed with %d at offset %zu", __func__, errcode,
                  (size_t)erroff);
@@ -422,6 +425,71 @@ static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t 
   return wd_bpe_merge_large(t, p, n, s);
 }
 
+/*
+ * Length of the UTF-8 sequence at p[0..n) if it is one valid character, else
+ * 0. Valid means what Python's strict decoder accepts: shortest form, no
+ * surrogates (U+D800..U+DFFF), nothing above U+10FFFF.
+ */
+static size_t wd_utf8_char_len(const unsigned char *p, size_t n) {
+  const unsigned c = p[0];
+  if (c < 0x80)
+    return 1;
+  size_t l;
+  unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+  if (c >= 0xc2 && c <= 0xdf)
+    l = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    l = 3;
+    if (c == 0xe0)
+      lo = 0xa0; /* overlong below U+0800 */
+    else if (c == 0xed)
+      hi = 0x9f; /* surrogates */
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    l = 4;
+    if (c == 0xf0)
+      lo = 0x90; /* overlong below U+10000 */
+    else if (c == 0xf4)
+      hi = 0x8f; /* above U+10FFFF */
+  } else
+    return 0; /* continuation byte, C0/C1 overlong lead, F5..FF */
+  if (n < l || p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 2; i < l; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf)
+      return 0;
+  return l;
+}
+
+/*
+ * Pre-tokenises one stretch of valid UTF-8 and byte-pair encodes each piece.
+ * The stretch is passed to PCRE2 as the whole subject, so its end behaves as
+ * the end of the text would (for the lookahead of \s+(?!\S)), and
+ * PCRE2_NO_UTF_CHECK keeps every call proportional to its match.
+ */
+static int wd_encode_valid(const wd_tokenizer_t *t, pcre2_match_data *md, const unsigned char *u,
+                           size_t len, wd_id_sink_t *sink) {
+  const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+  size_t pos = 0;
+  int r;
+  while (pos < len) {
+    const int rc = pcre2_match(t->re, (PCRE2_SPTR)u, len, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc < 0) {
+      /* Every character matches some alternative, so NOMATCH is a bug too. */
+      wd_log_debug("%s: pcre2_match failed with %d at byte %zu", __func__, rc, pos);
+      return WD_EINTERNAL;
+    }
+    const size_t ms = ov[0], me = ov[1];
+    if (ms != pos || me <= ms || me > len) {
+      wd_log_debug("%s: unexpected match [%zu, %zu) at byte %zu", __func__, ms, me, pos);
+      return WD_EINTERNAL;
+    }
+    if ((r = wd_bpe_piece(t, u + ms, me - ms, sink)) < 0)
+      return r;
+    pos = me;
+  }
+  return 0;
+}
+
 int wd_tokenizer_encode(const wd_tokenizer_t *t, const char *text, size_t len, int32_t *ids,
                         int max_ids, int *ret_n) {
   if (!t || (!text && len > 0) || max_ids < 0 || (!ids && max_ids > 0) || !ret_n)
@@ -434,30 +502,22 @@ int wd_tokenizer_encode(const wd_tokenizer_t *t, const char *text, size_t len, i
   if (!md)
     return WD_ENOMEM;
   const unsigned char *u = (const unsigned char *)text;
-  const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
   int r = 0;
   size_t pos = 0;
-  while (pos < len) {
-    size_t ms = len, me = len;
-    const int rc = pcre2_match(t->re, (PCRE2_SPTR)text, len, pos, 0, md, NULL);
-    if (rc >= 0) {
-      ms = ov[0];
-      me = ov[1];
-      if (me <= ms || ms < pos) { /* the pattern cannot match empty */
-        r = WD_EINTERNAL;
-        break;
-      }
-    } else if (rc != PCRE2_ERROR_NOMATCH) {
-      wd_log_debug("%s: pcre2_match failed with %d at byte %zu", __func__, rc, pos);
-      r = WD_EINTERNAL;
-      break;
+  /* Alternate between stretches of valid UTF-8 and runs of invalid bytes;
+   * an invalid run is one raw piece, which no pre-token crosses. */
+  while (pos < len && r == 0) {
+    size_t end = pos, l;
+    while (end < len && (l = wd_utf8_char_len(u + end, len - end)) > 0)
+      end += l;
+    if (end > pos) {
+      r = wd_encode_valid(t, md, u + pos, end - pos, &sink);
+    } else {
+      while (end < len && wd_utf8_char_len(u + end, len - end) == 0)
+        end++;
+      r = wd_bpe_piece(t, u + pos, end - pos, &sink);
     }
-    /* Bytes the pattern skipped are invalid UTF-8: one raw piece. */
-    if (ms > pos && (r = wd_bpe_piece(t, u + pos, ms - pos, &sink)) < 0)
-      break;
-    if (me > ms && (r = wd_bpe_piece(t, u + ms, me - ms, &sink)) < 0)
-      break;
-    pos = me;
+    pos = end;
   }
   pcre2_match_data_free(md);
   if (r < 0)

@@ -42,7 +42,7 @@ def load_whisper_tokenizer_module():
 
 
 def raw_bytes_encode(enc, data):
-    """Our defined behaviour for invalid UTF-8 (the C side uses PCRE2_MATCH_INVALID_UTF).
+    """Our defined behaviour for invalid UTF-8 (core/tokenizer.c wd_tokenizer_encode).
 
     Invalid byte sequences act as barriers that no pre-token crosses: every maximal
     run of valid UTF-8 is encoded like a complete string, every maximal run of
