@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 
+#include "vk_buffer_internal.h"
 #include "vk_internal.h"
 #include "vk_pipeline_internal.h"
 
@@ -135,6 +136,36 @@ void wd_vk_cmd_barrier(wd_vk_cmd_t *c) {
   };
   vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+int wd_vk_cmd_copy(wd_vk_cmd_t *c, const wd_vk_arg_t *src, const wd_vk_arg_t *dst, uint64_t n) {
+  if (c->err)
+    return c->err;
+  if (!c->recording || !src || !dst || !src->buf || !dst->buf || n == 0 ||
+      src->offset > src->buf->size || n > src->buf->size - src->offset ||
+      dst->offset > dst->buf->size || n > dst->buf->size - dst->offset) {
+    wd_vk_cmd_fail(c, WD_ERANGE, "copy outside its buffers");
+    return c->err;
+  }
+  /* Earlier shader writes to src (or reads of dst) finish before the copy. */
+  const VkMemoryBarrier before = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT,
+    .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+  };
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &before, 0, NULL, 0, NULL);
+  const VkBufferCopy region = { .srcOffset = src->offset, .dstOffset = dst->offset, .size = n };
+  vkCmdCopyBuffer(c->cb, src->buf->buf, dst->buf->buf, 1, &region);
+  /* The copied bytes are read (or overwritten) by the shaders that follow. */
+  const VkMemoryBarrier after = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+  };
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       0, 1, &after, 0, NULL, 0, NULL);
+  return 0;
 }
 
 void wd_vk_cmd_timestamp(wd_vk_cmd_t *c, uint32_t i) {

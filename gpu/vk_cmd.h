@@ -35,6 +35,9 @@ void wd_vk_cmd_dispatch(wd_vk_cmd_t *cmd, const wd_vk_dset_t *set, const void *p
 /* Makes every earlier shader write visible to every later shader read:
  * placed between dispatches that depend on each other. */
 void wd_vk_cmd_barrier(wd_vk_cmd_t *cmd);
+/* Copies n bytes from src's range start to dst's range start and makes the
+ * result visible to later shaders (transfer -> compute barrier). */
+int wd_vk_cmd_copy(wd_vk_cmd_t *cmd, const wd_vk_arg_t *src, const wd_vk_arg_t *dst, uint64_t n);
 /* Writes the GPU clock into query slot i once all earlier work is done. */
 void wd_vk_cmd_timestamp(wd_vk_cmd_t *cmd, uint32_t i);
 int wd_vk_cmd_end(wd_vk_cmd_t *cmd);
