@@ -123,11 +123,14 @@ typedef struct {
 } tg_buf_t;
 
 static inline size_t tg_esize(const tg_buf_t *b) { return b->f16 ? 2 : 4; }
+/* Elements allocated for n: guards, slack, rounded so that the whole buffer
+ * is a valid f32 or f16 texel range. */
+static inline size_t tg_total(size_t n) { return (n + 2 * TG_GUARD + 8 + 7) / 8 * 8; }
 
 /* Creates the buffer: data from init (NULL: sentinels), guards sentinels. */
 static inline int tg_buf_new(wd_vk_device_t *dev, size_t n, const float *init, int f16, tg_buf_t *ret) {
   *ret = (tg_buf_t){ .buf = NULL, .n = n, .f16 = f16 };
-  const size_t total = n + 2 * TG_GUARD + 8; /* + slack: texel ranges round up to 16 B */
+  const size_t total = tg_total(n);
   const size_t es = f16 ? 2 : 4;
   unsigned char *host = malloc(total * es);
   if (!host)
@@ -168,7 +171,7 @@ static inline int tg_buf_read(const tg_buf_t *b, float *out) {
 }
 /* 1 when both guards are bit-for-bit untouched. */
 static inline int tg_guards_ok(const tg_buf_t *b) {
-  const size_t total = b->n + 2 * TG_GUARD + 8;
+  const size_t total = tg_total(b->n);
   uint32_t *h = malloc(total * 4);
   if (!h || wd_vk_buffer_read(b->buf, 0, h, total * 4) < 0) {
     free(h);
