@@ -20,6 +20,9 @@
 #define WD_GEMV_SPLIT_K 1536u  /* CPU devices: K from which SUBGROUP wins */
 
 static const uint32_t wd_gemv_batches[WD_GEMV_N_BATCH] = { 1, 2, 4, 8, 16 };
+/* ROW family: output rows per invocation (RPI in shaders.cmake), per batch
+ * variant: fewer as the per-sequence accumulators take the registers. */
+static const uint32_t wd_gemv_row_rpi[WD_GEMV_N_BATCH] = { 4, 4, 4, 2, 1 };
 
 struct wd_vk_gemv {
   wd_vk_gemv_family_t family; /* as asked, AUTO included */
@@ -149,7 +152,7 @@ int wd_vk_gemv_record(wd_vk_gemv_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set
     return WD_EINVAL;
   uint32_t groups;
   switch ((wd_vk_gemv_family_t)fam) {
-  case WD_VK_GEMV_ROW: groups = WD_CEIL_DIV(pc->N, WD_GEMV_WG); break;
+  case WD_VK_GEMV_ROW: groups = WD_CEIL_DIV(pc->N, WD_GEMV_WG * wd_gemv_row_rpi[bi]); break;
   case WD_VK_GEMV_SUBGROUP: groups = WD_CEIL_DIV(pc->N, g->sg_rows); break;
   default: groups = pc->N; break;
   }

@@ -27,11 +27,15 @@
 //   5  buffer float   S    (nb, n_head, save_ld) f32 at save_off              write
 // Requirements: q_off, ldq, kv_off, ldkv multiples of 4; n_keys <= 1536.
 //
-// Workgroup: 64 invocations. Scores: invocation l takes keys l, l+64, ...
-// (16 texel fetches of K per key against q held in registers) into shared
-// memory. Weighted sum: invocation l owns the vec4 (l % 16) of the head and
-// the keys j = l / 16 (mod 4); the 4 partial vectors meet in shared memory.
-// Reductions: reduce.glsl (subgroup or shared-memory tree variant).
+// Workgroup: 64 invocations; invocation l takes keys l, l+64, ... in both
+// passes, so no score ever goes through shared memory (on lavapipe every
+// shared-memory access is a scalar per-lane loop, texel fetches are
+// vectorised: reference/lavapipe.md). Pass 1: scores (16 K texels per key
+// against q in registers) with a running max and rescaled sum per
+// invocation, merged across the workgroup. Pass 2: the scores again (16 K
+// texels, cheaper than storing them), p_j, and 16 vec4 accumulators of
+// p_j * V[j] per invocation, summed across the workgroup at the end
+// (subgroupAdd, then one shared slot per subgroup; or a shared tree).
 // Grid: (n_head, nb, 1).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : enable
@@ -50,8 +54,13 @@ layout(std430, set = 0, binding = 4) writeonly buffer BufO { float o[]; };
 layout(std430, set = 0, binding = 5) writeonly buffer BufS { float sv[]; };
 layout(push_constant) uniform PC { wd_pc_attn p; };
 
-shared float sc[MAX_KEYS]; // scores, then unnormalised weights
-shared vec4 part[4][16];   // partial outputs of the 4 key groups
+#ifdef WD_RED_SUBGROUP
+shared vec4 part[64][16]; // one row per subgroup (at most 64 subgroups)
+#else
+shared vec4 part[64][16]; // one row per invocation, then a tree
+#endif
+
+const float NEG_INF = -1.0 / 0.0;
 
 void main() {
   const uint h = gl_WorkGroupID.x, b = gl_WorkGroupID.y, l = gl_LocalInvocationIndex;
@@ -66,41 +75,53 @@ void main() {
 
   vec4 q[16];
   const int q4 = int((p.q_off + b * p.ldq + h * WD_ATTN_HEAD_DIM) / 4u);
-  [[unroll]] for (int i = 0; i < 16; i++) q[i] = texelFetch(tQ, q4 + i);
+  [[unroll]] for (int i = 0; i < 16; i++) q[i] = texelFetch(tQ, q4 + i) * p.scale;
 
-  // Scores and their maximum.
-  float m = -1.0 / 0.0;
+  // Pass 1: this invocation's max and sum of exp(s - max), merged.
+  float m = NEG_INF, sum = 0.0;
   for (uint j = l; j < n_keys; j += 64u) {
     const int kr = kv4 + int(j) * ld4;
     float s = 0.0;
     [[unroll]] for (int i = 0; i < 16; i++) s += dot(q[i], texelFetch(tK, kr + i));
-    s *= p.scale;
-    sc[j] = s;
     if (save && (p.flags & WD_ATTN_SAVE_QK) != 0u) sv[srow + j] = s;
-    m = max(m, s);
+    const float mn = max(m, s);
+    sum = sum * exp(m - mn) + exp(s - mn);
+    m = mn;
   }
-  m = wd_wg_max(m);
+  const float gm = wd_wg_max(m);
+  const float gsum = wd_wg_sum(m == NEG_INF ? 0.0 : sum * exp(m - gm));
+  const float inv = n_keys > 0u ? 1.0 / gsum : 0.0;
 
-  // exp and the normaliser; each invocation rewrites only its own keys.
-  float sum = 0.0;
+  // Pass 2: weights and the weighted sum of V.
+  vec4 acc[16];
+  [[unroll]] for (int i = 0; i < 16; i++) acc[i] = vec4(0.0);
   for (uint j = l; j < n_keys; j += 64u) {
-    const float e = exp(sc[j] - m);
-    sc[j] = e;
-    sum += e;
+    const int kr = kv4 + int(j) * ld4;
+    float s = 0.0;
+    [[unroll]] for (int i = 0; i < 16; i++) s += dot(q[i], texelFetch(tK, kr + i));
+    const float pj = exp(s - gm) * inv;
+    if (save && (p.flags & WD_ATTN_SAVE_P) != 0u) sv[srow + j] = pj;
+    [[unroll]] for (int i = 0; i < 16; i++) acc[i] = fma(vec4(pj), texelFetch(tV, kr + i), acc[i]);
   }
-  sum = wd_wg_sum(sum); // ends with a barrier: all of sc[] is visible
-  const float inv = n_keys > 0u ? 1.0 / sum : 0.0;
-  if (save && (p.flags & WD_ATTN_SAVE_P) != 0u)
-    for (uint j = l; j < n_keys; j += 64u) sv[srow + j] = sc[j] * inv;
 
-  // Weighted sum of V: 16 vec4 columns x 4 key groups.
-  const uint dv = l & 15u, g = l >> 4;
-  vec4 acc = vec4(0.0);
-  for (uint j = g; j < n_keys; j += 4u) acc = fma(vec4(sc[j]), texelFetch(tV, kv4 + int(j) * ld4 + int(dv)), acc);
-  part[g][dv] = acc;
+  // Sum the 64 partial outputs.
+#ifdef WD_RED_SUBGROUP
+  [[unroll]] for (int i = 0; i < 16; i++) acc[i] = subgroupAdd(acc[i]);
+  if (subgroupElect()) [[unroll]] for (int i = 0; i < 16; i++) part[gl_SubgroupID][i] = acc[i];
   barrier();
   if (l < 16u) {
-    const vec4 r = (part[0][l] + part[1][l] + part[2][l] + part[3][l]) * inv;
+    vec4 r = vec4(0.0);
+    for (uint g = 0; g < gl_NumSubgroups; g++) r += part[g][l];
+#else
+  [[unroll]] for (int i = 0; i < 16; i++) part[l][i] = acc[i];
+  barrier();
+  for (uint w = 32u; w > 0u; w >>= 1) {
+    if (l < w) [[unroll]] for (int i = 0; i < 16; i++) part[l][i] += part[l + w][i];
+    barrier();
+  }
+  if (l < 16u) {
+    const vec4 r = part[0][l];
+#endif
     const uint oi = p.o_off + b * p.ldo + h * WD_ATTN_HEAD_DIM + l * 4u;
     o[oi + 0u] = r.x;
     o[oi + 1u] = r.y;

@@ -20,9 +20,10 @@
 // runs on the larger one (rows past nb are clamped loads, never stored).
 //
 // MODE selects how a row's dot products are split:
-//   MODE 0 (ROW): one invocation per output row, a vec4 loop over K. Best on
-//     lavapipe for K < 1536: no reduction at all, loads vectorised across the
-//     8 SIMD lanes (reference/lavapipe.md: GEMV, texel, one row per lane).
+//   MODE 0 (ROW): one invocation per RPI output rows, a vec4 loop over K.
+//     Best on lavapipe for K < 1536: no reduction at all, loads vectorised
+//     across the 8 SIMD lanes (reference/lavapipe.md: GEMV, texel, one row
+//     per lane), and each X texel reused for RPI rows.
 //   MODE 1 (SUBGROUP): one subgroup per row, K split over its lanes, then
 //     subgroupAdd. On lavapipe this is the 8-lane split that is 2x faster for
 //     K >= 1536; on discrete GPUs it is the coalesced variant (consecutive
@@ -30,12 +31,15 @@
 //   MODE 2 (SHARED): one 64-invocation workgroup per row, shared-memory tree
 //     reduction: GPUs without subgroup arithmetic.
 // Workgroup: 64 invocations.
-// Grid: MODE 0: (ceil(N / 64), 1, 1); MODE 1: (ceil(N / ROWS), 1, 1) with
+// Grid: MODE 0: (ceil(N / (64 * RPI)), 1, 1); MODE 1: (ceil(N / ROWS), 1, 1) with
 // ROWS = specialization constant 0 (rows per workgroup, 64 / subgroup size);
 // MODE 2: (N, 1, 1).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
+#ifndef RPI
+#define RPI 1
+#endif
 #if MODE == 1
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
@@ -80,11 +84,34 @@ void main() {
   vec4 acc[NB];
   [[unroll]] for (uint b = 0; b < NB; b++) acc[b] = vec4(0.0);
 #if MODE == 0
-  const uint n = gl_GlobalInvocationID.x;
-  if (n >= p.N) return; // no barriers in this mode
-  dot_rows(n, 0, 1, acc);
+  // RPI rows per invocation (rows n0, n0 + 64, ...: neighbouring lanes read
+  // neighbouring rows): each X texel fetched serves RPI rows, which cuts the
+  // loads per output (the cost that matters on lavapipe) from 1 + NB to
+  // 1 + NB / RPI. Rows past N are clamped loads, never stored.
+  const uint n0 = gl_WorkGroupID.x * (64u * RPI) + gl_LocalInvocationIndex;
+  if (n0 >= p.N) return; // no barriers in this mode
+  const int K4 = int(p.K / 4u);
+  int wrow[RPI], xrow[NB];
+  [[unroll]] for (uint r = 0; r < RPI; r++)
+    wrow[r] = int((p.w_off + min(n0 + 64u * r, p.N - 1u) * p.K) / 4u);
   [[unroll]] for (uint b = 0; b < NB; b++)
-    if (b < p.nb) store(b, n, dot(acc[b], vec4(1.0)));
+    xrow[b] = int((p.x_off + min(b, p.nb - 1u) * p.ldx) / 4u);
+  vec4 accr[RPI * NB];
+  [[unroll]] for (uint i = 0; i < RPI * NB; i++) accr[i] = vec4(0.0);
+  for (int k = 0; k < K4; k++) {
+    vec4 w[RPI];
+    [[unroll]] for (uint r = 0; r < RPI; r++) w[r] = texelFetch(tW, wrow[r] + k);
+    [[unroll]] for (uint b = 0; b < NB; b++) {
+      const vec4 x = texelFetch(tX, xrow[b] + k);
+      [[unroll]] for (uint r = 0; r < RPI; r++) accr[r * NB + b] = fma(w[r], x, accr[r * NB + b]);
+    }
+  }
+  [[unroll]] for (uint r = 0; r < RPI; r++) {
+    const uint n = n0 + 64u * r;
+    if (n < p.N)
+      [[unroll]] for (uint b = 0; b < NB; b++)
+        if (b < p.nb) store(b, n, dot(accr[r * NB + b], vec4(1.0)));
+  }
 #elif MODE == 1
   // Loop so that any subgroup size covers all ROWS rows of the workgroup.
   for (uint r = gl_SubgroupID; r < ROWS; r += gl_NumSubgroups) {
