@@ -54,11 +54,10 @@ layout(std430, set = 0, binding = 4) writeonly buffer BufO { float o[]; };
 layout(std430, set = 0, binding = 5) writeonly buffer BufS { float sv[]; };
 layout(push_constant) uniform PC { wd_pc_attn p; };
 
-#ifdef WD_RED_SUBGROUP
-shared vec4 part[64][16]; // one row per subgroup (at most 64 subgroups)
-#else
-shared vec4 part[64][16]; // one row per invocation, then a tree
-#endif
+// Partial outputs: one row per subgroup (subgroup variant) or per
+// invocation (tree variant): 16 KiB plus the reductions' 256 B, so the
+// device needs more than the 16 KiB minimum (lavapipe 32 KiB, GPUs 48+).
+shared vec4 part[64][16];
 
 const float NEG_INF = -1.0 / 0.0;
 
