@@ -13,8 +13,8 @@ pkg_check_modules(SYSTEMD    REQUIRED IMPORTED_TARGET libsystemd)
 pkg_check_modules(SOXR       REQUIRED IMPORTED_TARGET soxr)
 pkg_check_modules(LIBAV      REQUIRED IMPORTED_TARGET libavformat libavcodec libavutil)
 pkg_check_modules(ZLIB       REQUIRED IMPORTED_TARGET zlib)
-if(WD_BENCH)
-  pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
-endif()
+pkg_check_modules(PCRE2      REQUIRED IMPORTED_TARGET libpcre2-8)
+# OpenBLAS: the reference forward pass in tests and the benchmarks' baseline.
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 
 find_program(GLSLANG_VALIDATOR glslangValidator REQUIRED)

@@ -14,5 +14,9 @@
 
 /* `whisperd devices`: one block per Vulkan device. */
 int wd_cmd_devices(const wd_config_t *cfg, FILE *out);
+/* `whisperd info MODEL`: hyper-parameters, name, tensor types, parameters, memory. */
+int wd_cmd_info(const wd_config_t *cfg, FILE *out);
+/* `whisperd convert CT2_DIR -o FILE`: write a ggml file (via FILE.tmp + rename). */
+int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
 
 #endif

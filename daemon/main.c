@@ -31,6 +31,10 @@ int main(int argc, char **argv) {
     printf("whisperd %s\n", WD_VERSION);
   } else if (strcmp(cmd, "devices") == 0) {
     status = wd_cmd_devices(&cfg, stdout);
+  } else if (strcmp(cmd, "info") == 0) {
+    status = wd_cmd_info(&cfg, stdout);
+  } else if (strcmp(cmd, "convert") == 0) {
+    status = wd_cmd_convert(&cfg, stdout);
   } else if (strcmp(cmd, "serve") == 0) {
     wd_config_dump(&cfg);
     wd_log_error("serve: the HTTP daemon is not built yet; use `whisperd devices` or "

@@ -1,0 +1,190 @@
+/*
+ * render.c - transcript renderers (see render.h).
+ * ref: openai/whisper utils.py (WriteSRT, WriteVTT: text stripped, "-->"
+ * replaced by "->"), OpenAI's verbose_json shape (reference/openai-audio-api.md).
+ */
+#include "render.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "languages.h"
+
+int wd_format_parse(const char *s, wd_format_t *ret) {
+  static const struct { const char *name; wd_format_t f; } names[] = {
+    { "text", WD_FMT_TEXT }, { "txt", WD_FMT_SEGMENTS }, { "srt", WD_FMT_SRT },
+    { "vtt", WD_FMT_VTT },   { "json", WD_FMT_JSON },    { "verbose_json", WD_FMT_VERBOSE_JSON },
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (s && strcmp(s, names[i].name) == 0) {
+      *ret = names[i].f;
+      return 0;
+    }
+  return WD_EINVAL;
+}
+
+/* A growing string; on allocation failure it stays NULL and sticky. */
+typedef struct {
+  char *s;
+  size_t len, cap;
+  int err;
+} wd_sb_t;
+
+static void sb_printf(wd_sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(wd_sb_t *b, const char *fmt, ...) {
+  if (b->err)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->err = 1;
+      return;
+    }
+    if (b->s && b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+      b->err = 1;
+      return;
+    }
+    b->s = s;
+    b->cap = cap;
+  }
+}
+
+/* HH:MM:SS<sep>mmm, rounding to the millisecond. */
+static void sb_time(wd_sb_t *b, double t, char sep) {
+  long ms = lround(t * 1000.0);
+  if (ms < 0)
+    ms = 0;
+  sb_printf(b, "%02ld:%02ld:%02ld%c%03ld", ms / 3600000, ms / 60000 % 60, ms / 1000 % 60, sep,
+            ms % 1000);
+}
+
+/* Segment text stripped of surrounding white space, with "-->" as "->". */
+static void sb_cue_text(wd_sb_t *b, const char *text) {
+  while (*text == ' ' || *text == '\t' || *text == '\n')
+    text++;
+  size_t n = strlen(text);
+  while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\n'))
+    n--;
+  for (size_t i = 0; i < n; i++) {
+    if (i + 2 < n && strncmp(text + i, "-->", 3) == 0) {
+      sb_printf(b, "->");
+      i += 2;
+      continue;
+    }
+    sb_printf(b, "%c", text[i]);
+  }
+}
+
+static int render_json(const wd_transcript_t *t, int verbose, const char *task, char **ret) {
+  json_t *root = json_object();
+  int rc = root ? 0 : WD_ENOMEM;
+  /* The API's "text" has no leading space (openai's library keeps it). */
+  const char *text = t->text ? t->text : "";
+  while (*text == ' ')
+    text++;
+  if (verbose && !rc) {
+    const int li = wd_languages_index(t->language);
+    const char *name = li >= 0 ? wd_languages_name(li) : NULL;
+    rc |= json_object_set_new(root, "task", json_string(task ? task : "transcribe"));
+    rc |= json_object_set_new(root, "language", json_string(name ? name : t->language));
+    rc |= json_object_set_new(root, "duration", json_real(t->duration));
+  }
+  if (!rc)
+    rc |= json_object_set_new(root, "text", json_string(text));
+  if (verbose && !rc) {
+    json_t *segs = json_array();
+    for (int i = 0; segs && i < t->n_segments; i++) {
+      const wd_segment_t *s = &t->segments[i];
+      json_t *toks = json_array();
+      for (int k = 0; toks && k < s->n_tokens; k++)
+        json_array_append_new(toks, json_integer(s->tokens[k]));
+      json_t *o = json_pack("{s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f}", "id", s->id,
+                            "seek", s->seek, "start", s->start, "end", s->end, "text",
+                            s->text ? s->text : "", "tokens", toks ? toks : json_array(),
+                            "temperature", (double)s->temperature, "avg_logprob",
+                            (double)s->avg_logprob, "compression_ratio",
+                            (double)s->compression_ratio, "no_speech_prob",
+                            (double)s->no_speech_prob);
+      if (!o || json_array_append_new(segs, o) < 0)
+        rc = -1;
+    }
+    if (!segs || json_object_set_new(root, "segments", segs) < 0)
+      rc = -1;
+  }
+  char *s = rc ? NULL : json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15));
+  json_decref(root);
+  if (!s)
+    return WD_ENOMEM;
+  /* json_dumps' memory comes from jansson's allocator (malloc by default). */
+  *ret = s;
+  return 0;
+}
+
+int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char **ret_text) {
+  if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
+    return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task, ret_text);
+  wd_sb_t b = { 0 };
+  switch (fmt) {
+  case WD_FMT_TEXT: {
+    const char *text = t->text ? t->text : "";
+    while (*text == ' ')
+      text++;
+    sb_printf(&b, "%s\n", text);
+    break;
+  }
+  case WD_FMT_SEGMENTS:
+    for (int i = 0; i < t->n_segments; i++) {
+      sb_printf(&b, "[");
+      sb_time(&b, t->segments[i].start, '.');
+      sb_printf(&b, " --> ");
+      sb_time(&b, t->segments[i].end, '.');
+      sb_printf(&b, "]  ");
+      sb_cue_text(&b, t->segments[i].text);
+      sb_printf(&b, "\n");
+    }
+    break;
+  case WD_FMT_SRT:
+  case WD_FMT_VTT:
+    if (fmt == WD_FMT_VTT)
+      sb_printf(&b, "WEBVTT\n\n");
+    for (int i = 0; i < t->n_segments; i++) {
+      const char sep = fmt == WD_FMT_SRT ? ',' : '.';
+      if (fmt == WD_FMT_SRT)
+        sb_printf(&b, "%d\n", i + 1);
+      sb_time(&b, t->segments[i].start, sep);
+      sb_printf(&b, " --> ");
+      sb_time(&b, t->segments[i].end, sep);
+      sb_printf(&b, "\n");
+      sb_cue_text(&b, t->segments[i].text);
+      sb_printf(&b, "\n\n");
+    }
+    break;
+  default:
+    return WD_EINVAL;
+  }
+  if (b.err || !b.s) {
+    free(b.s);
+    if (b.err)
+      return WD_ENOMEM;
+    b.s = calloc(1, 1); /* no segments: an empty document */
+    if (!b.s)
+      return WD_ENOMEM;
+  }
+  *ret_text = b.s;
+  return 0;
+}

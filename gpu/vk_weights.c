@@ -1,0 +1,115 @@
+/*
+ * vk_weights.c - packing and uploading the model's tensors (see vk_weights.h).
+ *
+ * Layout: tensors are placed in model order; a new chunk starts when the
+ * next tensor would cross the chunk size. The model's host memory is only
+ * read during the upload.
+ */
+#include "vk_weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "vk_buffer.h"
+
+#define WD_W_ALIGN 256ull
+#define WD_W_CHUNK (1ull << 30)
+#define WD_W_MAX_CHUNKS 16
+
+typedef struct {
+  const wd_tensor_t *t;
+  int chunk;
+  uint64_t offset;
+} wd_w_slot_t;
+
+struct wd_vk_weights {
+  wd_vk_buffer_t *chunks[WD_W_MAX_CHUNKS];
+  int n_chunks;
+  wd_w_slot_t *slots; /* one per model tensor, in model order */
+  size_t n_slots;
+  uint64_t bytes;
+};
+
+void wd_vk_weights_free(wd_vk_weights_t *w) {
+  if (!w)
+    return;
+  for (int i = 0; i < w->n_chunks; i++)
+    wd_vk_buffer_free(w->chunks[i]);
+  free(w->slots);
+  free(w);
+}
+
+int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights_t **ret_w,
+                         char *err, size_t err_len) {
+  int rc = 0;
+  wd_vk_weights_t *w = calloc(1, sizeof *w);
+  if (!w)
+    return WD_ENOMEM;
+  w->n_slots = wd_model_n_tensors(m);
+  w->slots = calloc(w->n_slots ? w->n_slots : 1, sizeof *w->slots);
+  if (!w->slots) {
+    rc = WD_ENOMEM;
+    goto fail;
+  }
+  /* Plan: offsets within chunks, and each chunk's size. */
+  uint64_t chunk_size[WD_W_MAX_CHUNKS] = { 0 };
+  int chunk = 0;
+  for (size_t i = 0; i < w->n_slots; i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    const uint64_t nb = (t->nbytes + WD_W_ALIGN - 1) & ~(WD_W_ALIGN - 1);
+    if (nb > WD_W_CHUNK) {
+      snprintf(err, err_len, "tensor '%s': %zu bytes exceed the %llu-byte upload chunk", t->name,
+               t->nbytes, (unsigned long long)WD_W_CHUNK);
+      rc = WD_ENOMEM;
+      goto fail;
+    }
+    if (chunk_size[chunk] + nb > WD_W_CHUNK && ++chunk == WD_W_MAX_CHUNKS) {
+      snprintf(err, err_len, "model needs more than %d GiB of weights", WD_W_MAX_CHUNKS);
+      rc = WD_ENOMEM;
+      goto fail;
+    }
+    w->slots[i] = (wd_w_slot_t){ .t = t, .chunk = chunk, .offset = chunk_size[chunk] };
+    chunk_size[chunk] += nb;
+  }
+  w->n_chunks = w->n_slots ? chunk + 1 : 0;
+  for (int c = 0; c < w->n_chunks; c++) {
+    rc = wd_vk_buffer_new(dev, chunk_size[c], WD_VK_BUF_STORAGE | WD_VK_BUF_TEXEL,
+                          WD_VK_MEM_DEVICE, &w->chunks[c]);
+    if (rc < 0) {
+      snprintf(err, err_len, "cannot allocate %llu bytes of device memory for weights: %s",
+               (unsigned long long)chunk_size[c], wd_strerror(rc));
+      goto fail;
+    }
+    w->bytes += chunk_size[c];
+  }
+  for (size_t i = 0; i < w->n_slots; i++) {
+    const wd_w_slot_t *s = &w->slots[i];
+    rc = wd_vk_buffer_write(w->chunks[s->chunk], s->offset, s->t->data, s->t->nbytes);
+    if (rc < 0) {
+      snprintf(err, err_len, "tensor '%s': upload failed: %s", s->t->name, wd_strerror(rc));
+      goto fail;
+    }
+  }
+  *ret_w = w;
+  return 0;
+fail:
+  wd_vk_weights_free(w);
+  return rc;
+}
+
+int wd_vk_weights_arg(const wd_vk_weights_t *w, const char *name, wd_vk_arg_t *ret_arg) {
+  for (size_t i = 0; i < w->n_slots; i++)
+    if (strcmp(w->slots[i].t->name, name) == 0) {
+      *ret_arg = (wd_vk_arg_t){
+        .buf = w->chunks[w->slots[i].chunk],
+        .offset = w->slots[i].offset,
+        .range = w->slots[i].t->nbytes,
+      };
+      return 0;
+    }
+  return WD_ENOENT;
+}
+
+uint64_t wd_vk_weights_bytes(const wd_vk_weights_t *w) { return w->bytes; }

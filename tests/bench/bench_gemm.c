@@ -1,0 +1,165 @@
+/*
+ * bench_gemm.c - the encoder's GEMM shapes on the Vulkan device next to
+ * OpenBLAS sgemm on the host, in the same run.
+ *
+ * C[1500, N] = A[1500, K] * B[N, K]^T for the Linear layers of tiny and base
+ * (1500 = audio frames per 30 s window). GPU time is the best of R
+ * timestamp-query deltas around one dispatch; OpenBLAS time is the best of R
+ * wall-clock runs of cblas_sgemm with B in f32. Prints GFLOP/s and the ratio.
+ * A benchmark, not a test: it never fails on speed.
+ *
+ * Usage: bench_gemm [family: auto|texel|texel8|tiled] [blas threads, default 2]
+ */
+#include <cblas.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "f16.h"
+#include "vk_buffer.h"
+#include "vk_cmd.h"
+#include "vk_device.h"
+#include "vk_gemm.h"
+
+void openblas_set_num_threads(int n);
+
+#define REPS 5
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int bench_shape(wd_vk_device_t *dev, wd_vk_gemm_t *g, uint32_t M, uint32_t N, uint32_t K,
+                       const char *what) {
+  const uint64_t na = (uint64_t)M * K, nb = (uint64_t)N * K, nc = (uint64_t)M * N;
+  float *a = malloc(na * 4), *bf = malloc(nb * 4), *c = malloc(nc * 4), *bias = calloc(N, 4);
+  uint16_t *bh = malloc(nb * 2);
+  wd_vk_buffer_t *ba = NULL, *bb = NULL, *bbias = NULL, *bc = NULL;
+  wd_vk_dset_t *set = NULL;
+  wd_vk_cmd_t *cmd = NULL;
+  int rc = (a && bf && c && bias && bh) ? 0 : WD_ENOMEM;
+  if (rc)
+    goto out;
+  for (uint64_t i = 0; i < na; i++)
+    a[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  for (uint64_t i = 0; i < nb; i++) {
+    bh[i] = wd_f32_to_f16((float)((i * 40503u) % 1000) / 1000.0f - 0.5f);
+    bf[i] = wd_f16_to_f32(bh[i]);
+  }
+  rc = wd_vk_buffer_new(dev, na * 4, WD_VK_BUF_TEXEL | WD_VK_BUF_STORAGE, WD_VK_MEM_DEVICE, &ba);
+  if (!rc)
+    rc = wd_vk_buffer_new(dev, nb * 2, WD_VK_BUF_TEXEL | WD_VK_BUF_STORAGE, WD_VK_MEM_DEVICE, &bb);
+  if (!rc)
+    rc = wd_vk_buffer_new(dev, (uint64_t)N * 4, WD_VK_BUF_STORAGE, WD_VK_MEM_DEVICE, &bbias);
+  if (!rc)
+    rc = wd_vk_buffer_new(dev, nc * 4, WD_VK_BUF_STORAGE, WD_VK_MEM_DEVICE, &bc);
+  if (!rc)
+    rc = wd_vk_buffer_write(ba, 0, a, na * 4);
+  if (!rc)
+    rc = wd_vk_buffer_write(bb, 0, bh, nb * 2);
+  if (!rc)
+    rc = wd_vk_buffer_write(bbias, 0, bias, (uint64_t)N * 4);
+  const wd_vk_arg_t aa = { ba, 0, 0 }, ab = { bb, 0, 0 }, abias = { bbias, 0, 0 }, ac = { bc, 0, 0 };
+  if (!rc)
+    rc = wd_vk_gemm_bind(g, &aa, &ab, &abias, &ac, &set);
+  if (!rc)
+    rc = wd_vk_cmd_new(dev, 2, &cmd);
+  const wd_pc_gemm_t pc = { .M = M, .N = N, .K = K, .lda = K, .ldb = K, .ldc = N,
+                            .flags = WD_GEMM_BIAS, .alpha = 1.0f };
+  if (!rc)
+    rc = wd_vk_cmd_begin(cmd);
+  if (!rc) {
+    wd_vk_cmd_timestamp(cmd, 0);
+    rc = wd_vk_gemm_record(g, cmd, set, &pc, 1);
+    wd_vk_cmd_timestamp(cmd, 1);
+    int rc2 = wd_vk_cmd_end(cmd);
+    if (!rc)
+      rc = rc2;
+  }
+  double gpu_best = 1e30;
+  for (int r = 0; r <= REPS && !rc; r++) { /* r == 0 is a warm-up */
+    double ns = 0;
+    rc = wd_vk_cmd_submit(cmd, UINT64_MAX);
+    if (!rc)
+      rc = wd_vk_cmd_elapsed_ns(cmd, 0, 1, &ns);
+    if (r > 0 && ns < gpu_best)
+      gpu_best = ns;
+  }
+  if (rc)
+    goto out;
+  double blas_best = 1e30;
+  for (int r = 0; r <= REPS; r++) {
+    const double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, a, (int)K,
+                bf, (int)K, 0.0f, c, (int)N);
+    const double t = now_s() - t0;
+    if (r > 0 && t < blas_best)
+      blas_best = t;
+  }
+  const double flop = 2.0 * M * N * K;
+  const double gpu_gf = flop / gpu_best, blas_gf = flop / blas_best * 1e-9;
+  printf("%-22s %5u x %-5u x %-5u  %8.2f ms %7.1f GFLOP/s | OpenBLAS %7.2f ms %7.1f GFLOP/s | %5.1f%%\n",
+         what, M, N, K, gpu_best * 1e-6, gpu_gf, blas_best * 1e3, blas_gf, 100.0 * gpu_gf / blas_gf);
+out:
+  wd_vk_cmd_free(cmd);
+  wd_vk_dset_free(set);
+  wd_vk_buffer_free(ba);
+  wd_vk_buffer_free(bb);
+  wd_vk_buffer_free(bbias);
+  wd_vk_buffer_free(bc);
+  free(a);
+  free(bf);
+  free(c);
+  free(bias);
+  free(bh);
+  if (rc)
+    fprintf(stderr, "bench_gemm: %s: %s\n", what, wd_strerror(rc));
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  wd_vk_gemm_family_t fam = WD_VK_GEMM_AUTO;
+  if (argc > 1) {
+    if (strcmp(argv[1], "texel") == 0)
+      fam = WD_VK_GEMM_TEXEL;
+    else if (strcmp(argv[1], "texel8") == 0)
+      fam = WD_VK_GEMM_TEXEL_8X8;
+    else if (strcmp(argv[1], "tiled") == 0)
+      fam = WD_VK_GEMM_TILED;
+  }
+  const int threads = argc > 2 ? atoi(argv[2]) : 2;
+  openblas_set_num_threads(threads);
+  wd_vk_device_t *dev = NULL;
+  const wd_vk_device_opts_t opts = { .index = -1 };
+  int rc = wd_vk_device_new(&opts, &dev);
+  if (rc) {
+    fprintf(stderr, "bench_gemm: no Vulkan device: %s\n", wd_strerror(rc));
+    return 1;
+  }
+  wd_vk_gemm_t *g = NULL;
+  rc = wd_vk_gemm_new(dev, fam, &g);
+  if (rc) {
+    fprintf(stderr, "bench_gemm: pipeline: %s\n", wd_strerror(rc));
+    wd_vk_device_free(dev);
+    return 1;
+  }
+  printf("device: %s (%s); kernel %s; OpenBLAS %d thread(s); best of %d\n",
+         wd_vk_device_info(dev)->name, wd_vk_class_name(wd_vk_device_info(dev)->device_class),
+         wd_vk_gemm_family_name(wd_vk_gemm_family(g)), threads, REPS);
+  static const struct { uint32_t n, k; const char *what; } shapes[] = {
+    { 384, 384, "tiny attn q/k/v/out" }, { 1152, 384, "tiny fused qkv" },
+    { 1536, 384, "tiny fc1" },           { 384, 1536, "tiny fc2" },
+    { 512, 512, "base attn" },           { 2048, 512, "base fc1" },
+    { 512, 2048, "base fc2" },
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++)
+    rc = bench_shape(dev, g, 1500, shapes[i].n, shapes[i].k, shapes[i].what);
+  wd_vk_gemm_free(g);
+  wd_vk_device_free(dev);
+  return rc ? 1 : 0;
+}

@@ -1,0 +1,151 @@
+/*
+ * test_config.c - the configuration table: defaults, file, environment and
+ * flags with their precedence, and the `where: key: message` errors.
+ */
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "wd_test.h"
+
+static char *const no_env[] = { NULL };
+
+static char *write_file(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/wd_test_conf_XXXXXX");
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return NULL;
+  ssize_t w = write(fd, text, strlen(text));
+  (void)w;
+  close(fd);
+  return path;
+}
+
+WD_TEST(defaults) {
+  wd_config_t c;
+  char err[256];
+  char *argv[] = { "whisperd", "--config", "/nonexistent/ok-if-missing-when-default", NULL };
+  /* An explicit --config must exist: */
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv, no_env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK(strstr(err, "/nonexistent/ok-if-missing-when-default") != NULL);
+  char *argv2[] = { "whisperd", NULL };
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, argv2, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.port, 8080);
+  WD_CHECK_EQ_INT(c.device, -1);
+  WD_CHECK_EQ_INT(c.max_body_mb, 25);
+  WD_CHECK_EQ_STR(c.host, "127.0.0.1");
+  WD_CHECK_EQ_STR(c.output_format, "txt");
+  WD_CHECK_EQ_INT(c.log_level, WD_LOG_INFO);
+  WD_CHECK(!c.vk_validation);
+  WD_CHECK_EQ_INT(c.n_args, 0);
+  wd_config_free(&c);
+}
+
+WD_TEST(precedence_file_env_cli) {
+  char *path = write_file("# comment\nport = 9000\nhost = \"0.0.0.0\"\nqueue-max=5\n"
+                                "log-level = debug\n\nvk-validation = yes\n");
+  WD_CHECK(path != NULL);
+  char *env[] = { "WHISPERD_PORT=9001", "WHISPERD_QUEUE_MAX=6", "OTHER=1", NULL };
+  char *argv[] = { "whisperd", "-c", path, "--port=9002", "devices", "--no-vk-validation",
+                   "-m", "/m.bin", "extra", NULL };
+  wd_config_t c;
+  char err[256];
+  WD_CHECK_EQ_INT(wd_config_load(&c, 9, argv, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.port, 9002);      /* CLI beats env beats file */
+  WD_CHECK_EQ_INT(c.queue_max, 6);    /* env beats file */
+  WD_CHECK_EQ_STR(c.host, "0.0.0.0"); /* file, quotes removed */
+  WD_CHECK_EQ_INT(c.log_level, WD_LOG_DEBUG);
+  WD_CHECK(!c.vk_validation);         /* --no- flag beats the file's yes */
+  WD_CHECK_EQ_STR(c.model, "/m.bin");
+  WD_CHECK_EQ_INT(c.n_args, 2);
+  WD_CHECK_EQ_STR(c.args[0], "devices");
+  WD_CHECK_EQ_STR(c.args[1], "extra");
+  WD_CHECK_EQ_STR(c.config_file, path);
+  wd_config_free(&c);
+  unlink(path);
+}
+
+WD_TEST(file_errors_name_file_line_key) {
+  char *path = write_file("port = 80\nport = 70000\n");
+  char *argv[] = { "whisperd", "--config", path, NULL };
+  wd_config_t c;
+  char err[256], want[256];
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv, no_env, err, sizeof err), WD_ECONFIG);
+  snprintf(want, sizeof want, "%s:2: port: 70000 is out of range [1, 65535]", path);
+  WD_CHECK_EQ_STR(err, want);
+  unlink(path);
+
+  path = write_file("\nnot-a-key = 1\n");
+  char *argv2[] = { "whisperd", "--config", path, NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv2, no_env, err, sizeof err), WD_ECONFIG);
+  snprintf(want, sizeof want, "%s:2: not-a-key: unknown key", path);
+  WD_CHECK_EQ_STR(err, want);
+  unlink(path);
+
+  path = write_file("just words\n");
+  char *argv3[] = { "whisperd", "--config", path, NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv3, no_env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK(strstr(err, ":1: expected 'key = value'") != NULL);
+  unlink(path);
+}
+
+WD_TEST(env_and_flag_errors) {
+  wd_config_t c;
+  char err[256];
+  char *argv[] = { "whisperd", NULL };
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", "WHISPERD_MAX_BATCH=zero", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, argv, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "WHISPERD_MAX_BATCH: max-batch: 'zero' is not an integer");
+
+  char *env2[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *argv2[] = { "whisperd", "--output-format", "pdf", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv2, env2, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--output-format: output-format: 'pdf' is not one of txt|srt|vtt|json");
+
+  char *argv3[] = { "whisperd", "--bogus", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 2, argv3, env2, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--bogus: unknown option (see --help)");
+
+  char *argv4[] = { "whisperd", "--port", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 2, argv4, env2, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--port: port: missing value");
+
+  char *argv5[] = { "whisperd", "--log-level", "loud", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv5, env2, err, sizeof err), WD_ECONFIG);
+  WD_CHECK(strstr(err, "'loud' is not a log level") != NULL);
+}
+
+WD_TEST(help_lists_every_option) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  wd_config_usage(f, "whisperd");
+  fclose(f);
+  static const char *const keys[] = { "--model", "--device", "--[no-]vk-validation", "--max-batch",
+                                      "--host", "--port", "--http-threads", "--max-body-mb",
+                                      "--queue-max", "--timeout", "--api-key", "--log-level",
+                                      "--output", "--output-format", "--language", "--config",
+                                      "devices", "transcribe", "convert", "info" };
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    if (!strstr(buf, keys[i]))
+      fprintf(stderr, "missing in --help: %s\n", keys[i]);
+    WD_CHECK(strstr(buf, keys[i]) != NULL);
+  }
+  free(buf);
+}
+
+WD_TEST(flags_help_version_and_dashdash) {
+  wd_config_t c;
+  char err[256];
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *argv[] = { "whisperd", "-h", "-V", "--", "--port", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 5, argv, env, err, sizeof err), 0);
+  WD_CHECK(c.want_help && c.want_version);
+  WD_CHECK_EQ_INT(c.n_args, 1);
+  WD_CHECK_EQ_STR(c.args[0], "--port");
+  wd_config_free(&c);
+}
+
+int main(void) { return wd_test_main(); }

@@ -1,0 +1,304 @@
+/*
+ * ref_engine.c - incremental reference decoder (see ref_engine.h).
+ * ref: openai/whisper model.py TextDecoder with kv_cache.
+ */
+#include "ref_engine.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "whisper_ref.h"
+
+typedef struct {
+  float *wq, *bq, *wk, *wv, *bv, *wo, *bo, *ln_g, *ln_b; /* (d, d) weights, (d) vectors */
+} ref_att_w_t;
+
+typedef struct {
+  ref_att_w_t self, cross;
+  float *mlp_ln_g, *mlp_ln_b, *w1, *b1, *w2, *b2; /* w1 (4d, d), w2 (d, 4d) */
+} ref_layer_t;
+
+struct wd_ref_engine {
+  wd_engine_t iface;
+  const wd_model_t *m;
+  int d, n_layer, n_head, n_ctx, n_audio_ctx, n_vocab, max_seqs, max_audio;
+  float *emb, *pos, *ln_g, *ln_b; /* emb (n_vocab, d), pos (n_ctx, d) */
+  ref_layer_t *layers;
+  float *enc;       /* (max_audio, n_audio_ctx, d_audio) */
+  float *xk, *xv;   /* cross K/V: (max_audio, n_layer, n_audio_ctx, d) */
+  float *kc, *vc;   /* self K/V cache: (max_seqs, n_layer, n_ctx, d) */
+  int *len, *audio; /* per sequence: tokens so far, audio slot */
+  float *logits;    /* (max_seqs, n_vocab) */
+  float *x, *h, *q, *o, *f; /* scratch: (d) x4, (4d) */
+};
+
+static void att_free(ref_att_w_t *a) {
+  free(a->wq), free(a->bq), free(a->wk), free(a->wv), free(a->bv);
+  free(a->wo), free(a->bo), free(a->ln_g), free(a->ln_b);
+}
+
+void wd_ref_engine_free(wd_ref_engine_t *r) {
+  if (!r)
+    return;
+  for (int l = 0; r->layers && l < r->n_layer; l++) {
+    ref_layer_t *L = &r->layers[l];
+    att_free(&L->self);
+    att_free(&L->cross);
+    free(L->mlp_ln_g), free(L->mlp_ln_b), free(L->w1), free(L->b1), free(L->w2), free(L->b2);
+  }
+  free(r->layers);
+  free(r->emb), free(r->pos), free(r->ln_g), free(r->ln_b);
+  free(r->enc), free(r->xk), free(r->xv), free(r->kc), free(r->vc);
+  free(r->len), free(r->audio), free(r->logits);
+  free(r->x), free(r->h), free(r->q), free(r->o), free(r->f);
+  free(r);
+}
+
+static int att_load(const wd_model_t *m, const char *pfx, const char *ln, int d, ref_att_w_t *a) {
+  char n[192];
+  const size_t dd = (size_t)d * (size_t)d, dv = (size_t)d;
+#define T(field, suffix, count)                        \
+  snprintf(n, sizeof n, "%s.%s", pfx, suffix);         \
+  a->field = wd_ref_tensor(m, n, count);
+  T(wq, "query.weight", dd) T(bq, "query.bias", dv) T(wk, "key.weight", dd)
+  T(wv, "value.weight", dd) T(bv, "value.bias", dv) T(wo, "out.weight", dd) T(bo, "out.bias", dv)
+#undef T
+  snprintf(n, sizeof n, "%s.weight", ln);
+  a->ln_g = wd_ref_tensor(m, n, dv);
+  snprintf(n, sizeof n, "%s.bias", ln);
+  a->ln_b = wd_ref_tensor(m, n, dv);
+  return (a->wq && a->bq && a->wk && a->wv && a->bv && a->wo && a->bo && a->ln_g && a->ln_b)
+             ? 0
+             : WD_EMODEL;
+}
+
+/* y (n_out) = W (n_out, n_in) . x + b */
+static void gemv(const float *w, const float *x, const float *b, int n_out, int n_in, float *y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x, 1, 0.0f, y, 1);
+  if (b)
+    for (int i = 0; i < n_out; i++)
+      y[i] += b[i];
+}
+
+static void layernorm(const float *x, int d, const float *g, const float *b, float *y) {
+  double mean = 0.0, var = 0.0;
+  for (int i = 0; i < d; i++)
+    mean += x[i];
+  mean /= d;
+  for (int i = 0; i < d; i++)
+    var += (x[i] - mean) * (x[i] - mean);
+  var /= d;
+  const double inv = 1.0 / sqrt(var + 1e-5);
+  for (int i = 0; i < d; i++)
+    y[i] = (float)((x[i] - mean) * inv * g[i] + b[i]);
+}
+
+/* One query q (d) against n keys/values K, V (n, d) per head -> o (d). */
+static void attend(const float *q, const float *K, const float *V, int n, int d, int n_head,
+                   float *o) {
+  const int dh = d / n_head;
+  const double scale = 1.0 / sqrt((double)dh);
+  double *s = malloc((size_t)n * sizeof *s);
+  if (!s) {
+    for (int i = 0; i < d; i++)
+      o[i] = NAN; /* poisons the logits: the caller's comparison fails */
+    return;
+  }
+  for (int h = 0; h < n_head; h++) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int j = 0; j < n; j++) {
+      double acc = 0.0;
+      for (int c = 0; c < dh; c++)
+        acc += (double)q[h * dh + c] * K[(size_t)j * (size_t)d + (size_t)(h * dh + c)];
+      s[j] = acc * scale;
+      if (s[j] > mx)
+        mx = s[j];
+    }
+    for (int j = 0; j < n; j++)
+      sum += (s[j] = exp(s[j] - mx));
+    for (int c = 0; c < dh; c++) {
+      double acc = 0.0;
+      for (int j = 0; j < n; j++)
+        acc += s[j] * V[(size_t)j * (size_t)d + (size_t)(h * dh + c)];
+      o[h * dh + c] = (float)(acc / sum);
+    }
+  }
+  free(s);
+}
+
+static int ref_encode(void *self, int a, const float *mel) {
+  wd_ref_engine_t *r = self;
+  if (a < 0 || a >= r->max_audio)
+    return WD_EINVAL;
+  const size_t nd = (size_t)r->n_audio_ctx * (size_t)r->d;
+  float *enc = r->enc + (size_t)a * nd;
+  int rc = wd_ref_encode(r->m, mel, enc);
+  if (rc < 0)
+    return rc;
+  /* Cross-attention K/V for every layer, once per window. */
+  for (int l = 0; l < r->n_layer; l++) {
+    const ref_att_w_t *c = &r->layers[l].cross;
+    float *K = r->xk + ((size_t)a * (size_t)r->n_layer + (size_t)l) * nd;
+    float *V = r->xv + ((size_t)a * (size_t)r->n_layer + (size_t)l) * nd;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->n_audio_ctx, r->d, r->d, 1.0f, enc,
+                r->d, c->wk, r->d, 0.0f, K, r->d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->n_audio_ctx, r->d, r->d, 1.0f, enc,
+                r->d, c->wv, r->d, 0.0f, V, r->d);
+    for (int i = 0; i < r->n_audio_ctx; i++)
+      for (int j = 0; j < r->d; j++)
+        V[(size_t)i * (size_t)r->d + (size_t)j] += c->bv[j];
+  }
+  return 0;
+}
+
+static int ref_seq_reset(void *self, int s, int a) {
+  wd_ref_engine_t *r = self;
+  if (s < 0 || s >= r->max_seqs || a < 0 || a >= r->max_audio)
+    return WD_EINVAL;
+  r->len[s] = 0;
+  r->audio[s] = a;
+  return 0;
+}
+
+static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
+  const int d = r->d, p = r->len[s];
+  if (tok < 0 || tok >= r->n_vocab || p >= r->n_ctx)
+    return WD_EINVAL;
+  float *x = r->x, *h = r->h, *q = r->q, *o = r->o;
+  for (int i = 0; i < d; i++)
+    x[i] = r->emb[(size_t)tok * (size_t)d + (size_t)i] + r->pos[(size_t)p * (size_t)d + (size_t)i];
+  const size_t lstride = (size_t)r->n_ctx * (size_t)d;
+  const size_t nd = (size_t)r->n_audio_ctx * (size_t)d;
+  for (int l = 0; l < r->n_layer; l++) {
+    const ref_layer_t *L = &r->layers[l];
+    float *K = r->kc + ((size_t)s * (size_t)r->n_layer + (size_t)l) * lstride;
+    float *V = r->vc + ((size_t)s * (size_t)r->n_layer + (size_t)l) * lstride;
+    layernorm(x, d, L->self.ln_g, L->self.ln_b, h);
+    gemv(L->self.wq, h, L->self.bq, d, d, q);
+    gemv(L->self.wk, h, NULL, d, d, K + (size_t)p * (size_t)d);
+    gemv(L->self.wv, h, L->self.bv, d, d, V + (size_t)p * (size_t)d);
+    attend(q, K, V, p + 1, d, r->n_head, o);
+    gemv(L->self.wo, o, L->self.bo, d, d, h);
+    for (int i = 0; i < d; i++)
+      x[i] += h[i];
+    layernorm(x, d, L->cross.ln_g, L->cross.ln_b, h);
+    gemv(L->cross.wq, h, L->cross.bq, d, d, q);
+    const size_t ai = (size_t)r->audio[s] * (size_t)r->n_layer + (size_t)l;
+    attend(q, r->xk + ai * nd, r->xv + ai * nd, r->n_audio_ctx, d, r->n_head, o);
+    gemv(L->cross.wo, o, L->cross.bo, d, d, h);
+    for (int i = 0; i < d; i++)
+      x[i] += h[i];
+    layernorm(x, d, L->mlp_ln_g, L->mlp_ln_b, h);
+    gemv(L->w1, h, L->b1, 4 * d, d, r->f);
+    for (int i = 0; i < 4 * d; i++)
+      r->f[i] = (float)(0.5 * r->f[i] * (1.0 + erf(r->f[i] / sqrt(2.0))));
+    gemv(L->w2, r->f, L->b2, d, 4 * d, h);
+    for (int i = 0; i < d; i++)
+      x[i] += h[i];
+  }
+  layernorm(x, d, r->ln_g, r->ln_b, h);
+  gemv(r->emb, h, NULL, r->n_vocab, d, logits); /* tied output projection */
+  r->len[s] = p + 1;
+  return 0;
+}
+
+static int ref_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                    const float **ret_logits) {
+  wd_ref_engine_t *r = self;
+  if (n < 1 || n > r->max_seqs)
+    return WD_EINVAL;
+  for (int i = 0; i < n; i++) {
+    if (seqs[i] < 0 || seqs[i] >= r->max_seqs)
+      return WD_EINVAL;
+    int rc = ref_step_one(r, seqs[i], tokens[i], r->logits + (size_t)i * (size_t)r->n_vocab);
+    if (rc < 0)
+      return rc;
+  }
+  *ret_logits = r->logits;
+  return 0;
+}
+
+int wd_ref_engine_new(const wd_model_t *m, int max_seqs, int max_audio, wd_ref_engine_t **ret) {
+  const wd_hparams_t *hp = wd_model_hparams(m);
+  wd_ref_engine_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return WD_ENOMEM;
+  r->m = m;
+  r->d = hp->n_text_state;
+  r->n_layer = hp->n_text_layer;
+  r->n_head = hp->n_text_head;
+  r->n_ctx = hp->n_text_ctx;
+  r->n_audio_ctx = hp->n_audio_ctx;
+  r->n_vocab = hp->n_vocab;
+  r->max_seqs = max_seqs;
+  r->max_audio = max_audio;
+  const size_t d = (size_t)r->d;
+  int rc = 0;
+  r->layers = calloc((size_t)r->n_layer, sizeof *r->layers);
+  r->emb = wd_ref_tensor(m, "decoder.token_embedding.weight", (size_t)r->n_vocab * d);
+  r->pos = wd_ref_tensor(m, "decoder.positional_embedding", (size_t)r->n_ctx * d);
+  r->ln_g = wd_ref_tensor(m, "decoder.ln.weight", d);
+  r->ln_b = wd_ref_tensor(m, "decoder.ln.bias", d);
+  if (!r->layers || !r->emb || !r->pos || !r->ln_g || !r->ln_b)
+    rc = WD_EMODEL;
+  for (int l = 0; l < r->n_layer && !rc; l++) {
+    char p[96], ln[96];
+    ref_layer_t *L = &r->layers[l];
+    snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
+    snprintf(ln, sizeof ln, "decoder.blocks.%d.attn_ln", l);
+    rc = att_load(m, p, ln, r->d, &L->self);
+    snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
+    snprintf(ln, sizeof ln, "decoder.blocks.%d.cross_attn_ln", l);
+    if (!rc)
+      rc = att_load(m, p, ln, r->d, &L->cross);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp_ln.weight", l);
+    L->mlp_ln_g = wd_ref_tensor(m, p, d);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp_ln.bias", l);
+    L->mlp_ln_b = wd_ref_tensor(m, p, d);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp.0.weight", l);
+    L->w1 = wd_ref_tensor(m, p, 4 * d * d);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp.0.bias", l);
+    L->b1 = wd_ref_tensor(m, p, 4 * d);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp.2.weight", l);
+    L->w2 = wd_ref_tensor(m, p, 4 * d * d);
+    snprintf(p, sizeof p, "decoder.blocks.%d.mlp.2.bias", l);
+    L->b2 = wd_ref_tensor(m, p, d);
+    if (!rc && !(L->mlp_ln_g && L->mlp_ln_b && L->w1 && L->b1 && L->w2 && L->b2))
+      rc = WD_EMODEL;
+  }
+  const size_t nd = (size_t)r->n_audio_ctx * (size_t)hp->n_audio_state;
+  r->enc = malloc((size_t)max_audio * nd * sizeof(float));
+  r->xk = malloc((size_t)max_audio * (size_t)r->n_layer * nd * sizeof(float));
+  r->xv = malloc((size_t)max_audio * (size_t)r->n_layer * nd * sizeof(float));
+  r->kc = malloc((size_t)max_seqs * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
+  r->vc = malloc((size_t)max_seqs * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
+  r->len = calloc((size_t)max_seqs, sizeof *r->len);
+  r->audio = calloc((size_t)max_seqs, sizeof *r->audio);
+  r->logits = malloc((size_t)max_seqs * (size_t)r->n_vocab * sizeof(float));
+  r->x = malloc(d * 4), r->h = malloc(d * 4), r->q = malloc(d * 4), r->o = malloc(d * 4);
+  r->f = malloc(4 * d * 4);
+  if (!rc && !(r->enc && r->xk && r->xv && r->kc && r->vc && r->len && r->audio && r->logits &&
+               r->x && r->h && r->q && r->o && r->f))
+    rc = WD_ENOMEM;
+  if (rc < 0) {
+    wd_ref_engine_free(r);
+    return rc;
+  }
+  r->iface = (wd_engine_t){
+    .self = r, .n_vocab = r->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = r->n_ctx,
+    .max_seqs = max_seqs, .max_audio = max_audio,
+    .encode = ref_encode, .seq_reset = ref_seq_reset, .step = ref_step,
+  };
+  *ret = r;
+  return 0;
+}
+
+const wd_engine_t *wd_ref_engine_iface(wd_ref_engine_t *r) { return &r->iface; }
+
+const float *wd_ref_engine_encoded(const wd_ref_engine_t *r, int a) {
+  return r->enc + (size_t)a * (size_t)r->n_audio_ctx * (size_t)wd_model_hparams(r->m)->n_audio_state;
+}

@@ -1,0 +1,28 @@
+/*
+ * whisper_ref.h - a plain f32 reference of Whisper's forward pass, for tests.
+ *
+ * Independent of gpu/ and shaders/: it reads the model's host tensors,
+ * converts f16 weights to f32 and runs the textbook computation of
+ * openai/whisper model.py, with OpenBLAS doing the matrix products. The GPU
+ * engine's encoder output and logits are checked against it.
+ */
+#ifndef WD_WHISPER_REF_H
+#define WD_WHISPER_REF_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* The tensor converted to f32 (malloc'd), or NULL when absent, of another
+ * element count, or quantized. */
+float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel);
+
+/* mel: (n_mels, 3000) row-major. out: (n_audio_ctx, n_audio_state). */
+int wd_ref_encode(const wd_model_t *m, const float *mel, float *out);
+
+/* Full causal decoder pass over tokens[0..n) (no KV cache) against the
+ * encoder output enc (n_audio_ctx, n_audio_state). logits: (n, n_vocab). */
+int wd_ref_decode(const wd_model_t *m, const float *enc, const int32_t *tokens, int n,
+                  float *logits);
+
+#endif
