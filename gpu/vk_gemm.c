@@ -23,6 +23,13 @@ const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f) {
 }
 
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
+  return wd_vk_gemm_new_fmt(dev, family, WD_VK_GEMM_B_F16, ret_gemm);
+}
+
+int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_bfmt_t bfmt,
+                       wd_vk_gemm_t **ret_gemm) {
+  if (bfmt != WD_VK_GEMM_B_F16 && bfmt != WD_VK_GEMM_B_F32)
+    return WD_EINVAL;
   if (family == WD_VK_GEMM_AUTO) {
     const wd_vk_class_t c = wd_vk_device_info(dev)->device_class;
     family = (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED) ? WD_VK_GEMM_TILED
@@ -48,7 +55,7 @@ int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t
     g->tile_m = g->tile_n = 8 * 8;
     break;
   case WD_VK_GEMM_TILED:
-    desc.shader = "gemm_tiled";
+    desc.shader = bfmt == WD_VK_GEMM_B_F32 ? "gemm_tiled_b32" : "gemm_tiled";
     desc.args[0] = desc.args[1] = WD_VK_ARG_STORAGE;
     desc.local_size[0] = desc.local_size[1] = 16;
     g->tile_m = g->tile_n = 64;
@@ -57,6 +64,10 @@ int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t
     free(g);
     return WD_EINVAL;
   }
+  /* The texel kernels read B through a samplerBuffer either way: the
+   * view's format decides whether its texels are f16 or f32. */
+  if (bfmt == WD_VK_GEMM_B_F32 && family != WD_VK_GEMM_TILED)
+    desc.args[1] = WD_VK_ARG_TEXEL_F32;
   int rc = wd_vk_pipeline_new(dev, &desc, &g->pipe);
   if (rc < 0) {
     free(g);

@@ -27,14 +27,25 @@ typedef enum {
   WD_VK_GEMM_TILED = 3,
 } wd_vk_gemm_family_t;
 
+/* Element format of B. F32 serves products of two activations (the
+ * encoder's Q.K^T and P.V^T): on the texel families only the view format
+ * differs, the tiled family has its own shader variant. */
+typedef enum {
+  WD_VK_GEMM_B_F16 = 0,
+  WD_VK_GEMM_B_F32 = 1,
+} wd_vk_gemm_bfmt_t;
+
 typedef struct wd_vk_gemm wd_vk_gemm_t;
 
+/* wd_vk_gemm_new_fmt with B in f16 (weights). */
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm);
+int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_bfmt_t bfmt,
+                       wd_vk_gemm_t **ret_gemm);
 void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
 wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
 
-/* Binds the four operands: a (f32), b (f16 weights), bias (f32), c (f32).
+/* Binds the four operands: a (f32), b (f16 weights or f32), bias (f32), c (f32).
  * Each is a whole buffer range; element offsets go in the push constants. */
 int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
                     const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set);

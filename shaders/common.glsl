@@ -35,4 +35,109 @@ float wd_erf(float x) {
 // Exact (erf) GELU, as torch.nn.GELU() in Whisper's MLP blocks.
 float wd_gelu(float x) { return 0.5 * x * (1.0 + wd_erf(x * 0.70710678118654752)); }
 
+
+// ---------------------------------------------------------------------------
+// Decoder-step kernels. Values that change between replays of one recorded
+// step (token, position, cache length, audio index, beam source) are NOT push
+// constants: they are read from the step-parameter buffer, a host-visible
+// storage buffer of one wd_seq record per live sequence b (mirrored by
+// wd_seq_t in gpu/vk_push.h). The host rewrites it before each submit.
+struct wd_seq {
+  uint token; // token id fed at this step
+  uint pos;   // position of that token (row of the KV cache it is written to)
+  uint len;   // number of valid KV-cache rows after this step's append (pos + 1)
+  uint audio; // index of this sequence's encoder output (cross-attention K/V)
+  uint src;   // beam search: the sequence whose cache row b inherits (gather)
+  uint pad0, pad1, pad2;
+};
+
+// LayerNorm over rows: y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta.
+struct wd_pc_norm {
+  uint n_rows, d;
+  uint x_off, ldx; // x[r][i] = x[x_off + r * ldx + i]
+  uint y_off, ldy;
+  float eps;
+  uint pad;
+};
+
+// Batched GEMV (skinny GEMM): Y[b][n] = alpha * W[n] . X[b] (+bias[n]) (GELU)
+// (+ Y_old[b][n]), b < nb. W f16 (N, K) texels, X f32 (nb, ldx) texels.
+struct wd_pc_gemv {
+  uint N, K, nb;
+  uint x_off, ldx;        // elements; multiples of 4
+  uint w_off;             // elements; multiple of 4 (row n starts at w_off + n * K)
+  uint y_off, ldy;
+  uint bias_off, flags;   // WD_GEMM_* flags (BIAS, GELU, ACCUMULATE)
+  float alpha;
+  uint pad;
+};
+
+// Decoder attention for one step, one workgroup per (sequence b, head h).
+struct wd_pc_attn {
+  uint n_head;
+  uint n_ctx;    // rows per sequence (self) or per audio (cross) in K/V
+  uint n_keys;   // cross: keys per audio (1500); self: ignored (len[b] is used)
+  uint flags;    // WD_ATTN_* below
+  uint q_off, ldq;   // q[b][h*64 + i] = Q[q_off + b * ldq + h * 64 + i]
+  uint kv_off, ldkv; // K[r][i] = K[kv_off + r * ldkv + i], same for V
+  uint o_off, ldo;
+  uint save_heads;   // bit h set: save QK or P of head h (WD_ATTN_SAVE_*)
+  uint save_off, save_ld; // S[save_off + (b * n_head + h) * save_ld + j]
+  float scale;       // 1/sqrt(64): openai scales q and k by 64^-0.25 each
+  uint pad0, pad1;
+};
+#define WD_ATTN_CROSS 1u   // keys of audio a[b], n_keys of them; else self, len[b] keys
+#define WD_ATTN_SAVE_QK 2u // save scaled pre-softmax scores of the heads in save_heads
+#define WD_ATTN_SAVE_P 4u  // save the softmax weights instead
+#define WD_ATTN_HEAD_DIM 64u
+
+// KV-cache append and beam gather.
+struct wd_pc_kv {
+  uint d;          // row length (d_model)
+  uint n_ctx;      // cache rows per sequence
+  uint in_off, ldi;        // append: new rows come from IN[in_off + b * ldi + i]
+  uint cache_off;          // element offset of this layer's (B, n_ctx, d) cache
+  uint layer_stride;       // gather: elements between layers (grid z = layer)
+  uint v_in_off;           // append: V rows come from IN[v_in_off + b * ldi + i]
+  uint pad;
+};
+
+// Token + positional embedding: X[b] = tok[token[b]] + pos[pos[b]].
+struct wd_pc_embed {
+  uint d, ldx, x_off, n_vocab;
+  uint n_pos, pad0, pad1, pad2;
+};
+
+// im2col for conv1d with kernel 3, padding 1: OUT[t][c*3 + k] = IN(c, t*stride + k - 1).
+struct wd_pc_im2col {
+  uint cin, t_in, t_out, stride;
+  uint in_off, in_cs, in_ts; // IN(c, t) = IN[in_off + c * in_cs + t * in_ts]
+  uint ldo;                  // output row stride (>= cin * 3)
+};
+
+// Row softmax in place over (Z, M, N): x = softmax(scale * x (masked)).
+struct wd_pc_softmax {
+  uint M, N, ld, off, z_stride;
+  uint flags;       // WD_SOFTMAX_CAUSAL: column j > row i + causal_off is masked
+  uint causal_off;
+  float scale;
+};
+#define WD_SOFTMAX_CAUSAL 1u
+
+// Batched transpose: OUT[z][c][r] = IN[z][r][c] for r < R, c < C.
+struct wd_pc_transpose {
+  uint R, C;
+  uint in_off, ldi, in_bz;
+  uint out_off, ldo, out_bz;
+};
+
+// Argmax over logits rows with an additive mask.
+struct wd_pc_argmax {
+  uint n_vocab, nb;
+  uint off, ld;     // logits[b][v] = L[off + b * ld + v]
+  uint flags;       // WD_ARGMAX_MASK: add mask[v]
+  uint pad0, pad1, pad2;
+};
+#define WD_ARGMAX_MASK 1u
+
 #endif

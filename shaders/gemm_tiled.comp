@@ -10,6 +10,7 @@
 // Bindings (set 0):
 //   0  buffer vec4   A     (Z, M, lda) f32, K contiguous                  read
 //   1  buffer uvec2  B     (Z, N, ldb) f16 x4 per uvec2, K contiguous     read
+//                          (variant B_F32: buffer vec4, f32 B, e.g. attention K / V^T)
 //   2  buffer float  bias  (Z, N) f32                                     read
 //   3  buffer float  C     (Z, M, ldc) f32                               read/write
 // Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4.
@@ -26,7 +27,11 @@
 #define BK 16
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
 layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
+#ifdef B_F32
+layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
+#else
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec2 b4[]; };
+#endif
 layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, set = 0, binding = 3) buffer BufC { float c[]; };
 layout(push_constant) uniform PC { wd_pc_gemm p; };
@@ -55,8 +60,12 @@ void main() {
     vec4 va = vec4(0.0), vb = vec4(0.0);
     if (k0 + lk < p.K) {
       va = a4[(abase + k0 + lk) / 4u];
+#ifdef B_F32
+      vb = b4[(bbase + k0 + lk) / 4u];
+#else
       uvec2 hb = b4[(bbase + k0 + lk) / 4u];
       vb = vec4(unpackHalf2x16(hb.x), unpackHalf2x16(hb.y));
+#endif
     }
     sA[lk + 0][lr] = va.x; sA[lk + 1][lr] = va.y; sA[lk + 2][lr] = va.z; sA[lk + 3][lr] = va.w;
     sB[lk + 0][lr] = vb.x; sB[lk + 1][lr] = vb.y; sB[lk + 2][lr] = vb.z; sB[lk + 3][lr] = vb.w;

@@ -1,0 +1,49 @@
+/*
+ * vk_attn.h - decoder attention for one step (self and cross).
+ *
+ * One workgroup per (sequence b, head h), head dimension 64:
+ *   O[b][h] = softmax(scale * q . K[row0 + j]) . V[row0 + j], j < n_keys
+ * Self-attention reads n_keys = len[b] from the step-parameter buffer
+ * (wd_seq_t records); cross-attention (WD_ATTN_CROSS) uses pc->n_keys keys
+ * of the encoder output audio[b]. WD_ATTN_SAVE_QK / WD_ATTN_SAVE_P also write
+ * the scaled scores / softmax weights of the heads in pc->save_heads.
+ *
+ * Variants: SUBGROUP (subgroup reductions) and SHARED (shared-memory tree);
+ * AUTO picks SUBGROUP where the device has subgroup arithmetic.
+ */
+#ifndef WD_VK_ATTN_H
+#define WD_VK_ATTN_H
+
+#include "vk_cmd.h"
+#include "vk_device.h"
+#include "vk_pipeline.h"
+#include "vk_push.h"
+
+typedef enum {
+  WD_VK_ATTN_AUTO = 0,
+  WD_VK_ATTN_SUBGROUP = 1,
+  WD_VK_ATTN_SHARED = 2,
+} wd_vk_attn_variant_t;
+
+#define WD_VK_ATTN_MAX_KEYS 1536u
+
+typedef struct wd_vk_attn wd_vk_attn_t;
+
+int wd_vk_attn_new(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, wd_vk_attn_t **ret_attn);
+void wd_vk_attn_free(wd_vk_attn_t *a); /* accepts NULL */
+wd_vk_attn_variant_t wd_vk_attn_variant(const wd_vk_attn_t *a);
+
+/* Binds step (wd_seq_t records), q, k, v (f32 texel views), o (f32) and
+ * save (f32; any valid range when nothing is saved). */
+int wd_vk_attn_bind(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
+                    const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,
+                    const wd_vk_arg_t *save, wd_vk_dset_t **ret_set);
+
+/* Records attention for nb sequences and pc->n_head heads. WD_EINVAL when
+ * q_off, ldq, kv_off or ldkv is not a multiple of 4, ldkv or ldq is below
+ * n_head * 64, n_ctx exceeds WD_VK_ATTN_MAX_KEYS (self) or n_keys exceeds
+ * n_ctx (cross), or save_heads names a head >= n_head. */
+int wd_vk_attn_record(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                      const wd_pc_attn_t *pc, uint32_t nb);
+
+#endif

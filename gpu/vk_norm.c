@@ -1,0 +1,71 @@
+/*
+ * vk_norm.c - LayerNorm pipelines (see vk_norm.h and shaders/layernorm.comp).
+ *
+ * Threading: the GPU worker's thread only, like every gpu/ object.
+ * Ownership: the wd_vk_norm_t owns its pipeline; descriptor sets made by
+ * wd_vk_norm_bind belong to the caller and must be freed before it.
+ */
+#include "vk_norm.h"
+
+#include <stdlib.h>
+
+#include "vk_internal.h"
+
+struct wd_vk_norm {
+  wd_vk_norm_variant_t variant;
+  wd_vk_pipeline_t *pipe;
+};
+
+int wd_vk_norm_new(wd_vk_device_t *dev, wd_vk_norm_variant_t variant, wd_vk_norm_t **ret_norm) {
+  const bool sg = wd_vk_device_info(dev)->subgroup_arithmetic;
+  if (variant == WD_VK_NORM_AUTO)
+    variant = sg ? WD_VK_NORM_SUBGROUP : WD_VK_NORM_SHARED;
+  if (variant != WD_VK_NORM_SUBGROUP && variant != WD_VK_NORM_SHARED)
+    return WD_EINVAL;
+  if (variant == WD_VK_NORM_SUBGROUP && !sg)
+    return WD_EUNSUP;
+  wd_vk_norm_t *n = calloc(1, sizeof *n);
+  if (!n)
+    return WD_ENOMEM;
+  *n = (wd_vk_norm_t){ .variant = variant };
+  const wd_vk_pipeline_desc_t desc = {
+    .shader = variant == WD_VK_NORM_SUBGROUP ? "layernorm_sg" : "layernorm_shm",
+    .n_args = 4,
+    .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .push_size = sizeof(wd_pc_norm_t),
+    .local_size = { 64, 1, 1 },
+  };
+  int rc = wd_vk_pipeline_new(dev, &desc, &n->pipe);
+  if (rc < 0)
+    goto fail;
+  *ret_norm = n;
+  return 0;
+fail:
+  wd_vk_norm_free(n);
+  return rc;
+}
+
+void wd_vk_norm_free(wd_vk_norm_t *n) {
+  if (!n)
+    return;
+  wd_vk_pipeline_free(n->pipe);
+  free(n);
+}
+
+wd_vk_norm_variant_t wd_vk_norm_variant(const wd_vk_norm_t *n) { return n->variant; }
+
+int wd_vk_norm_bind(wd_vk_norm_t *n, const wd_vk_arg_t *x, const wd_vk_arg_t *y,
+                    const wd_vk_arg_t *gamma, const wd_vk_arg_t *beta, wd_vk_dset_t **ret_set) {
+  const wd_vk_arg_t args[4] = { *x, *y, *gamma, *beta };
+  return wd_vk_dset_new(n->pipe, args, 4, ret_set);
+}
+
+int wd_vk_norm_record(wd_vk_norm_t *n, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                      const wd_pc_norm_t *pc) {
+  (void)n;
+  if (pc->n_rows == 0 || pc->d == 0 || pc->ldx < pc->d || pc->ldy < pc->d || !(pc->eps >= 0.0f))
+    return WD_EINVAL;
+  /* One workgroup per row. */
+  wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, pc->n_rows, 1, 1);
+  return 0;
+}
