@@ -1,0 +1,658 @@
+/*
+ * vk_engine.c - the planned Whisper forward pass (see vk_engine.h).
+ *
+ * Activations are f32, row-major (rows = frames or sequences, d
+ * contiguous); weights stay f16 in the uploaded chunks (vk_weights). The
+ * recordings, in dispatch order:
+ *
+ * encoder (one submit): im2col(mel) . conv1 + GELU -> x1 (3000, d);
+ *   copy positional embedding -> xa; im2col(x1, stride 2) . conv2 + GELU
+ *   accumulated onto xa (1500, d); per layer: LN -> h; q, k, v = h . W^T;
+ *   S = (q . k^T) / 8 per head group; softmax(S); vt = v^T per head;
+ *   o[:, head] = S . vt[head]^T; xa += o . Wo^T + bo; LN -> h;
+ *   f = GELU(h . W1^T + b1); xa += f . W2^T + b2; finally LN(ln_post) on xa.
+ * cross K/V (one submit per audio slot a): for every decoder layer l,
+ *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv.
+ * decoder step (one submit, per batch size nb): embed -> x (nb, d); per layer:
+ *   LN -> h; q|k|v = h . W^T (+b) into qkv (nb, 3d); append k, v to the
+ *   caches at pos; self-attention over len keys -> o; x += o . Wo^T + bo;
+ *   LN -> h; q = h . Wq^T + bq; cross-attention over the 1500 keys of the
+ *   sequence's audio slot -> o; x += o . Wo^T + bo; LN -> h;
+ *   f = GELU(h . W1^T + b1); x += f . W2^T + b2; final LN -> h;
+ *   logits = h . token_embedding^T into a host-visible buffer.
+ * Per-step values (token, position, length, audio slot) live in the
+ * host-visible step buffer, so the step recording is replayed unchanged.
+ * ref: openai/whisper model.py.
+ */
+#include "vk_engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "vk_attn.h"
+#include "vk_buffer.h"
+#include "vk_cmd.h"
+#include "vk_device.h"
+#include "vk_gemm.h"
+#include "vk_gemv.h"
+#include "vk_kv.h"
+#include "vk_misc.h"
+#include "vk_norm.h"
+#include "vk_push.h"
+#include "vk_softmax.h"
+#include "vk_weights.h"
+
+#define WD_ENG_FRAMES 3000         /* mel frames per window */
+#define WD_ENG_MAX_SEQS 16
+#define WD_ENG_MAX_SETS 4096
+#define WD_ENG_SCORES_MAX (120ull << 20) /* bytes of encoder attention scores per group */
+
+struct wd_vk_engine {
+  wd_engine_t iface;
+  wd_vk_device_t *dev;
+  wd_vk_weights_t *w;
+  wd_hparams_t hp;
+  int max_seqs, max_audio;
+  /* kernels */
+  wd_vk_gemm_t *gemm, *gemm_f32b;
+  wd_vk_gemv_t *gemv;
+  wd_vk_norm_t *norm;
+  wd_vk_softmax_t *softmax;
+  wd_vk_attn_t *attn;
+  wd_vk_kv_t *kv;
+  wd_vk_misc_t *misc;
+  wd_vk_buffer_t *dummy; /* bound where a kernel's optional operand is unused */
+  /* encoder activations */
+  wd_vk_buffer_t *mel;    /* (n_mels, 3000), host-visible */
+  wd_vk_buffer_t *col;    /* im2col rows: max(3000 x n_mels*3, 1500 x d*3) */
+  wd_vk_buffer_t *x1;     /* (3000, d) conv1 output */
+  wd_vk_buffer_t *xa, *ha, *qa, *ka, *va, *oa; /* (1500, d) */
+  wd_vk_buffer_t *vt;     /* (heads, 64, 1500) V transposed per head */
+  wd_vk_buffer_t *scores; /* (group, 1500, 1500) */
+  wd_vk_buffer_t *fa;     /* (1500, 4d) */
+  wd_vk_buffer_t *xk, *xv; /* (n_text_layer, max_audio, 1500, d) cross K/V */
+  /* decoder activations */
+  wd_vk_buffer_t *step;   /* (max_seqs) wd_seq_t, host-visible */
+  wd_vk_buffer_t *x, *h, *o, *q; /* (max_seqs, d) */
+  wd_vk_buffer_t *qkv;    /* (max_seqs, 3d) */
+  wd_vk_buffer_t *f;      /* (max_seqs, 4d) */
+  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs, n_text_ctx, d) self K/V caches */
+  wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
+  /* recordings */
+  wd_vk_cmd_t *enc_cmd;
+  wd_vk_cmd_t **cross_cmd; /* [max_audio] */
+  wd_vk_cmd_t **step_cmd;  /* [max_seqs]: batch size nb at index nb - 1 */
+  wd_vk_dset_t *sets[WD_ENG_MAX_SETS];
+  int n_sets;
+  /* sequence state, host side */
+  int len[WD_ENG_MAX_SEQS];
+  int audio[WD_ENG_MAX_SEQS];
+  int encoded[64];          /* audio slot holds an encoded window */
+  double encode_ms, cross_ms, step_ms;
+  unsigned long long n_steps;
+  uint64_t act_bytes;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static wd_vk_arg_t whole(wd_vk_buffer_t *b) { return (wd_vk_arg_t){ b, 0, 0 }; }
+
+static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floats) {
+  return (wd_vk_arg_t){ b, off_floats * 4, n_floats * 4 };
+}
+
+/* Keeps a set for freeing with the engine; returns rc unchanged. */
+static int keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t *s) {
+  if (rc < 0)
+    return rc;
+  if (e->n_sets == WD_ENG_MAX_SETS) {
+    wd_vk_dset_free(s);
+    return WD_ENOMEM;
+  }
+  e->sets[e->n_sets++] = s;
+  return 0;
+}
+
+static int buf(wd_vk_engine_t *e, uint64_t n_floats, wd_vk_mem_t mem, wd_vk_buffer_t **ret) {
+  e->act_bytes += n_floats * 4;
+  return wd_vk_buffer_new(e->dev, n_floats * 4, WD_VK_BUF_STORAGE | WD_VK_BUF_TEXEL, mem, ret);
+}
+
+/* The device range of weight tensor `fmt` formatted with layer l. */
+static int wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l)
+    __attribute__((format(printf, 3, 0)));
+
+static int wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l) {
+  char name[128];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  /* fmt is always one of this file's literals with at most one %d. */
+  snprintf(name, sizeof name, fmt, l);
+#pragma GCC diagnostic pop
+  int rc = wd_vk_weights_arg(e->w, name, a);
+  if (rc < 0)
+    wd_log_debug("vk_engine: weight '%s' missing", name);
+  return rc;
+}
+
+/* GEMM: C (M, N) [c_off, ldc] (+)= A (M, K) [a_off, lda] . B^T (+bias) ... */
+typedef struct {
+  wd_vk_arg_t a, b, bias, c;
+  wd_pc_gemm_t pc;
+  uint32_t z;
+  int f32b;
+} gemm_op_t;
+
+static int rec_gemm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, const gemm_op_t *op) {
+  wd_vk_gemm_t *g = op->f32b ? e->gemm_f32b : e->gemm;
+  wd_vk_dset_t *s = NULL;
+  int rc = keep(e, wd_vk_gemm_bind(g, &op->a, &op->b, &op->bias, &op->c, &s), s);
+  if (rc == 0)
+    rc = wd_vk_gemm_record(g, cmd, s, &op->pc, op->z ? op->z : 1);
+  wd_vk_cmd_barrier(cmd);
+  return rc;
+}
+
+/* Linear layer over rows: Y (rows, n_out) = X (rows, n_in) . W^T (+b) with flags. */
+static int rec_linear(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, uint32_t rows,
+                      uint32_t n_in, const wd_vk_arg_t *w, const wd_vk_arg_t *b,
+                      wd_vk_buffer_t *y, uint32_t n_out, uint32_t flags) {
+  gemm_op_t op = {
+    .a = whole(x), .b = *w, .bias = b ? *b : whole(e->dummy), .c = whole(y),
+    .pc = { .M = rows, .N = n_out, .K = n_in, .lda = n_in, .ldb = n_in, .ldc = n_out,
+            .flags = flags | (b ? WD_GEMM_BIAS : 0u), .alpha = 1.0f },
+  };
+  return rec_gemm(e, cmd, &op);
+}
+
+static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_vk_buffer_t *y,
+                    uint32_t rows, uint32_t d, const char *fmt, int l) {
+  char prefix[128], gname[160], bname[160];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  snprintf(prefix, sizeof prefix, fmt, l);
+#pragma GCC diagnostic pop
+  snprintf(gname, sizeof gname, "%s.weight", prefix);
+  snprintf(bname, sizeof bname, "%s.bias", prefix);
+  wd_vk_arg_t g, b;
+  int rc = wd_vk_weights_arg(e->w, gname, &g);
+  if (rc == 0)
+    rc = wd_vk_weights_arg(e->w, bname, &b);
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t ax = whole(x), ay = whole(y);
+  if (rc == 0)
+    rc = keep(e, wd_vk_norm_bind(e->norm, &ax, &ay, &g, &b, &s), s);
+  const wd_pc_norm_t pc = { .n_rows = rows, .d = d, .ldx = d, .ldy = d, .eps = 1e-5f };
+  if (rc == 0)
+    rc = wd_vk_norm_record(e->norm, cmd, s, &pc);
+  wd_vk_cmd_barrier(cmd);
+  return rc;
+}
+
+/* ---- encoder ------------------------------------------------------------ */
+
+static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
+  const uint32_t d = (uint32_t)e->hp.n_audio_state, n = (uint32_t)e->hp.n_audio_ctx;
+  const uint32_t nh = (uint32_t)e->hp.n_audio_head, dh = d / nh;
+  wd_vk_arg_t wq, bq, wk, wv, bv, wo, bo, w1, b1, w2, b2;
+  int rc = rec_norm(e, cmd, e->xa, e->ha, n, d, "encoder.blocks.%d.attn_ln", l);
+  if (!rc) rc = wt(e, &wq, "encoder.blocks.%d.attn.query.weight", l);
+  if (!rc) rc = wt(e, &bq, "encoder.blocks.%d.attn.query.bias", l);
+  if (!rc) rc = wt(e, &wk, "encoder.blocks.%d.attn.key.weight", l);
+  if (!rc) rc = wt(e, &wv, "encoder.blocks.%d.attn.value.weight", l);
+  if (!rc) rc = wt(e, &bv, "encoder.blocks.%d.attn.value.bias", l);
+  if (!rc) rc = wt(e, &wo, "encoder.blocks.%d.attn.out.weight", l);
+  if (!rc) rc = wt(e, &bo, "encoder.blocks.%d.attn.out.bias", l);
+  if (!rc) rc = wt(e, &w1, "encoder.blocks.%d.mlp.0.weight", l);
+  if (!rc) rc = wt(e, &b1, "encoder.blocks.%d.mlp.0.bias", l);
+  if (!rc) rc = wt(e, &w2, "encoder.blocks.%d.mlp.2.weight", l);
+  if (!rc) rc = wt(e, &b2, "encoder.blocks.%d.mlp.2.bias", l);
+  if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wq, &bq, e->qa, d, 0);
+  if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wk, NULL, e->ka, d, 0);
+  if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wv, &bv, e->va, d, 0);
+  /* V^T per head: vt[h] (64, 1500) so that P . V is a GEMM against B = vt[h]. */
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t av = whole(e->va), avt = whole(e->vt);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_transpose(e->misc, &av, &avt, &s), s);
+  const wd_pc_transpose_t tp = { .R = n, .C = dh, .in_off = 0, .ldi = d, .in_bz = dh,
+                                 .out_off = 0, .ldo = n, .out_bz = dh * n };
+  if (!rc) rc = wd_vk_misc_record_transpose(e->misc, cmd, s, &tp, nh);
+  wd_vk_cmd_barrier(cmd);
+  /* Attention in groups of heads that fit the scores buffer. */
+  const uint32_t group = (uint32_t)(WD_ENG_SCORES_MAX / ((uint64_t)n * n * 4));
+  for (uint32_t h0 = 0; h0 < nh && !rc; h0 += group) {
+    const uint32_t g = nh - h0 < group ? nh - h0 : group;
+    gemm_op_t qk = {
+      .a = whole(e->qa), .b = whole(e->ka), .bias = whole(e->dummy), .c = whole(e->scores),
+      .pc = { .M = n, .N = n, .K = dh, .lda = d, .ldb = d, .ldc = n, .a_off = h0 * dh,
+              .b_off = h0 * dh, .a_bz = dh, .b_bz = dh, .c_bz = n * n,
+              /* d_head^-0.5: openai scales q and k by d_head^-0.25 each */
+              .alpha = (float)(1.0 / sqrt((double)dh)) },
+      .z = g, .f32b = 1,
+    };
+    rc = rec_gemm(e, cmd, &qk);
+    const wd_vk_arg_t asc = whole(e->scores);
+    s = NULL;
+    if (!rc) rc = keep(e, wd_vk_softmax_bind(e->softmax, &asc, &s), s);
+    const wd_pc_softmax_t sp = { .M = n, .N = n, .ld = n, .off = 0, .z_stride = n * n,
+                                 .scale = 1.0f };
+    if (!rc) rc = wd_vk_softmax_record(e->softmax, cmd, s, &sp, g);
+    wd_vk_cmd_barrier(cmd);
+    gemm_op_t pv = {
+      .a = whole(e->scores), .b = whole(e->vt), .bias = whole(e->dummy), .c = whole(e->oa),
+      .pc = { .M = n, .N = dh, .K = n, .lda = n, .ldb = n, .ldc = d, .b_off = h0 * dh * n,
+              .c_off = h0 * dh, .a_bz = n * n, .b_bz = dh * n, .c_bz = dh, .alpha = 1.0f },
+      .z = g, .f32b = 1,
+    };
+    if (!rc) rc = rec_gemm(e, cmd, &pv);
+  }
+  if (!rc) rc = rec_linear(e, cmd, e->oa, n, d, &wo, &bo, e->xa, d, WD_GEMM_ACCUMULATE);
+  if (!rc) rc = rec_norm(e, cmd, e->xa, e->ha, n, d, "encoder.blocks.%d.mlp_ln", l);
+  if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &w1, &b1, e->fa, 4 * d, WD_GEMM_GELU);
+  if (!rc) rc = rec_linear(e, cmd, e->fa, n, 4 * d, &w2, &b2, e->xa, d, WD_GEMM_ACCUMULATE);
+  return rc;
+}
+
+static int rec_encoder(wd_vk_engine_t *e) {
+  const uint32_t d = (uint32_t)e->hp.n_audio_state, n = (uint32_t)e->hp.n_audio_ctx;
+  const uint32_t nm = (uint32_t)e->hp.n_mels, T = WD_ENG_FRAMES;
+  wd_vk_cmd_t *cmd = e->enc_cmd;
+  wd_vk_arg_t c1w, c1b, c2w, c2b, pos;
+  int rc = wd_vk_cmd_begin(cmd);
+  wd_vk_cmd_timestamp(cmd, 0);
+  if (!rc) rc = wt(e, &c1w, "encoder.conv1.weight", 0);
+  if (!rc) rc = wt(e, &c1b, "encoder.conv1.bias", 0);
+  if (!rc) rc = wt(e, &c2w, "encoder.conv2.weight", 0);
+  if (!rc) rc = wt(e, &c2b, "encoder.conv2.bias", 0);
+  if (!rc) rc = wt(e, &pos, "encoder.positional_embedding", 0);
+  /* conv1: the mel is (n_mels, 3000), channel-major. */
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t amel = whole(e->mel), acol = whole(e->col), ax1 = whole(e->x1);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &amel, &acol, &s), s);
+  const wd_pc_im2col_t i1 = { .cin = nm, .t_in = T, .t_out = T, .stride = 1, .in_cs = T,
+                              .in_ts = 1, .ldo = nm * 3 };
+  if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i1);
+  wd_vk_cmd_barrier(cmd);
+  if (!rc) rc = rec_linear(e, cmd, e->col, T, nm * 3, &c1w, &c1b, e->x1, d, WD_GEMM_GELU);
+  /* conv2 (stride 2) accumulates onto the positional embedding. */
+  s = NULL;
+  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &ax1, &acol, &s), s);
+  const wd_pc_im2col_t i2 = { .cin = d, .t_in = T, .t_out = n, .stride = 2, .in_cs = 1,
+                              .in_ts = d, .ldo = d * 3 };
+  if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i2);
+  if (!rc) rc = wd_vk_cmd_copy(cmd, &pos, &(wd_vk_arg_t){ e->xa, 0, 0 }, (uint64_t)n * d * 4);
+  wd_vk_cmd_barrier(cmd);
+  if (!rc)
+    rc = rec_linear(e, cmd, e->col, n, d * 3, &c2w, &c2b, e->xa, d,
+                    WD_GEMM_GELU | WD_GEMM_ACCUMULATE);
+  for (int l = 0; l < e->hp.n_audio_layer && !rc; l++)
+    rc = rec_encoder_layer(e, cmd, l);
+  if (!rc) rc = rec_norm(e, cmd, e->xa, e->xa, n, d, "encoder.ln_post", 0);
+  wd_vk_cmd_timestamp(cmd, 1);
+  int rc2 = wd_vk_cmd_end(cmd);
+  return rc ? rc : rc2;
+}
+
+static int rec_cross(wd_vk_engine_t *e, int a) {
+  const uint32_t d = (uint32_t)e->hp.n_text_state, n = (uint32_t)e->hp.n_audio_ctx;
+  const uint64_t per = (uint64_t)n * d; /* floats of one (layer, audio) block */
+  wd_vk_cmd_t *cmd = e->cross_cmd[a];
+  int rc = wd_vk_cmd_begin(cmd);
+  wd_vk_cmd_timestamp(cmd, 0);
+  for (int l = 0; l < e->hp.n_text_layer && !rc; l++) {
+    wd_vk_arg_t wk, wv, bv;
+    rc = wt(e, &wk, "decoder.blocks.%d.cross_attn.key.weight", l);
+    if (!rc) rc = wt(e, &wv, "decoder.blocks.%d.cross_attn.value.weight", l);
+    if (!rc) rc = wt(e, &bv, "decoder.blocks.%d.cross_attn.value.bias", l);
+    const uint64_t off = ((uint64_t)l * (uint64_t)e->max_audio + (uint64_t)a) * per;
+    gemm_op_t k = {
+      .a = whole(e->xa), .b = wk, .bias = whole(e->dummy), .c = slice(e->xk, off, per),
+      .pc = { .M = n, .N = d, .K = d, .lda = d, .ldb = d, .ldc = d, .alpha = 1.0f },
+    };
+    gemm_op_t v = k;
+    v.b = wv;
+    v.bias = bv;
+    v.c = slice(e->xv, off, per);
+    v.pc.flags = WD_GEMM_BIAS;
+    if (!rc) rc = rec_gemm(e, cmd, &k);
+    if (!rc) rc = rec_gemm(e, cmd, &v);
+  }
+  wd_vk_cmd_timestamp(cmd, 1);
+  int rc2 = wd_vk_cmd_end(cmd);
+  return rc ? rc : rc2;
+}
+
+/* ---- decoder step ------------------------------------------------------- */
+
+typedef struct {
+  wd_vk_engine_t *e;
+  wd_vk_cmd_t *cmd;
+  uint32_t nb, d;
+} step_ctx_t;
+
+/* Y[:, y_off:] (nb rows, ldy) (+)= X[:, x_off:] (ldx) . W^T (+b) */
+static int rec_gemv(step_ctx_t *c, wd_vk_buffer_t *x, uint32_t x_off, uint32_t ldx, uint32_t K,
+                    const wd_vk_arg_t *w, const wd_vk_arg_t *b, wd_vk_buffer_t *y, uint32_t y_off,
+                    uint32_t ldy, uint32_t N, uint32_t flags, int barrier) {
+  wd_vk_engine_t *e = c->e;
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t ax = whole(x), ay = whole(y), ab = b ? *b : whole(e->dummy);
+  int rc = keep(e, wd_vk_gemv_bind(e->gemv, K, c->nb, &ax, w, &ab, &ay, &s), s);
+  const wd_pc_gemv_t pc = { .N = N, .K = K, .nb = c->nb, .x_off = x_off, .ldx = ldx,
+                            .y_off = y_off, .ldy = ldy,
+                            .flags = flags | (b ? WD_GEMM_BIAS : 0u), .alpha = 1.0f };
+  if (!rc) rc = wd_vk_gemv_record(e->gemv, c->cmd, s, &pc);
+  if (barrier)
+    wd_vk_cmd_barrier(c->cmd);
+  return rc;
+}
+
+static int rec_attn(step_ctx_t *c, int cross, int l) {
+  wd_vk_engine_t *e = c->e;
+  const uint32_t d = c->d, nh = (uint32_t)e->hp.n_text_head;
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t st = whole(e->step), q = cross ? whole(e->q) : whole(e->qkv);
+  const wd_vk_arg_t k = whole(cross ? e->xk : e->kc), v = whole(cross ? e->xv : e->vc);
+  const wd_vk_arg_t o = whole(e->o), save = whole(e->dummy);
+  int rc = keep(e, wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s), s);
+  const uint32_t n_ctx = cross ? (uint32_t)e->hp.n_audio_ctx : (uint32_t)e->hp.n_text_ctx;
+  const uint64_t rows = cross ? (uint64_t)e->max_audio : (uint64_t)e->max_seqs;
+  wd_pc_attn_t pc = {
+    .n_head = nh, .n_ctx = n_ctx, .n_keys = cross ? n_ctx : 0,
+    .flags = cross ? WD_ATTN_CROSS : 0u, .q_off = 0, .ldq = cross ? d : 3 * d,
+    .kv_off = (uint32_t)((uint64_t)l * rows * n_ctx * d), .ldkv = d, .o_off = 0, .ldo = d,
+    .scale = (float)(1.0 / sqrt((double)(d / nh))),
+  };
+  if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd, s, &pc, c->nb);
+  wd_vk_cmd_barrier(c->cmd);
+  return rc;
+}
+
+static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
+  const uint32_t d = (uint32_t)e->hp.n_text_state, nv = (uint32_t)e->hp.n_vocab;
+  step_ctx_t c = { .e = e, .cmd = e->step_cmd[nb - 1], .nb = nb, .d = d };
+  wd_vk_arg_t emb, pos;
+  int rc = wd_vk_cmd_begin(c.cmd);
+  wd_vk_cmd_timestamp(c.cmd, 0);
+  if (!rc) rc = wt(e, &emb, "decoder.token_embedding.weight", 0);
+  if (!rc) rc = wt(e, &pos, "decoder.positional_embedding", 0);
+  wd_vk_dset_t *s = NULL;
+  const wd_vk_arg_t st = whole(e->step), ax = whole(e->x);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_embed(e->misc, &st, &emb, &pos, &ax, &s), s);
+  const wd_pc_embed_t pe = { .d = d, .ldx = d, .n_vocab = nv, .n_pos = (uint32_t)e->hp.n_text_ctx };
+  if (!rc) rc = wd_vk_misc_record_embed(e->misc, c.cmd, s, &pe, nb);
+  wd_vk_cmd_barrier(c.cmd);
+  const uint64_t layer_stride = (uint64_t)e->max_seqs * (uint64_t)e->hp.n_text_ctx * d;
+  for (int l = 0; l < e->hp.n_text_layer && !rc; l++) {
+    wd_vk_arg_t wq, bq, wk, wv, bv, wo, bo, cq, cbq, co, cbo, w1, b1, w2, b2;
+    rc = wt(e, &wq, "decoder.blocks.%d.attn.query.weight", l);
+    if (!rc) rc = wt(e, &bq, "decoder.blocks.%d.attn.query.bias", l);
+    if (!rc) rc = wt(e, &wk, "decoder.blocks.%d.attn.key.weight", l);
+    if (!rc) rc = wt(e, &wv, "decoder.blocks.%d.attn.value.weight", l);
+    if (!rc) rc = wt(e, &bv, "decoder.blocks.%d.attn.value.bias", l);
+    if (!rc) rc = wt(e, &wo, "decoder.blocks.%d.attn.out.weight", l);
+    if (!rc) rc = wt(e, &bo, "decoder.blocks.%d.attn.out.bias", l);
+    if (!rc) rc = wt(e, &cq, "decoder.blocks.%d.cross_attn.query.weight", l);
+    if (!rc) rc = wt(e, &cbq, "decoder.blocks.%d.cross_attn.query.bias", l);
+    if (!rc) rc = wt(e, &co, "decoder.blocks.%d.cross_attn.out.weight", l);
+    if (!rc) rc = wt(e, &cbo, "decoder.blocks.%d.cross_attn.out.bias", l);
+    if (!rc) rc = wt(e, &w1, "decoder.blocks.%d.mlp.0.weight", l);
+    if (!rc) rc = wt(e, &b1, "decoder.blocks.%d.mlp.0.bias", l);
+    if (!rc) rc = wt(e, &w2, "decoder.blocks.%d.mlp.2.weight", l);
+    if (!rc) rc = wt(e, &b2, "decoder.blocks.%d.mlp.2.bias", l);
+    /* self-attention */
+    if (!rc) rc = rec_norm(e, c.cmd, e->x, e->h, nb, d, "decoder.blocks.%d.attn_ln", l);
+    /* q, k, v are independent: one barrier after all three. */
+    if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wq, &bq, e->qkv, 0, 3 * d, d, 0, 0);
+    if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wk, NULL, e->qkv, d, 3 * d, d, 0, 0);
+    if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wv, &bv, e->qkv, 2 * d, 3 * d, d, 0, 1);
+    s = NULL;
+    const wd_vk_arg_t aqkv = whole(e->qkv), akc = whole(e->kc), avc = whole(e->vc);
+    if (!rc) rc = keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &akc, &avc, &s), s);
+    const wd_pc_kv_t pk = { .d = d, .n_ctx = (uint32_t)e->hp.n_text_ctx, .in_off = d,
+                            .v_in_off = 2 * d, .ldi = 3 * d,
+                            .cache_off = (uint32_t)((uint64_t)l * layer_stride) };
+    if (!rc) rc = wd_vk_kv_record_append(e->kv, c.cmd, s, &pk, nb);
+    wd_vk_cmd_barrier(c.cmd);
+    if (!rc) rc = rec_attn(&c, 0, l);
+    if (!rc) rc = rec_gemv(&c, e->o, 0, d, d, &wo, &bo, e->x, 0, d, d, WD_GEMM_ACCUMULATE, 1);
+    /* cross-attention */
+    if (!rc) rc = rec_norm(e, c.cmd, e->x, e->h, nb, d, "decoder.blocks.%d.cross_attn_ln", l);
+    if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &cq, &cbq, e->q, 0, d, d, 0, 1);
+    if (!rc) rc = rec_attn(&c, 1, l);
+    if (!rc) rc = rec_gemv(&c, e->o, 0, d, d, &co, &cbo, e->x, 0, d, d, WD_GEMM_ACCUMULATE, 1);
+    /* MLP */
+    if (!rc) rc = rec_norm(e, c.cmd, e->x, e->h, nb, d, "decoder.blocks.%d.mlp_ln", l);
+    if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &w1, &b1, e->f, 0, 4 * d, 4 * d, WD_GEMM_GELU, 1);
+    if (!rc)
+      rc = rec_gemv(&c, e->f, 0, 4 * d, 4 * d, &w2, &b2, e->x, 0, d, d, WD_GEMM_ACCUMULATE, 1);
+  }
+  if (!rc) rc = rec_norm(e, c.cmd, e->x, e->h, nb, d, "decoder.ln", 0);
+  /* Logits with the tied token embedding. */
+  if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &emb, NULL, e->logits, 0, nv, nv, 0, 0);
+  wd_vk_cmd_timestamp(c.cmd, 1);
+  int rc2 = wd_vk_cmd_end(c.cmd);
+  return rc ? rc : rc2;
+}
+
+/* ---- wd_engine_t -------------------------------------------------------- */
+
+static double elapsed_ms(wd_vk_cmd_t *cmd) {
+  double ns = 0.0;
+  return wd_vk_cmd_elapsed_ns(cmd, 0, 1, &ns) == 0 ? ns * 1e-6 : 0.0;
+}
+
+static int eng_encode(void *self, int a, const float *mel) {
+  wd_vk_engine_t *e = self;
+  if (a < 0 || a >= e->max_audio || !mel)
+    return WD_EINVAL;
+  const uint64_t n = (uint64_t)e->hp.n_mels * WD_ENG_FRAMES * 4;
+  int rc = wd_vk_buffer_write(e->mel, 0, mel, n);
+  if (!rc) rc = wd_vk_cmd_submit(e->enc_cmd, UINT64_MAX);
+  if (!rc) e->encode_ms = elapsed_ms(e->enc_cmd);
+  if (!rc) rc = wd_vk_cmd_submit(e->cross_cmd[a], UINT64_MAX);
+  if (!rc) e->cross_ms = elapsed_ms(e->cross_cmd[a]);
+  if (a < 64)
+    e->encoded[a] = rc == 0;
+  return rc;
+}
+
+static int eng_seq_reset(void *self, int s, int a) {
+  wd_vk_engine_t *e = self;
+  if (s < 0 || s >= e->max_seqs || a < 0 || a >= e->max_audio)
+    return WD_EINVAL;
+  e->len[s] = 0;
+  e->audio[s] = a;
+  return 0;
+}
+
+static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                    const float **ret_logits) {
+  wd_vk_engine_t *e = self;
+  if (n < 1 || n > e->max_seqs)
+    return WD_EINVAL;
+  wd_seq_t *sp = wd_vk_buffer_map(e->step);
+  wd_seq_t tmp[WD_ENG_MAX_SEQS];
+  for (int i = 0; i < n; i++) {
+    if (seqs[i] != i) /* batch row b is sequence slot b (see vk_engine.h) */
+      return WD_EUNSUP;
+    if (tokens[i] < 0 || tokens[i] >= e->hp.n_vocab || e->len[i] >= e->hp.n_text_ctx ||
+        !e->encoded[e->audio[i]])
+      return WD_EINVAL;
+    tmp[i] = (wd_seq_t){ .token = (uint32_t)tokens[i], .pos = (uint32_t)e->len[i],
+                         .len = (uint32_t)e->len[i] + 1, .audio = (uint32_t)e->audio[i],
+                         .src = (uint32_t)i };
+  }
+  int rc = sp ? (memcpy(sp, tmp, (size_t)n * sizeof *sp), 0)
+              : wd_vk_buffer_write(e->step, 0, tmp, (uint64_t)n * sizeof *tmp);
+  if (!rc) rc = wd_vk_cmd_submit(e->step_cmd[n - 1], UINT64_MAX);
+  if (rc < 0)
+    return rc;
+  e->step_ms = elapsed_ms(e->step_cmd[n - 1]);
+  e->n_steps++;
+  for (int i = 0; i < n; i++)
+    e->len[i]++;
+  const float *lg = wd_vk_buffer_map(e->logits);
+  if (!lg)
+    return WD_EINTERNAL; /* the logits buffer is host-visible by construction */
+  *ret_logits = lg;
+  return 0;
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+void wd_vk_engine_free(wd_vk_engine_t *e) {
+  if (!e)
+    return;
+  wd_vk_cmd_free(e->enc_cmd);
+  for (int i = 0; e->cross_cmd && i < e->max_audio; i++)
+    wd_vk_cmd_free(e->cross_cmd[i]);
+  for (int i = 0; e->step_cmd && i < e->max_seqs; i++)
+    wd_vk_cmd_free(e->step_cmd[i]);
+  free(e->cross_cmd);
+  free(e->step_cmd);
+  for (int i = 0; i < e->n_sets; i++)
+    wd_vk_dset_free(e->sets[i]);
+  wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
+                             e->va, e->oa, e->vt, e->scores, e->fa, e->xk, e->xv, e->step,
+                             e->x, e->h, e->o, e->q, e->qkv, e->f, e->kc, e->vc, e->logits };
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    wd_vk_buffer_free(bufs[i]);
+  wd_vk_gemm_free(e->gemm);
+  wd_vk_gemm_free(e->gemm_f32b);
+  wd_vk_gemv_free(e->gemv);
+  wd_vk_norm_free(e->norm);
+  wd_vk_softmax_free(e->softmax);
+  wd_vk_attn_free(e->attn);
+  wd_vk_kv_free(e->kv);
+  wd_vk_misc_free(e->misc);
+  wd_vk_weights_free(e->w);
+  wd_vk_device_free(e->dev);
+  free(e);
+}
+
+int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
+                     wd_vk_engine_t **ret_engine, char *err, size_t err_len) {
+  int rc = 0;
+  if (!m || !opts || opts->max_seqs < 1 || opts->max_seqs > WD_ENG_MAX_SEQS ||
+      opts->max_audio < 1 || opts->max_audio > 64) {
+    snprintf(err, err_len, "engine: max_seqs must be 1..%d and max_audio 1..64",
+             WD_ENG_MAX_SEQS);
+    return WD_EINVAL;
+  }
+  wd_vk_engine_t *e = calloc(1, sizeof *e);
+  if (!e)
+    return WD_ENOMEM;
+  e->hp = *wd_model_hparams(m);
+  e->max_seqs = opts->max_seqs;
+  e->max_audio = opts->max_audio;
+  const wd_hparams_t *hp = &e->hp;
+  if (hp->n_audio_state != hp->n_text_state || hp->n_audio_state % hp->n_audio_head ||
+      hp->n_audio_state / hp->n_audio_head != 64 || hp->n_text_state / hp->n_text_head != 64 ||
+      hp->n_audio_ctx * 2 != WD_ENG_FRAMES) {
+    snprintf(err, err_len, "engine: unsupported model shape (state %d/%d, heads %d/%d)",
+             hp->n_audio_state, hp->n_text_state, hp->n_audio_head, hp->n_text_head);
+    rc = WD_EUNSUP;
+    goto fail;
+  }
+  const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation };
+  if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
+    snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));
+    goto fail;
+  }
+  if ((rc = wd_vk_weights_upload(e->dev, m, &e->w, err, err_len)) < 0)
+    goto fail;
+  if ((rc = wd_vk_gemm_new(e->dev, WD_VK_GEMM_AUTO, &e->gemm)) < 0 ||
+      (rc = wd_vk_gemm_new_fmt(e->dev, WD_VK_GEMM_AUTO, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
+      (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
+      (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
+      (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
+      (rc = wd_vk_attn_new(e->dev, WD_VK_ATTN_AUTO, &e->attn)) < 0 ||
+      (rc = wd_vk_kv_new(e->dev, &e->kv)) < 0 || (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
+    snprintf(err, err_len, "building pipelines failed: %s", wd_strerror(rc));
+    goto fail;
+  }
+  /* Buffers, sized once for the maxima. */
+  const uint64_t d = (uint64_t)hp->n_audio_state, n = (uint64_t)hp->n_audio_ctx;
+  const uint64_t T = WD_ENG_FRAMES, nm = (uint64_t)hp->n_mels, nh = (uint64_t)hp->n_audio_head;
+  const uint64_t S = (uint64_t)e->max_seqs, A = (uint64_t)e->max_audio;
+  const uint64_t L = (uint64_t)hp->n_text_layer, C = (uint64_t)hp->n_text_ctx;
+  uint64_t group = WD_ENG_SCORES_MAX / (n * n * 4);
+  if (group > nh)
+    group = nh;
+  const uint64_t col = T * nm * 3 > n * d * 3 ? T * nm * 3 : n * d * 3;
+  const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST;
+  if ((rc = buf(e, 64, D, &e->dummy)) || (rc = buf(e, nm * T, H, &e->mel)) ||
+      (rc = buf(e, col, D, &e->col)) || (rc = buf(e, T * d, D, &e->x1)) ||
+      (rc = buf(e, n * d, D, &e->xa)) || (rc = buf(e, n * d, D, &e->ha)) ||
+      (rc = buf(e, n * d, D, &e->qa)) || (rc = buf(e, n * d, D, &e->ka)) ||
+      (rc = buf(e, n * d, D, &e->va)) || (rc = buf(e, n * d, D, &e->oa)) ||
+      (rc = buf(e, n * d, D, &e->vt)) || (rc = buf(e, group * n * n, D, &e->scores)) ||
+      (rc = buf(e, n * 4 * d, D, &e->fa)) || (rc = buf(e, L * A * n * d, D, &e->xk)) ||
+      (rc = buf(e, L * A * n * d, D, &e->xv)) ||
+      (rc = buf(e, S * sizeof(wd_seq_t) / 4, H, &e->step)) || (rc = buf(e, S * d, D, &e->x)) ||
+      (rc = buf(e, S * d, D, &e->h)) || (rc = buf(e, S * d, D, &e->o)) ||
+      (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, S * 3 * d, D, &e->qkv)) ||
+      (rc = buf(e, S * 4 * d, D, &e->f)) || (rc = buf(e, L * S * C * d, D, &e->kc)) ||
+      (rc = buf(e, L * S * C * d, D, &e->vc)) ||
+      (rc = buf(e, S * (uint64_t)hp->n_vocab, H, &e->logits))) {
+    snprintf(err, err_len, "allocating %.1f MiB of activations failed: %s",
+             (double)e->act_bytes / 1048576.0, wd_strerror(rc));
+    goto fail;
+  }
+  e->cross_cmd = calloc((size_t)A, sizeof *e->cross_cmd);
+  e->step_cmd = calloc((size_t)S, sizeof *e->step_cmd);
+  if (!e->cross_cmd || !e->step_cmd) {
+    rc = WD_ENOMEM;
+    goto fail;
+  }
+  rc = wd_vk_cmd_new(e->dev, 2, &e->enc_cmd);
+  for (uint64_t a = 0; a < A && !rc; a++)
+    rc = wd_vk_cmd_new(e->dev, 2, &e->cross_cmd[a]);
+  for (uint64_t s = 0; s < S && !rc; s++)
+    rc = wd_vk_cmd_new(e->dev, 2, &e->step_cmd[s]);
+  if (!rc) rc = rec_encoder(e);
+  for (int a = 0; a < e->max_audio && !rc; a++)
+    rc = rec_cross(e, a);
+  for (uint32_t nb = 1; nb <= (uint32_t)e->max_seqs && !rc; nb++)
+    rc = rec_step(e, nb);
+  if (rc < 0) {
+    snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
+    goto fail;
+  }
+  wd_log_debug("vk_engine: %s on %s: weights %.1f MiB, activations %.1f MiB, %d sets",
+               wd_model_name(m), wd_vk_device_info(e->dev)->name,
+               (double)wd_vk_weights_bytes(e->w) / 1048576.0, (double)e->act_bytes / 1048576.0,
+               e->n_sets);
+  e->iface = (wd_engine_t){
+    .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
+    .max_seqs = e->max_seqs, .max_audio = e->max_audio,
+    .encode = eng_encode, .seq_reset = eng_seq_reset, .step = eng_step,
+  };
+  *ret_engine = e;
+  return 0;
+fail:
+  wd_vk_engine_free(e);
+  return rc;
+}
+
+const wd_engine_t *wd_vk_engine_iface(wd_vk_engine_t *e) { return &e->iface; }
+
+void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
+  *r = (wd_vk_engine_stats_t){
+    .encode_ms = e->encode_ms, .cross_ms = e->cross_ms, .step_ms = e->step_ms,
+    .step_dispatches = wd_vk_cmd_n_dispatches(e->step_cmd[0]),
+    .encode_dispatches = wd_vk_cmd_n_dispatches(e->enc_cmd), .n_steps = e->n_steps,
+    .device_mib = (double)(wd_vk_weights_bytes(e->w) + e->act_bytes) / 1048576.0,
+    .device_name = wd_vk_device_info(e->dev)->name,
+  };
+}
+
+int wd_vk_engine_read_encoded(wd_vk_engine_t *e, float *out) {
+  return wd_vk_buffer_read(e->xa, 0, out,
+                           (uint64_t)e->hp.n_audio_ctx * (uint64_t)e->hp.n_audio_state * 4);
+}

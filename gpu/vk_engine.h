@@ -1,0 +1,64 @@
+/*
+ * vk_engine.h - the Whisper forward pass on Vulkan, planned once.
+ *
+ * wd_vk_engine_new() does all the work that does not depend on a job: it
+ * uploads the weights, builds every pipeline, allocates every activation
+ * buffer for the configured maxima (max_seqs sequences, max_audio encoded
+ * windows), creates the descriptor sets and records the command buffers:
+ * one for the encoder, one per audio slot for the cross-attention K/V of all
+ * decoder layers, one decoder step per batch size. A job then only writes
+ * inputs into host-visible buffers and submits recordings: it allocates
+ * nothing on the device.
+ *
+ * The engine implements core/engine.h for the decoding policy. Decoder batch
+ * row b is sequence slot b: step(n, seqs, ...) needs seqs[i] == i (the
+ * worker compacts live sequences; beams reorder their caches with the KV
+ * gather kernel).
+ *
+ * Threading: one thread (the GPU worker) owns the engine and every object in
+ * it.
+ */
+#ifndef WD_VK_ENGINE_H
+#define WD_VK_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine.h"
+#include "model.h"
+
+typedef struct wd_vk_engine wd_vk_engine_t;
+
+typedef struct {
+  int device;        /* Vulkan device index, -1 for the best */
+  bool validation;
+  int max_seqs;      /* decoder batch rows (>= 1, <= 16) */
+  int max_audio;     /* encoded windows held at once (>= 1) */
+} wd_vk_engine_opts_t;
+
+/* Builds the engine for model m (m must outlive it only during this call:
+ * weights are copied to the device). err gets a message on failure. */
+int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
+                     wd_vk_engine_t **ret_engine, char *err, size_t err_len);
+void wd_vk_engine_free(wd_vk_engine_t *e); /* accepts NULL */
+
+/* The decoding-policy view of the engine (valid while e lives). */
+const wd_engine_t *wd_vk_engine_iface(wd_vk_engine_t *e);
+
+typedef struct {
+  double encode_ms;        /* last encoder submit, GPU time */
+  double cross_ms;         /* last cross-K/V submit */
+  double step_ms;          /* last decoder step */
+  unsigned step_dispatches;
+  unsigned encode_dispatches;
+  unsigned long long n_steps;
+  double device_mib;       /* weights + activations */
+  const char *device_name;
+} wd_vk_engine_stats_t;
+
+void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *ret);
+
+/* The encoder output of audio slot a after encode(): (n_audio_ctx, d), copied to out. */
+int wd_vk_engine_read_encoded(wd_vk_engine_t *e, float *out);
+
+#endif
