@@ -31,16 +31,16 @@ static int wd_test_failed_; /* checks failed in the current test */
 static int wd_test_skipped_;
 static const char *wd_test_skip_why_;
 
-#define WD_TEST(name)                                                            \
-  static void wd_test_##name(void);                                              \
-  __attribute__((constructor)) static void wd_test_reg_##name(void) {            \
+#define WD_TEST(tname)                                                           \
+  static void wd_test_##tname(void);                                             \
+  __attribute__((constructor)) static void wd_test_reg_##tname(void) {           \
     if (wd_n_tests_ < WD_TEST_MAX) {                                             \
-      wd_tests_[wd_n_tests_].name = #name;                                       \
-      wd_tests_[wd_n_tests_].fn = wd_test_##name;                                \
+      wd_tests_[wd_n_tests_].name = #tname;                                      \
+      wd_tests_[wd_n_tests_].fn = wd_test_##tname;                               \
       wd_n_tests_++;                                                             \
     }                                                                            \
   }                                                                              \
-  static void wd_test_##name(void)
+  static void wd_test_##tname(void)
 
 #define WD_CHECK(cond)                                                           \
   do {                                                                           \
