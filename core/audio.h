@@ -1,0 +1,52 @@
+/*
+ * audio.h - decoding an uploaded audio file to Whisper's input signal.
+ *
+ * The input is a whole file held in memory (an HTTP upload); its format is
+ * found from the content, never from a name. libsndfile is tried first (WAV
+ * in all its encodings, FLAC, Ogg Vorbis/Opus, MP3/MP2, AIFF, CAF, W64), then
+ * libavformat/libavcodec (MP4/M4A AAC and ALAC, WebM, Matroska, MPEG program
+ * streams, ADTS AAC, and anything libsndfile refused). The decoded audio is
+ * downmixed to mono by averaging the channels and resampled to 16 kHz with
+ * libsoxr.
+ *
+ * Errors: WD_EINVAL (bad arguments), WD_ENOMEM, WD_EAUDIO (empty, garbage,
+ * truncated, no audio stream, no samples, absurd rate or channel count),
+ * WD_ETOOBIG (longer than max_seconds); wd_audio_decode_file adds WD_ENOENT
+ * and WD_EIO. Each comes with a one-line message for the user in err.
+ *
+ * Thread-safe: any number of threads may decode at once. The only shared
+ * state is FFmpeg's log level, silenced once on first use.
+ */
+#ifndef WD_AUDIO_H
+#define WD_AUDIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Whisper's input sample rate. */
+#define WD_AUDIO_SAMPLE_RATE 16000
+/* The default for wd_audio_opts_t.max_seconds: three hours. */
+#define WD_AUDIO_MAX_SECONDS_DEFAULT (3u * 3600u)
+
+typedef struct {
+  uint32_t max_seconds; /* refuse longer audio with WD_ETOOBIG; 0 = default 3 h */
+} wd_audio_opts_t;
+
+/*
+ * Decodes the file in data[0..len) to 16 kHz mono float samples in [-1, 1].
+ * opts may be NULL (defaults). On success *ret_samples is a malloc'd array of
+ * *ret_n > 0 samples that the caller frees with free(). On failure
+ * *ret_samples is NULL, *ret_n is 0, a negative WD_E* code is returned and err
+ * (if not NULL) holds a message such as "audio is truncated: ...".
+ */
+int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
+                    float **ret_samples, size_t *ret_n, char *err, size_t err_len);
+
+/*
+ * Reads the file at path into memory and decodes it with wd_audio_decode.
+ * Files larger than 2 GiB are refused with WD_ETOOBIG.
+ */
+int wd_audio_decode_file(const char *path, const wd_audio_opts_t *opts, float **ret_samples,
+                         size_t *ret_n, char *err, size_t err_len);
+
+#endif
