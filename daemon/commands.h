@@ -18,5 +18,8 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out);
 int wd_cmd_info(const wd_config_t *cfg, FILE *out);
 /* `whisperd convert CT2_DIR -o FILE`: write a ggml file (via FILE.tmp + rename). */
 int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
+/* `whisperd transcribe FILE...`: the serve engine from the command line;
+ * prints each file's transcript in --output-format (txt, srt, vtt, json). */
+int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out);
 
 #endif

@@ -1,0 +1,145 @@
+/*
+ * test_decode.c - the whole front end and the decoding policy, end to end,
+ * on the plain-C reference engine: real tiny.en (and base) weights, real
+ * speech (jfk.wav, jfk.mp3), audio decode -> log-mel -> encoder -> greedy
+ * decoding with timestamp rules -> segments. The Vulkan engine must later
+ * print the same words and timestamps.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "audio.h"
+#include "decode.h"
+#include "error.h"
+#include "mel.h"
+#include "model.h"
+#include "model_vocab.h"
+#include "ref_engine.h"
+#include "render.h"
+#include "tokenizer.h"
+#include "wd_test.h"
+
+static const char *const JFK =
+    "and so my fellow americans ask not what your country can do for you ask what you can do "
+    "for your country";
+
+/* Lower case, letters, digits and single spaces only. */
+static void normalise(const char *in, char *out, size_t cap) {
+  size_t n = 0;
+  int space = 1;
+  for (const char *p = in; *p && n + 1 < cap; p++) {
+    if (isalnum((unsigned char)*p)) {
+      out[n++] = (char)tolower((unsigned char)*p);
+      space = 0;
+    } else if ((*p == ' ' || *p == '\n') && !space) {
+      out[n++] = ' ';
+      space = 1;
+    }
+  }
+  while (n > 0 && out[n - 1] == ' ')
+    n--;
+  out[n] = '\0';
+}
+
+/* Transcribes an audio file with the model at path; returns 0 or a code. */
+static int transcribe(const char *model_path, const char *audio_path, wd_transcript_t *tr) {
+  wd_model_t *m = NULL;
+  wd_tokenizer_t *tok = NULL;
+  wd_mel_t *mel = NULL;
+  wd_ref_engine_t *r = NULL;
+  float *pcm = NULL, *spec = NULL;
+  size_t n = 0;
+  int n_frames = 0, n_mel = 0, n_fft = 0;
+  char err[256] = "";
+  int rc = wd_model_load(model_path, &m, err, sizeof err);
+  if (rc < 0)
+    return rc;
+  const wd_audio_opts_t ao = { 0 };
+  if ((rc = wd_model_tokenizer_new(m, &tok)) < 0)
+    goto out;
+  if ((rc = wd_audio_decode_file(audio_path, &ao, &pcm, &n, err, sizeof err)) < 0)
+    goto out;
+  const float *filters = wd_model_mel_filters(m, &n_mel, &n_fft);
+  if ((rc = wd_mel_new(n_mel, filters, &mel)) < 0)
+    goto out;
+  if ((rc = wd_mel_compute(mel, pcm, n, 1, &spec, &n_frames)) < 0)
+    goto out;
+  if ((rc = wd_ref_engine_new(m, 1, 1, &r)) < 0)
+    goto out;
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  rc = wd_decode_transcribe(wd_ref_engine_iface(r), tok, spec, n_frames, &o, tr);
+out:
+  if (rc < 0)
+    fprintf(stderr, "transcribe %s: %s %s\n", audio_path, wd_strerror(rc), err);
+  wd_ref_engine_free(r);
+  free(spec);
+  free(pcm);
+  wd_mel_free(mel);
+  wd_tokenizer_free(tok);
+  wd_model_free(m);
+  return rc;
+}
+
+static void check_jfk(const char *model, const char *audio, double tol_s) {
+  wd_transcript_t tr;
+  int rc = transcribe(model, audio, &tr);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc < 0)
+    return;
+  char *seg = NULL;
+  if (wd_render(&tr, WD_FMT_SEGMENTS, "transcribe", &seg) == 0)
+    fprintf(stderr, "%s", seg);
+  free(seg);
+  char norm[1024];
+  normalise(tr.text, norm, sizeof norm);
+  WD_CHECK_EQ_STR(norm, JFK);
+  WD_CHECK_EQ_STR(tr.language, "en");
+  WD_CHECK_NEAR(tr.duration, 11.0, 0.01);
+  /* faster-whisper and whisper.cpp on tiny.en: [0.00 -> 7.74] [7.74 -> 10.74] */
+  WD_CHECK(tr.n_segments >= 1);
+  if (tr.n_segments >= 1)
+    WD_CHECK_NEAR(tr.segments[0].start, 0.0, tol_s);
+  if (tr.n_segments == 2) {
+    WD_CHECK_NEAR(tr.segments[0].end, 7.74, tol_s);
+    WD_CHECK_NEAR(tr.segments[1].start, 7.74, tol_s);
+    WD_CHECK_NEAR(tr.segments[1].end, 10.74, tol_s);
+  }
+  for (int i = 0; i < tr.n_segments; i++) {
+    WD_CHECK(tr.segments[i].end >= tr.segments[i].start);
+    WD_CHECK(tr.segments[i].avg_logprob < 0.0f && tr.segments[i].avg_logprob > -1.0f);
+    WD_CHECK(tr.segments[i].no_speech_prob >= 0.0f && tr.segments[i].no_speech_prob < 0.6f);
+    WD_CHECK(tr.segments[i].compression_ratio > 0.5f && tr.segments[i].compression_ratio < 2.4f);
+  }
+  wd_transcript_free(&tr);
+}
+
+#define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
+#define BASE WD_SOURCE_DIR "/models/ggml-base.bin"
+
+WD_TEST(compression_ratio_matches_python_zlib) {
+  /* zlib.compress(b"This is my voice sample for research purpose only.") is 56 bytes. */
+  const char *s = "This is my voice sample for research purpose only.";
+  WD_CHECK_NEAR(wd_compression_ratio(s, strlen(s)), 50.0 / 56.0, 1e-6);
+}
+
+WD_TEST(jfk_wav_tiny_en) {
+  FILE *f = fopen(TINY, "rb");
+  if (!f)
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  fclose(f);
+  check_jfk(TINY, wd_test_data("audio/jfk.wav"), 0.1);
+}
+
+WD_TEST(jfk_mp3_tiny_en) { check_jfk(TINY, wd_test_data("audio/jfk.mp3"), 0.1); }
+
+WD_TEST(jfk_wav_base_multilingual_detects_english) {
+  FILE *f = fopen(BASE, "rb");
+  if (!f)
+    wd_test_skip("models/ggml-base.bin not present (scripts/fetch-model.sh base)");
+  fclose(f);
+  check_jfk(BASE, wd_test_data("audio/jfk.wav"), 0.3);
+}
+
+int main(void) { return wd_test_main(); }
