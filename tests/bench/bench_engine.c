@@ -1,0 +1,121 @@
+/*
+ * bench_engine.c - the Vulkan engine on a real model and real audio:
+ * encoder ms per 30 s window, cross-K/V ms, decoder ms per token and
+ * dispatches per token (GPU timestamps), the encoder's achieved GFLOP/s, and
+ * the end-to-end real-time factor of a transcription (model load included).
+ * A benchmark, not a test: it prints figures and never fails on speed.
+ *
+ * Usage: bench_engine MODEL AUDIO [repeats, default 3]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "audio.h"
+#include "decode.h"
+#include "error.h"
+#include "mel.h"
+#include "model.h"
+#include "model_vocab.h"
+#include "vk_engine.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* FLOPs of one encoder window: convolutions, projections, attention, MLP. */
+static double encoder_flops(const wd_hparams_t *hp) {
+  const double d = hp->n_audio_state, n = hp->n_audio_ctx, T = 2 * n, L = hp->n_audio_layer;
+  const double conv = 2.0 * T * d * hp->n_mels * 3 + 2.0 * n * d * d * 3;
+  const double layer = 2.0 * n * d * d * 4 /* q k v out */ + 2.0 * n * n * d * 2 /* QK, PV */ +
+                       2.0 * n * d * 4 * d * 2 /* fc1 fc2 */;
+  return conv + L * layer;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: bench_engine MODEL AUDIO [repeats]\n");
+    return 2;
+  }
+  const int reps = argc > 3 ? atoi(argv[3]) : 3;
+  char err[512] = "";
+  const double t0 = now_s();
+  wd_model_t *m = NULL;
+  wd_tokenizer_t *tok = NULL;
+  wd_mel_t *mel = NULL;
+  wd_vk_engine_t *eng = NULL;
+  float *pcm = NULL, *spec = NULL;
+  size_t n = 0;
+  int n_frames = 0, n_mel = 0, n_fft = 0, rc;
+  const wd_audio_opts_t ao = { 0 };
+  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1 };
+  const float *filters = NULL;
+  if ((rc = wd_model_load(argv[1], &m, err, sizeof err)) == 0)
+    filters = wd_model_mel_filters(m, &n_mel, &n_fft);
+  if (rc < 0 || (rc = wd_model_tokenizer_new(m, &tok)) < 0 ||
+      (rc = wd_mel_new(n_mel, filters, &mel)) < 0 ||
+      (rc = wd_vk_engine_new(m, &eo, &eng, err, sizeof err)) < 0) {
+    fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);
+    return 1;
+  }
+  const double t_load = now_s() - t0;
+  wd_vk_engine_stats_t st;
+  wd_vk_engine_stats(eng, &st);
+  printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device\n", wd_model_name(m),
+         st.device_name, t_load * 1e3, st.device_mib);
+  double best_total = 1e30, best_enc = 1e30, best_cross = 1e30, sum_step = 0;
+  unsigned long long steps = 0;
+  double dur = 0;
+  for (int r = 0; r < reps; r++) {
+    const double a = now_s();
+    wd_transcript_t tr;
+    free(pcm);
+    free(spec);
+    pcm = spec = NULL;
+    if ((rc = wd_audio_decode_file(argv[2], &ao, &pcm, &n, err, sizeof err)) < 0 ||
+        (rc = wd_mel_compute(mel, pcm, n, 2, &spec, &n_frames)) < 0) {
+      fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);
+      return 1;
+    }
+    wd_decode_opts_t o;
+    wd_decode_opts_default(&o);
+    const unsigned long long s0 = (wd_vk_engine_stats(eng, &st), st.n_steps);
+    if ((rc = wd_decode_transcribe(wd_vk_engine_iface(eng), tok, spec, n_frames, &o, &tr)) < 0) {
+      fprintf(stderr, "bench_engine: decode: %s\n", wd_strerror(rc));
+      return 1;
+    }
+    const double t = now_s() - a;
+    wd_vk_engine_stats(eng, &st);
+    dur = tr.duration;
+    if (r == 0)
+      printf("text:%s\n", tr.text);
+    wd_transcript_free(&tr);
+    if (t < best_total)
+      best_total = t;
+    if (st.encode_ms < best_enc)
+      best_enc = st.encode_ms;
+    if (st.cross_ms < best_cross)
+      best_cross = st.cross_ms;
+    sum_step += st.step_ms;
+    steps += st.n_steps - s0;
+  }
+  const double gf = encoder_flops(wd_model_hparams(m)) / (best_enc * 1e6);
+  printf("encoder:        %8.1f ms per 30 s window (%u dispatches, %.1f GFLOP/s)\n", best_enc,
+         st.encode_dispatches, gf);
+  printf("cross K/V:      %8.1f ms per window, all decoder layers\n", best_cross);
+  printf("decoder step:   %8.2f ms per token (last step of each run, %u dispatches)\n",
+         sum_step / reps, st.step_dispatches);
+  printf("tokens:         %llu decoder steps per transcription\n", steps / (unsigned)reps);
+  printf("end to end:     %8.0f ms for %.2f s of audio (best of %d), real-time factor %.3f;\n"
+         "                with model load and planning: %.0f ms\n",
+         best_total * 1e3, dur, reps, best_total / dur, (best_total + t_load) * 1e3);
+  free(pcm);
+  free(spec);
+  wd_vk_engine_free(eng);
+  wd_mel_free(mel);
+  wd_tokenizer_free(tok);
+  wd_model_free(m);
+  return 0;
+}
