@@ -11,7 +11,8 @@
  * then libavformat/libavcodec through a custom AVIOContext over the same
  * buffer. libsndfile "declines" a file it cannot open (or opens but gets no
  * samples from), and FFmpeg gets its turn; any other libsndfile failure is
- * final. Both identify the format by content; no file name exists here.
+ * final. MPEG audio and Ogg Vorbis skip libsndfile (wd_audio_prefer_libav).
+ * Both identify the format by content; no file name exists here.
  *
  * Untrusted input: header sizes are never used to size an allocation. Memory
  * grows with the samples actually decoded, and decoding stops with WD_ETOOBIG
@@ -309,17 +310,33 @@ static int wd_av_io_open_refused(AVFormatContext *s, AVIOContext **pb, const cha
 /* Routing                                                                  */
 
 /*
- * Does the buffer start like an MPEG audio elementary stream (an ID3v2 tag,
- * or an MPEG audio / ADTS frame sync)? libsndfile decodes MP3 through
- * mpg123, which writes warnings such as "Xing stream size off by more than
- * 1%" straight to stderr and cannot be silenced through libsndfile's API.
- * Such streams go to FFmpeg, whose log is silenced, and which also reads the
- * LAME gapless header and a Xing frame count.
+ * Should FFmpeg decode this buffer rather than libsndfile? Two kinds of
+ * file that libsndfile 1.2.0 opens are sent straight to FFmpeg, found by
+ * their first bytes:
+ *   - MPEG audio elementary streams (an ID3v2 tag, or an MPEG audio / ADTS
+ *     frame sync). libsndfile decodes MP3 through mpg123, which writes
+ *     warnings such as "Xing stream size off by more than 1%" to stderr and
+ *     cannot be silenced through libsndfile's API. FFmpeg reads the LAME
+ *     gapless header too (the same 110639 samples for the test sentence).
+ *   - Ogg Vorbis (a first page holding "\x01vorbis"). On a damaged Vorbis
+ *     header libsndfile leaks libvorbis's codec setup (about 6 KiB per file,
+ *     found by the corrupted-file test under LeakSanitizer), which a daemon
+ *     fed untrusted uploads cannot afford. FFmpeg's own Vorbis decoder does
+ *     not leak. Ogg Opus and Ogg FLAC stay with libsndfile.
  */
-static int wd_audio_looks_like_mpeg(const unsigned char *d, size_t len) {
+static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   if (len >= 3 && memcmp(d, "ID3", 3) == 0)
     return 1;
-  return len >= 2 && d[0] == 0xff && (d[1] & 0xe0) == 0xe0;
+  if (len >= 2 && d[0] == 0xff && (d[1] & 0xe0) == 0xe0)
+    return 1;
+  if (len >= 4 && memcmp(d, "OggS", 4) == 0) {
+    /* The identification packet follows the 27-byte page header and its
+     * segment table, within the first page's first 300 bytes. */
+    for (size_t i = 27; i + 7 <= len && i < 300; i++)
+      if (d[i] == 0x01 && memcmp(d + i + 1, "vorbis", 6) == 0)
+        return 1;
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -644,7 +661,7 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0 };
   wd_audio_sink_t sink = { .max_seconds = max_seconds };
   int declined = 1, r = WD_EAUDIO;
-  if (!wd_audio_looks_like_mpeg(data, len))
+  if (!wd_audio_prefer_libav(data, len))
     r = wd_audio_decode_sndfile(&mem, &sink, &declined, err, err_len);
   if (r < 0 && declined) {
     wd_audio_sink_free(&sink); /* back to a fresh sink for the second try */

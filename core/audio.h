@@ -3,9 +3,11 @@
  *
  * The input is a whole file held in memory (an HTTP upload); its format is
  * found from the content, never from a name. libsndfile is tried first (WAV
- * in all its encodings, FLAC, Ogg Vorbis/Opus, MP3/MP2, AIFF, CAF, W64), then
+ * in all its encodings, FLAC, Ogg Opus, AIFF, CAF, W64), then
  * libavformat/libavcodec (MP4/M4A AAC and ALAC, WebM, Matroska, MPEG program
- * streams, ADTS AAC, and anything libsndfile refused). The decoded audio is
+ * streams, ADTS AAC, and anything libsndfile refused). MP3/MP2 and Ogg
+ * Vorbis, which libsndfile also reads, go straight to FFmpeg (see audio.c
+ * wd_audio_prefer_libav for why). The decoded audio is
  * downmixed to mono by averaging the channels and resampled to 16 kHz with
  * libsoxr.
  *
