@@ -19,3 +19,21 @@ wd_info_test(cli_info_base ggml-base.bin
   "name: +base\n.*multilingual.*n_vocab: +51865")
 wd_info_test(cli_info_base_ct2 ct2-base
   "name: +base\n.*multilingual.*n_vocab: +51865")
+
+# `whisperd transcribe` end to end on lavapipe or a GPU (label gpu): the
+# words and segment times of jfk.wav as faster-whisper and whisper.cpp print
+# them on the same weights. Skips (77) until the models are fetched.
+function(wd_transcribe_test name model audio fmt regex)
+  add_test(NAME ${name}
+           COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe -m \"$1\" -f \"$3\" \"$2\""
+           $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model}
+           ${PROJECT_SOURCE_DIR}/tests/data/audio/${audio} ${fmt})
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77 TIMEOUT 600
+    PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+wd_transcribe_test(cli_transcribe_jfk_wav_tiny_en ggml-tiny.en.bin jfk.wav txt
+  "\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")
+wd_transcribe_test(cli_transcribe_jfk_mp3_tiny_en ggml-tiny.en.bin jfk.mp3 json
+  "\"language\":\"english\",\"duration\":11\\.0,\"text\":\"And so my fellow Americans ask not what your country can do for you ask what you can do for your country\",\"segments\":\\[{\"id\":0,\"seek\":0,\"start\":0\\.0,\"end\":7\\.74")
+wd_transcribe_test(cli_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
+  "1\n00:00:00,000 --> 00:00:07,[0-9]+\nAnd so my fellow Americans,? ask not what your country can do for you,?\n\n2\n00:00:07,[0-9]+ --> 00:00:10,[0-9]+\nask what you can do for your country\\.?\n")
