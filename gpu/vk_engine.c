@@ -50,6 +50,13 @@
 #define WD_ENG_MAX_SEQS 16
 #define WD_ENG_MAX_SETS 4096
 #define WD_ENG_SCORES_MAX (120ull << 20) /* bytes of encoder attention scores per group */
+#define WD_ENG_PROF_MAX 1024       /* profiled operations per recording */
+
+/* Profile marks of one recording: timestamp slot 2 + i ends operation i. */
+typedef struct {
+  const char *kind[WD_ENG_PROF_MAX];
+  int n;
+} wd_eng_prof_t;
 
 struct wd_vk_engine {
   wd_engine_t iface;
@@ -93,6 +100,9 @@ struct wd_vk_engine {
   int audio[WD_ENG_MAX_SEQS];
   int encoded[64];          /* audio slot holds an encoded window */
   double encode_ms, cross_ms, step_ms;
+  int profile;
+  wd_eng_prof_t *prof_enc, *prof_step; /* marks of enc_cmd and step_cmd[0] */
+  wd_eng_prof_t *prof_cur;             /* the recording being made, or NULL */
   unsigned long long n_steps;
   uint64_t act_bytes;
 };
@@ -115,6 +125,15 @@ static int keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t *s) {
   }
   e->sets[e->n_sets++] = s;
   return 0;
+}
+
+/* Ends a profiled operation: a timestamp after its barrier. */
+static void mark(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, const char *kind) {
+  wd_eng_prof_t *p = e->prof_cur;
+  if (!p || p->n >= WD_ENG_PROF_MAX)
+    return;
+  wd_vk_cmd_timestamp(cmd, (uint32_t)(2 + p->n));
+  p->kind[p->n++] = kind;
 }
 
 static int buf(wd_vk_engine_t *e, uint64_t n_floats, wd_vk_mem_t mem, wd_vk_buffer_t **ret) {
@@ -145,6 +164,7 @@ typedef struct {
   wd_pc_gemm_t pc;
   uint32_t z;
   int f32b;
+  const char *kind; /* profile label */
 } gemm_op_t;
 
 static int rec_gemm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, const gemm_op_t *op) {
@@ -154,6 +174,7 @@ static int rec_gemm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, const gemm_op_t *op) {
   if (rc == 0)
     rc = wd_vk_gemm_record(g, cmd, s, &op->pc, op->z ? op->z : 1);
   wd_vk_cmd_barrier(cmd);
+  mark(e, cmd, op->kind ? op->kind : "gemm-linear");
   return rc;
 }
 
@@ -190,6 +211,7 @@ static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_v
   if (rc == 0)
     rc = wd_vk_norm_record(e->norm, cmd, s, &pc);
   wd_vk_cmd_barrier(cmd);
+  mark(e, cmd, "layernorm");
   return rc;
 }
 
@@ -222,6 +244,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
                                  .out_off = 0, .ldo = n, .out_bz = dh * n };
   if (!rc) rc = wd_vk_misc_record_transpose(e->misc, cmd, s, &tp, nh);
   wd_vk_cmd_barrier(cmd);
+  mark(e, cmd, "transpose");
   /* Attention in groups of heads that fit the scores buffer. */
   const uint32_t group = (uint32_t)(WD_ENG_SCORES_MAX / ((uint64_t)n * n * 4));
   for (uint32_t h0 = 0; h0 < nh && !rc; h0 += group) {
@@ -232,7 +255,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
               .b_off = h0 * dh, .a_bz = dh, .b_bz = dh, .c_bz = n * n,
               /* d_head^-0.5: openai scales q and k by d_head^-0.25 each */
               .alpha = (float)(1.0 / sqrt((double)dh)) },
-      .z = g, .f32b = 1,
+      .z = g, .f32b = 1, .kind = "gemm-qk",
     };
     rc = rec_gemm(e, cmd, &qk);
     const wd_vk_arg_t asc = whole(e->scores);
@@ -242,11 +265,12 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
                                  .scale = 1.0f };
     if (!rc) rc = wd_vk_softmax_record(e->softmax, cmd, s, &sp, g);
     wd_vk_cmd_barrier(cmd);
+    mark(e, cmd, "softmax");
     gemm_op_t pv = {
       .a = whole(e->scores), .b = whole(e->vt), .bias = whole(e->dummy), .c = whole(e->oa),
       .pc = { .M = n, .N = dh, .K = n, .lda = n, .ldb = n, .ldc = d, .b_off = h0 * dh * n,
               .c_off = h0 * dh, .a_bz = n * n, .b_bz = dh * n, .c_bz = dh, .alpha = 1.0f },
-      .z = g, .f32b = 1,
+      .z = g, .f32b = 1, .kind = "gemm-pv",
     };
     if (!rc) rc = rec_gemm(e, cmd, &pv);
   }
@@ -277,6 +301,7 @@ static int rec_encoder(wd_vk_engine_t *e) {
                               .in_ts = 1, .ldo = nm * 3 };
   if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i1);
   wd_vk_cmd_barrier(cmd);
+  mark(e, cmd, "im2col");
   if (!rc) rc = rec_linear(e, cmd, e->col, T, nm * 3, &c1w, &c1b, e->x1, d, WD_GEMM_GELU);
   /* conv2 (stride 2) accumulates onto the positional embedding. */
   s = NULL;
@@ -286,6 +311,7 @@ static int rec_encoder(wd_vk_engine_t *e) {
   if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i2);
   if (!rc) rc = wd_vk_cmd_copy(cmd, &pos, &(wd_vk_arg_t){ e->xa, 0, 0 }, (uint64_t)n * d * 4);
   wd_vk_cmd_barrier(cmd);
+  mark(e, cmd, "im2col+copy");
   if (!rc)
     rc = rec_linear(e, cmd, e->col, n, d * 3, &c2w, &c2b, e->xa, d,
                     WD_GEMM_GELU | WD_GEMM_ACCUMULATE);
@@ -348,6 +374,7 @@ static int rec_gemv(step_ctx_t *c, wd_vk_buffer_t *x, uint32_t x_off, uint32_t l
   if (!rc) rc = wd_vk_gemv_record(e->gemv, c->cmd, s, &pc);
   if (barrier)
     wd_vk_cmd_barrier(c->cmd);
+  mark(e, c->cmd, N == (uint32_t)e->hp.n_vocab ? "gemv-logits" : "gemv");
   return rc;
 }
 
@@ -369,6 +396,7 @@ static int rec_attn(step_ctx_t *c, int cross, int l) {
   };
   if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd, s, &pc, c->nb);
   wd_vk_cmd_barrier(c->cmd);
+  mark(e, c->cmd, cross ? "attn-cross" : "attn-self");
   return rc;
 }
 
@@ -386,6 +414,7 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   const wd_pc_embed_t pe = { .d = d, .ldx = d, .n_vocab = nv, .n_pos = (uint32_t)e->hp.n_text_ctx };
   if (!rc) rc = wd_vk_misc_record_embed(e->misc, c.cmd, s, &pe, nb);
   wd_vk_cmd_barrier(c.cmd);
+  mark(e, c.cmd, "embed");
   const uint64_t layer_stride = (uint64_t)e->max_seqs * (uint64_t)e->hp.n_text_ctx * d;
   for (int l = 0; l < e->hp.n_text_layer && !rc; l++) {
     wd_vk_arg_t wq, bq, wk, wv, bv, wo, bo, cq, cbq, co, cbo, w1, b1, w2, b2;
@@ -418,6 +447,7 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
                             .cache_off = (uint32_t)((uint64_t)l * layer_stride) };
     if (!rc) rc = wd_vk_kv_record_append(e->kv, c.cmd, s, &pk, nb);
     wd_vk_cmd_barrier(c.cmd);
+    mark(e, c.cmd, "kv-append");
     if (!rc) rc = rec_attn(&c, 0, l);
     if (!rc) rc = rec_gemv(&c, e->o, 0, d, d, &wo, &bo, e->x, 0, d, d, WD_GEMM_ACCUMULATE, 1);
     /* cross-attention */
@@ -515,6 +545,8 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
     wd_vk_cmd_free(e->step_cmd[i]);
   free(e->cross_cmd);
   free(e->step_cmd);
+  free(e->prof_enc);
+  free(e->prof_step);
   for (int i = 0; i < e->n_sets; i++)
     wd_vk_dset_free(e->sets[i]);
   wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
@@ -610,16 +642,30 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     rc = WD_ENOMEM;
     goto fail;
   }
-  rc = wd_vk_cmd_new(e->dev, 2, &e->enc_cmd);
+  if (opts->profile) {
+    e->prof_enc = calloc(1, sizeof *e->prof_enc);
+    e->prof_step = calloc(1, sizeof *e->prof_step);
+    if (!e->prof_enc || !e->prof_step) {
+      rc = WD_ENOMEM;
+      goto fail;
+    }
+  }
+  const uint32_t n_ts = opts->profile ? 2 + WD_ENG_PROF_MAX : 2;
+  rc = wd_vk_cmd_new(e->dev, n_ts, &e->enc_cmd);
   for (uint64_t a = 0; a < A && !rc; a++)
     rc = wd_vk_cmd_new(e->dev, 2, &e->cross_cmd[a]);
   for (uint64_t s = 0; s < S && !rc; s++)
-    rc = wd_vk_cmd_new(e->dev, 2, &e->step_cmd[s]);
+    rc = wd_vk_cmd_new(e->dev, s == 0 ? n_ts : 2, &e->step_cmd[s]);
+  e->prof_cur = e->prof_enc;
   if (!rc) rc = rec_encoder(e);
+  e->prof_cur = NULL;
   for (int a = 0; a < e->max_audio && !rc; a++)
     rc = rec_cross(e, a);
-  for (uint32_t nb = 1; nb <= (uint32_t)e->max_seqs && !rc; nb++)
+  for (uint32_t nb = 1; nb <= (uint32_t)e->max_seqs && !rc; nb++) {
+    e->prof_cur = nb == 1 ? e->prof_step : NULL;
     rc = rec_step(e, nb);
+  }
+  e->prof_cur = NULL;
   if (rc < 0) {
     snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
     goto fail;
@@ -655,4 +701,32 @@ void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
 int wd_vk_engine_read_encoded(wd_vk_engine_t *e, float *out) {
   return wd_vk_buffer_read(e->xa, 0, out,
                            (uint64_t)e->hp.n_audio_ctx * (uint64_t)e->hp.n_audio_state * 4);
+}
+
+int wd_vk_engine_profile(wd_vk_engine_t *e, int which, wd_vk_prof_row_t *rows, int max_rows,
+                         int *ret_n) {
+  const wd_eng_prof_t *p = which == 0 ? e->prof_enc : e->prof_step;
+  wd_vk_cmd_t *cmd = which == 0 ? e->enc_cmd : e->step_cmd[0];
+  if (!p)
+    return WD_EINVAL;
+  int n = 0;
+  for (int i = 0; i < p->n; i++) {
+    double ns = 0.0;
+    /* Operation i runs from the previous mark (or the start, slot 0). */
+    int rc = wd_vk_cmd_elapsed_ns(cmd, i == 0 ? 0u : (uint32_t)(1 + i), (uint32_t)(2 + i), &ns);
+    if (rc < 0)
+      return rc;
+    int r = 0;
+    while (r < n && strcmp(rows[r].kind, p->kind[i]) != 0)
+      r++;
+    if (r == n) {
+      if (n == max_rows)
+        return WD_ERANGE;
+      rows[n++] = (wd_vk_prof_row_t){ .kind = p->kind[i] };
+    }
+    rows[r].ms += ns * 1e-6;
+    rows[r].count++;
+  }
+  *ret_n = n;
+  return 0;
 }

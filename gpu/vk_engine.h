@@ -34,6 +34,7 @@ typedef struct {
   bool validation;
   int max_seqs;      /* decoder batch rows (>= 1, <= 16) */
   int max_audio;     /* encoded windows held at once (>= 1) */
+  bool profile;      /* timestamp every operation (benchmarks; costs a little) */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:
@@ -57,6 +58,18 @@ typedef struct {
 } wd_vk_engine_stats_t;
 
 void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *ret);
+
+/* Per-operation GPU time of the last encoder run (which = 0) or the last
+ * decoder step of batch size 1 (which = 1), summed by kind ("gemm-qk",
+ * "gemv", "attn-cross", ...), when the engine was built with profile. */
+typedef struct {
+  const char *kind;
+  double ms;
+  unsigned count;
+} wd_vk_prof_row_t;
+
+int wd_vk_engine_profile(wd_vk_engine_t *e, int which, wd_vk_prof_row_t *rows, int max_rows,
+                         int *ret_n);
 
 /* The encoder output of audio slot a after encode(): (n_audio_ctx, d), copied to out. */
 int wd_vk_engine_read_encoded(wd_vk_engine_t *e, float *out);

@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
   size_t n = 0;
   int n_frames = 0, n_mel = 0, n_fft = 0, rc;
   const wd_audio_opts_t ao = { 0 };
-  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1 };
+  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1,
+                                   .profile = true };
   const float *filters = NULL;
   if ((rc = wd_model_load(argv[1], &m, err, sizeof err)) == 0)
     filters = wd_model_mel_filters(m, &n_mel, &n_fft);
@@ -111,6 +112,15 @@ int main(int argc, char **argv) {
   printf("end to end:     %8.0f ms for %.2f s of audio (best of %d), real-time factor %.3f;\n"
          "                with model load and planning: %.0f ms\n",
          best_total * 1e3, dur, reps, best_total / dur, (best_total + t_load) * 1e3);
+  for (int which = 0; which < 2; which++) {
+    wd_vk_prof_row_t rows[32];
+    int nr = 0;
+    if (wd_vk_engine_profile(eng, which, rows, 32, &nr) < 0)
+      continue;
+    printf("%s, by operation (last run, GPU ms):\n", which ? "decoder step" : "encoder");
+    for (int i = 0; i < nr; i++)
+      printf("  %-14s %9.2f ms  (%u)\n", rows[i].kind, rows[i].ms, rows[i].count);
+  }
   free(pcm);
   free(spec);
   wd_vk_engine_free(eng);

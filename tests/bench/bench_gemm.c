@@ -156,6 +156,7 @@ int main(int argc, char **argv) {
     { 1536, 384, "tiny fc1" },           { 384, 1536, "tiny fc2" },
     { 512, 512, "base attn" },           { 2048, 512, "base fc1" },
     { 512, 2048, "base fc2" },
+    { 1500, 64, "attn QK^T, one head" }, { 64, 1500, "attn P.V, one head" },
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++)
     rc = bench_shape(dev, g, 1500, shapes[i].n, shapes[i].k, shapes[i].what);
