@@ -115,10 +115,14 @@ static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floa
   return (wd_vk_arg_t){ b, off_floats * 4, n_floats * 4 };
 }
 
-/* Keeps a set for freeing with the engine; returns rc unchanged. */
-static int keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t *s) {
+/* Keeps the set *ps for freeing with the engine; returns rc unchanged. It
+ * takes a pointer because it is called as keep(e, bind(..., &s), &s): the
+ * order in which C evaluates arguments is unspecified, so s itself could be
+ * read before bind() has written it. */
+static int keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t **ps) {
   if (rc < 0)
     return rc;
+  wd_vk_dset_t *s = *ps;
   if (e->n_sets == WD_ENG_MAX_SETS) {
     wd_vk_dset_free(s);
     return WD_ENOMEM;
@@ -170,7 +174,7 @@ typedef struct {
 static int rec_gemm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, const gemm_op_t *op) {
   wd_vk_gemm_t *g = op->f32b ? e->gemm_f32b : e->gemm;
   wd_vk_dset_t *s = NULL;
-  int rc = keep(e, wd_vk_gemm_bind(g, &op->a, &op->b, &op->bias, &op->c, &s), s);
+  int rc = keep(e, wd_vk_gemm_bind(g, &op->a, &op->b, &op->bias, &op->c, &s), &s);
   if (rc == 0)
     rc = wd_vk_gemm_record(g, cmd, s, &op->pc, op->z ? op->z : 1);
   wd_vk_cmd_barrier(cmd);
@@ -206,7 +210,7 @@ static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_v
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t ax = whole(x), ay = whole(y);
   if (rc == 0)
-    rc = keep(e, wd_vk_norm_bind(e->norm, &ax, &ay, &g, &b, &s), s);
+    rc = keep(e, wd_vk_norm_bind(e->norm, &ax, &ay, &g, &b, &s), &s);
   const wd_pc_norm_t pc = { .n_rows = rows, .d = d, .ldx = d, .ldy = d, .eps = 1e-5f };
   if (rc == 0)
     rc = wd_vk_norm_record(e->norm, cmd, s, &pc);
@@ -239,7 +243,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
   /* V^T per head: vt[h] (64, 1500) so that P . V is a GEMM against B = vt[h]. */
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t av = whole(e->va), avt = whole(e->vt);
-  if (!rc) rc = keep(e, wd_vk_misc_bind_transpose(e->misc, &av, &avt, &s), s);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_transpose(e->misc, &av, &avt, &s), &s);
   const wd_pc_transpose_t tp = { .R = n, .C = dh, .in_off = 0, .ldi = d, .in_bz = dh,
                                  .out_off = 0, .ldo = n, .out_bz = dh * n };
   if (!rc) rc = wd_vk_misc_record_transpose(e->misc, cmd, s, &tp, nh);
@@ -260,7 +264,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
     rc = rec_gemm(e, cmd, &qk);
     const wd_vk_arg_t asc = whole(e->scores);
     s = NULL;
-    if (!rc) rc = keep(e, wd_vk_softmax_bind(e->softmax, &asc, &s), s);
+    if (!rc) rc = keep(e, wd_vk_softmax_bind(e->softmax, &asc, &s), &s);
     const wd_pc_softmax_t sp = { .M = n, .N = n, .ld = n, .off = 0, .z_stride = n * n,
                                  .scale = 1.0f };
     if (!rc) rc = wd_vk_softmax_record(e->softmax, cmd, s, &sp, g);
@@ -296,7 +300,7 @@ static int rec_encoder(wd_vk_engine_t *e) {
   /* conv1: the mel is (n_mels, 3000), channel-major. */
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t amel = whole(e->mel), acol = whole(e->col), ax1 = whole(e->x1);
-  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &amel, &acol, &s), s);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &amel, &acol, &s), &s);
   const wd_pc_im2col_t i1 = { .cin = nm, .t_in = T, .t_out = T, .stride = 1, .in_cs = T,
                               .in_ts = 1, .ldo = nm * 3 };
   if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i1);
@@ -305,7 +309,7 @@ static int rec_encoder(wd_vk_engine_t *e) {
   if (!rc) rc = rec_linear(e, cmd, e->col, T, nm * 3, &c1w, &c1b, e->x1, d, WD_GEMM_GELU);
   /* conv2 (stride 2) accumulates onto the positional embedding. */
   s = NULL;
-  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &ax1, &acol, &s), s);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_im2col(e->misc, &ax1, &acol, &s), &s);
   const wd_pc_im2col_t i2 = { .cin = d, .t_in = T, .t_out = n, .stride = 2, .in_cs = 1,
                               .in_ts = d, .ldo = d * 3 };
   if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i2);
@@ -367,7 +371,7 @@ static int rec_gemv(step_ctx_t *c, wd_vk_buffer_t *x, uint32_t x_off, uint32_t l
   wd_vk_engine_t *e = c->e;
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t ax = whole(x), ay = whole(y), ab = b ? *b : whole(e->dummy);
-  int rc = keep(e, wd_vk_gemv_bind(e->gemv, K, c->nb, &ax, w, &ab, &ay, &s), s);
+  int rc = keep(e, wd_vk_gemv_bind(e->gemv, K, c->nb, &ax, w, &ab, &ay, &s), &s);
   const wd_pc_gemv_t pc = { .N = N, .K = K, .nb = c->nb, .x_off = x_off, .ldx = ldx,
                             .y_off = y_off, .ldy = ldy,
                             .flags = flags | (b ? WD_GEMM_BIAS : 0u), .alpha = 1.0f };
@@ -385,7 +389,7 @@ static int rec_attn(step_ctx_t *c, int cross, int l) {
   const wd_vk_arg_t st = whole(e->step), q = cross ? whole(e->q) : whole(e->qkv);
   const wd_vk_arg_t k = whole(cross ? e->xk : e->kc), v = whole(cross ? e->xv : e->vc);
   const wd_vk_arg_t o = whole(e->o), save = whole(e->dummy);
-  int rc = keep(e, wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s), s);
+  int rc = keep(e, wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s), &s);
   const uint32_t n_ctx = cross ? (uint32_t)e->hp.n_audio_ctx : (uint32_t)e->hp.n_text_ctx;
   const uint64_t rows = cross ? (uint64_t)e->max_audio : (uint64_t)e->max_seqs;
   wd_pc_attn_t pc = {
@@ -410,7 +414,7 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   if (!rc) rc = wt(e, &pos, "decoder.positional_embedding", 0);
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t st = whole(e->step), ax = whole(e->x);
-  if (!rc) rc = keep(e, wd_vk_misc_bind_embed(e->misc, &st, &emb, &pos, &ax, &s), s);
+  if (!rc) rc = keep(e, wd_vk_misc_bind_embed(e->misc, &st, &emb, &pos, &ax, &s), &s);
   const wd_pc_embed_t pe = { .d = d, .ldx = d, .n_vocab = nv, .n_pos = (uint32_t)e->hp.n_text_ctx };
   if (!rc) rc = wd_vk_misc_record_embed(e->misc, c.cmd, s, &pe, nb);
   wd_vk_cmd_barrier(c.cmd);
@@ -441,7 +445,7 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
     if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wv, &bv, e->qkv, 2 * d, 3 * d, d, 0, 1);
     s = NULL;
     const wd_vk_arg_t aqkv = whole(e->qkv), akc = whole(e->kc), avc = whole(e->vc);
-    if (!rc) rc = keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &akc, &avc, &s), s);
+    if (!rc) rc = keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &akc, &avc, &s), &s);
     const wd_pc_kv_t pk = { .d = d, .n_ctx = (uint32_t)e->hp.n_text_ctx, .in_off = d,
                             .v_in_off = 2 * d, .ldi = 3 * d,
                             .cache_off = (uint32_t)((uint64_t)l * layer_stride) };

@@ -3,6 +3,7 @@
  * real tiny.en weights and real speech (jfk.wav): encoder output, per-step
  * logits, and the whole transcription through the decoding policy.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <sndfile.h>
 #include <stdlib.h>
@@ -28,6 +29,9 @@ WD_TEST(setup) {
   if (wd_model_load(WD_SOURCE_DIR "/models/ggml-tiny.en.bin", &g_model, err, sizeof err) < 0)
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 2, .max_audio = 1 };
+  /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
+   * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   int rc = wd_vk_engine_new(g_model, &o, &g_eng, err, sizeof err);
   if (rc == WD_ENODEVICE)
     wd_test_skip("no Vulkan device");

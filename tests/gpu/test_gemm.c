@@ -9,6 +9,7 @@
  * bias magnitude), the scale at which f32 accumulation error lives; NaN
  * never passes.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -188,6 +189,9 @@ static void check_family(wd_vk_gemm_family_t fam) {
 
 WD_TEST(device_opens) {
   const wd_vk_device_opts_t opts = { .index = -1 };
+  /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
+   * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   int rc = wd_vk_device_new(&opts, &g_dev);
   if (rc == WD_ENODEVICE) {
     g_no_device = 1;

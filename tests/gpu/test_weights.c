@@ -2,6 +2,7 @@
  * test_weights.c - the real tiny.en model uploads into device memory and
  * every tensor reads back bit for bit from its bound range.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "error.h"
@@ -19,6 +20,9 @@ WD_TEST(upload_tiny_en_and_read_back) {
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   wd_vk_device_t *dev = NULL;
   const wd_vk_device_opts_t opts = { .index = -1 };
+  /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
+   * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   if (wd_vk_device_new(&opts, &dev) == WD_ENODEVICE) {
     wd_model_free(m);
     wd_test_skip("no Vulkan device");
