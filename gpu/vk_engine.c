@@ -48,7 +48,7 @@
 
 #define WD_ENG_FRAMES 3000         /* mel frames per window */
 #define WD_ENG_MAX_SEQS 16
-#define WD_ENG_MAX_SETS 4096
+#define WD_ENG_MAX_SETS 16384 /* large-v3 with 16 batch sizes records about 8,000 */
 #define WD_ENG_SCORES_MAX (120ull << 20) /* bytes of encoder attention scores per group */
 #define WD_ENG_PROF_MAX 1024       /* profiled operations per recording */
 
