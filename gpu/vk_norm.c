@@ -18,9 +18,13 @@ struct wd_vk_norm {
 
 int wd_vk_norm_new(wd_vk_device_t *dev, wd_vk_norm_variant_t variant, wd_vk_norm_t **ret_norm) {
   const bool sg = wd_vk_device_info(dev)->subgroup_arithmetic;
+  /* On the CPU driver barriers and shared memory are the slow path, so
+   * rows go one per invocation there. */
   if (variant == WD_VK_NORM_AUTO)
-    variant = sg ? WD_VK_NORM_SUBGROUP : WD_VK_NORM_SHARED;
-  if (variant != WD_VK_NORM_SUBGROUP && variant != WD_VK_NORM_SHARED)
+    variant = wd_vk_device_info(dev)->device_class == WD_VK_CLASS_CPU ? WD_VK_NORM_ROW
+              : sg                                                    ? WD_VK_NORM_SUBGROUP
+                                                                      : WD_VK_NORM_SHARED;
+  if (variant != WD_VK_NORM_SUBGROUP && variant != WD_VK_NORM_SHARED && variant != WD_VK_NORM_ROW)
     return WD_EINVAL;
   if (variant == WD_VK_NORM_SUBGROUP && !sg)
     return WD_EUNSUP;
@@ -29,7 +33,9 @@ int wd_vk_norm_new(wd_vk_device_t *dev, wd_vk_norm_variant_t variant, wd_vk_norm
     return WD_ENOMEM;
   *n = (wd_vk_norm_t){ .variant = variant };
   const wd_vk_pipeline_desc_t desc = {
-    .shader = variant == WD_VK_NORM_SUBGROUP ? "layernorm_sg" : "layernorm_shm",
+    .shader = variant == WD_VK_NORM_SUBGROUP ? "layernorm_sg"
+              : variant == WD_VK_NORM_ROW    ? "layernorm_row"
+                                             : "layernorm_shm",
     .n_args = 4,
     .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
     .push_size = sizeof(wd_pc_norm_t),
@@ -62,10 +68,10 @@ int wd_vk_norm_bind(wd_vk_norm_t *n, const wd_vk_arg_t *x, const wd_vk_arg_t *y,
 
 int wd_vk_norm_record(wd_vk_norm_t *n, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                       const wd_pc_norm_t *pc) {
-  (void)n;
   if (pc->n_rows == 0 || pc->d == 0 || pc->ldx < pc->d || pc->ldy < pc->d || !(pc->eps >= 0.0f))
     return WD_EINVAL;
-  /* One workgroup per row. */
-  wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, pc->n_rows, 1, 1);
+  /* One workgroup per row, or (ROW) one invocation per row. */
+  const uint32_t groups = n->variant == WD_VK_NORM_ROW ? WD_CEIL_DIV(pc->n_rows, 64u) : pc->n_rows;
+  wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, groups, 1, 1);
   return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * test_layernorm.c - vk_norm against a double-precision C LayerNorm.
  *
- * Both variants (subgroup and shared-memory reductions), rows of Whisper's
- * widths and an odd one, B = 1, 3, 8 rows plus one encoder-sized 1500 x 384,
+ * All three variants (subgroup and shared-memory reductions, one row per
+ * invocation), rows of Whisper's widths and an odd one, B = 1, 3, 8 rows plus one encoder-sized 1500 x 384,
  * in place and out of place, with guards around the output. Tolerance: max
  * |err| <= 2e-5 and NMSE <= 1e-10 (outputs are O(1); f32 two-pass statistics
  * differ from double by ~1e-7 relative).
@@ -105,6 +105,7 @@ static void run_variant(wd_vk_norm_variant_t v) {
 
 WD_TEST(layernorm_subgroup) { run_variant(WD_VK_NORM_SUBGROUP); }
 WD_TEST(layernorm_shared) { run_variant(WD_VK_NORM_SHARED); }
+WD_TEST(layernorm_row) { run_variant(WD_VK_NORM_ROW); }
 
 WD_TEST(layernorm_rejects_bad_shapes) {
   TG_DEVICE(dev);
