@@ -2,8 +2,9 @@
  * test_layernorm.c - vk_norm against a double-precision C LayerNorm.
  *
  * All three variants (subgroup and shared-memory reductions, one row per
- * invocation), rows of Whisper's widths and an odd one, B = 1, 3, 8 rows plus one encoder-sized 1500 x 384,
- * in place and out of place, with guards around the output. Tolerance: max
+ * invocation), rows of Whisper's widths and an odd one, B = 1, 3, 8 rows plus
+ * one encoder-sized 1500 x 384, in place and out of place, with guards
+ * around the output. Tolerance: max
  * |err| <= 2e-5 and NMSE <= 1e-10 (outputs are O(1); f32 two-pass statistics
  * differ from double by ~1e-7 relative).
  */
