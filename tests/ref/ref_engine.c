@@ -14,11 +14,7 @@
 #include "whisper_ref.h"
 
 typedef struct {
-  float *wq, *bq, *wk, *wv, *bv, *wo, *bo, *ln_g, *ln_b; /* (d, d) weights, (d) vectors */
-} ref_att_w_t;
-
-typedef struct {
-  ref_att_w_t self, cross;
+  wd_ref_attn_w_t self, cross;
   float *mlp_ln_g, *mlp_ln_b, *w1, *b1, *w2, *b2; /* w1 (4d, d), w2 (d, 4d) */
 } ref_layer_t;
 
@@ -36,18 +32,13 @@ struct wd_ref_engine {
   float *x, *h, *q, *o, *f; /* scratch: (d) x4, (4d) */
 };
 
-static void att_free(ref_att_w_t *a) {
-  free(a->wq), free(a->bq), free(a->wk), free(a->wv), free(a->bv);
-  free(a->wo), free(a->bo), free(a->ln_g), free(a->ln_b);
-}
-
 void wd_ref_engine_free(wd_ref_engine_t *r) {
   if (!r)
     return;
   for (int l = 0; r->layers && l < r->n_layer; l++) {
     ref_layer_t *L = &r->layers[l];
-    att_free(&L->self);
-    att_free(&L->cross);
+    wd_ref_attn_free(&L->self);
+    wd_ref_attn_free(&L->cross);
     free(L->mlp_ln_g), free(L->mlp_ln_b), free(L->w1), free(L->b1), free(L->w2), free(L->b2);
   }
   free(r->layers);
@@ -58,43 +49,12 @@ void wd_ref_engine_free(wd_ref_engine_t *r) {
   free(r);
 }
 
-static int att_load(const wd_model_t *m, const char *pfx, const char *ln, int d, ref_att_w_t *a) {
-  char n[192];
-  const size_t dd = (size_t)d * (size_t)d, dv = (size_t)d;
-#define T(field, suffix, count)                        \
-  snprintf(n, sizeof n, "%s.%s", pfx, suffix);         \
-  a->field = wd_ref_tensor(m, n, count);
-  T(wq, "query.weight", dd) T(bq, "query.bias", dv) T(wk, "key.weight", dd)
-  T(wv, "value.weight", dd) T(bv, "value.bias", dv) T(wo, "out.weight", dd) T(bo, "out.bias", dv)
-#undef T
-  snprintf(n, sizeof n, "%s.weight", ln);
-  a->ln_g = wd_ref_tensor(m, n, dv);
-  snprintf(n, sizeof n, "%s.bias", ln);
-  a->ln_b = wd_ref_tensor(m, n, dv);
-  return (a->wq && a->bq && a->wk && a->wv && a->bv && a->wo && a->bo && a->ln_g && a->ln_b)
-             ? 0
-             : WD_EMODEL;
-}
-
 /* y (n_out) = W (n_out, n_in) . x + b */
 static void gemv(const float *w, const float *x, const float *b, int n_out, int n_in, float *y) {
   cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x, 1, 0.0f, y, 1);
   if (b)
     for (int i = 0; i < n_out; i++)
       y[i] += b[i];
-}
-
-static void layernorm(const float *x, int d, const float *g, const float *b, float *y) {
-  double mean = 0.0, var = 0.0;
-  for (int i = 0; i < d; i++)
-    mean += x[i];
-  mean /= d;
-  for (int i = 0; i < d; i++)
-    var += (x[i] - mean) * (x[i] - mean);
-  var /= d;
-  const double inv = 1.0 / sqrt(var + 1e-5);
-  for (int i = 0; i < d; i++)
-    y[i] = (float)((x[i] - mean) * inv * g[i] + b[i]);
 }
 
 /* One query q (d) against n keys/values K, V (n, d) per head -> o (d). */
@@ -141,7 +101,7 @@ static int ref_encode(void *self, int a, const float *mel) {
     return rc;
   /* Cross-attention K/V for every layer, once per window. */
   for (int l = 0; l < r->n_layer; l++) {
-    const ref_att_w_t *c = &r->layers[l].cross;
+    const wd_ref_attn_w_t *c = &r->layers[l].cross;
     float *K = r->xk + ((size_t)a * (size_t)r->n_layer + (size_t)l) * nd;
     float *V = r->xv + ((size_t)a * (size_t)r->n_layer + (size_t)l) * nd;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->n_audio_ctx, r->d, r->d, 1.0f, enc,
@@ -177,7 +137,7 @@ static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
     const ref_layer_t *L = &r->layers[l];
     float *K = r->kc + ((size_t)s * (size_t)r->n_layer + (size_t)l) * lstride;
     float *V = r->vc + ((size_t)s * (size_t)r->n_layer + (size_t)l) * lstride;
-    layernorm(x, d, L->self.ln_g, L->self.ln_b, h);
+    wd_ref_layernorm(x, 1, d, L->self.ln_g, L->self.ln_b, h);
     gemv(L->self.wq, h, L->self.bq, d, d, q);
     gemv(L->self.wk, h, NULL, d, d, K + (size_t)p * (size_t)d);
     gemv(L->self.wv, h, L->self.bv, d, d, V + (size_t)p * (size_t)d);
@@ -185,14 +145,14 @@ static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
     gemv(L->self.wo, o, L->self.bo, d, d, h);
     for (int i = 0; i < d; i++)
       x[i] += h[i];
-    layernorm(x, d, L->cross.ln_g, L->cross.ln_b, h);
+    wd_ref_layernorm(x, 1, d, L->cross.ln_g, L->cross.ln_b, h);
     gemv(L->cross.wq, h, L->cross.bq, d, d, q);
     const size_t ai = (size_t)r->audio[s] * (size_t)r->n_layer + (size_t)l;
     attend(q, r->xk + ai * nd, r->xv + ai * nd, r->n_audio_ctx, d, r->n_head, o);
     gemv(L->cross.wo, o, L->cross.bo, d, d, h);
     for (int i = 0; i < d; i++)
       x[i] += h[i];
-    layernorm(x, d, L->mlp_ln_g, L->mlp_ln_b, h);
+    wd_ref_layernorm(x, 1, d, L->mlp_ln_g, L->mlp_ln_b, h);
     gemv(L->w1, h, L->b1, 4 * d, d, r->f);
     for (int i = 0; i < 4 * d; i++)
       r->f[i] = (float)(0.5 * r->f[i] * (1.0 + erf(r->f[i] / sqrt(2.0))));
@@ -200,7 +160,7 @@ static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
     for (int i = 0; i < d; i++)
       x[i] += h[i];
   }
-  layernorm(x, d, r->ln_g, r->ln_b, h);
+  wd_ref_layernorm(x, 1, d, r->ln_g, r->ln_b, h);
   gemv(r->emb, h, NULL, r->n_vocab, d, logits); /* tied output projection */
   r->len[s] = p + 1;
   return 0;
@@ -250,11 +210,11 @@ int wd_ref_engine_new(const wd_model_t *m, int max_seqs, int max_audio, wd_ref_e
     ref_layer_t *L = &r->layers[l];
     snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
     snprintf(ln, sizeof ln, "decoder.blocks.%d.attn_ln", l);
-    rc = att_load(m, p, ln, r->d, &L->self);
+    rc = wd_ref_attn_load(m, p, ln, r->d, &L->self);
     snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
     snprintf(ln, sizeof ln, "decoder.blocks.%d.cross_attn_ln", l);
     if (!rc)
-      rc = att_load(m, p, ln, r->d, &L->cross);
+      rc = wd_ref_attn_load(m, p, ln, r->d, &L->cross);
     snprintf(p, sizeof p, "decoder.blocks.%d.mlp_ln.weight", l);
     L->mlp_ln_g = wd_ref_tensor(m, p, d);
     snprintf(p, sizeof p, "decoder.blocks.%d.mlp_ln.bias", l);

@@ -58,8 +58,8 @@ static void ref_linear(const float *x, int rows, int n_in, const float *w, const
         y[(size_t)r * (size_t)n_out + (size_t)o] += b[o];
 }
 
-static void ref_layernorm(const float *x, int rows, int d, const float *g, const float *b,
-                          float *y) {
+void wd_ref_layernorm(const float *x, int rows, int d, const float *g, const float *b,
+                      float *y) {
   for (int r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * (size_t)d;
     double mean = 0.0, var = 0.0;
@@ -108,18 +108,13 @@ static int ref_attention(const float *q, int nq, const float *k, const float *v,
   return 0;
 }
 
-/* Weights of one attention block, all f32. */
-typedef struct {
-  float *wq, *bq, *wk, *wv, *bv, *wo, *bo, *ln_g, *ln_b;
-} ref_attn_t;
-
-static void ref_attn_free(ref_attn_t *a) {
+void wd_ref_attn_free(wd_ref_attn_w_t *a) {
   free(a->wq), free(a->bq), free(a->wk), free(a->wv), free(a->bv);
   free(a->wo), free(a->bo), free(a->ln_g), free(a->ln_b);
 }
 
-static int ref_attn_load(const wd_model_t *m, const char *prefix, const char *ln, int d,
-                         ref_attn_t *a) {
+int wd_ref_attn_load(const wd_model_t *m, const char *prefix, const char *ln, int d,
+                     wd_ref_attn_w_t *a) {
   char n[256];
   const size_t dd = (size_t)d * (size_t)d;
 #define LOAD(field, suffix, count)                                  \
@@ -143,14 +138,14 @@ static int ref_attn_load(const wd_model_t *m, const char *prefix, const char *ln
 }
 
 /* x (nq, d) += out(attn(LN(x) as queries; keys/values from kv_src or LN(x))). */
-static int ref_attn_block(const ref_attn_t *a, float *x, int nq, const float *kv_src, int nk,
+static int ref_attn_block(const wd_ref_attn_w_t *a, float *x, int nq, const float *kv_src, int nk,
                           int d, int n_head, int causal) {
   const size_t nqd = (size_t)nq * (size_t)d, nkd = (size_t)(kv_src ? nk : nq) * (size_t)d;
   float *h = malloc(nqd * 4), *q = malloc(nqd * 4), *k = malloc(nkd * 4), *v = malloc(nkd * 4);
   float *o = malloc(nqd * 4), *y = malloc(nqd * 4);
   int rc = (h && q && k && v && o && y) ? 0 : WD_ENOMEM;
   if (!rc) {
-    ref_layernorm(x, nq, d, a->ln_g, a->ln_b, h);
+    wd_ref_layernorm(x, nq, d, a->ln_g, a->ln_b, h);
     ref_linear(h, nq, d, a->wq, a->bq, d, q);
     const float *src = kv_src ? kv_src : h;
     const int ns = kv_src ? nk : nq;
@@ -188,7 +183,7 @@ static int ref_mlp_block(const wd_model_t *m, const char *prefix, float *x, int 
   if (!rc && !(h && f && y))
     rc = WD_ENOMEM;
   if (!rc) {
-    ref_layernorm(x, rows, d, g, b, h);
+    wd_ref_layernorm(x, rows, d, g, b, h);
     ref_linear(h, rows, d, w1, b1, (int)d4, f);
     for (size_t i = 0; i < rd * 4; i++)
       f[i] = (float)ref_gelu(f[i]);
@@ -257,19 +252,19 @@ int wd_ref_encode(const wd_model_t *m, const float *mel, float *out) {
     out[i] += pos[i];
   for (int l = 0; l < hp->n_audio_layer && !rc; l++) {
     char p[128], ln[128];
-    ref_attn_t a = { 0 };
+    wd_ref_attn_w_t a = { 0 };
     snprintf(p, sizeof p, "encoder.blocks.%d.attn", l);
     snprintf(ln, sizeof ln, "encoder.blocks.%d.attn_ln", l);
-    rc = ref_attn_load(m, p, ln, d, &a);
+    rc = wd_ref_attn_load(m, p, ln, d, &a);
     if (!rc)
       rc = ref_attn_block(&a, out, n, NULL, 0, d, hp->n_audio_head, 0);
-    ref_attn_free(&a);
+    wd_ref_attn_free(&a);
     snprintf(p, sizeof p, "encoder.blocks.%d", l);
     if (!rc)
       rc = ref_mlp_block(m, p, out, n, d);
   }
   if (!rc)
-    ref_layernorm(out, n, d, lg, lb, out);
+    wd_ref_layernorm(out, n, d, lg, lb, out);
 out:
   free(melT), free(x1), free(c1w), free(c1b), free(c2w), free(c2b), free(pos), free(lg), free(lb);
   return rc;
@@ -306,26 +301,26 @@ int wd_ref_decode(const wd_model_t *m, const float *enc, const int32_t *tokens, 
   }
   for (int l = 0; l < hp->n_text_layer && !rc; l++) {
     char p[128], ln[128];
-    ref_attn_t a = { 0 }, ca = { 0 };
+    wd_ref_attn_w_t a = { 0 }, ca = { 0 };
     snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
     snprintf(ln, sizeof ln, "decoder.blocks.%d.attn_ln", l);
-    rc = ref_attn_load(m, p, ln, d, &a);
+    rc = wd_ref_attn_load(m, p, ln, d, &a);
     if (!rc)
       rc = ref_attn_block(&a, x, n, NULL, 0, d, hp->n_text_head, 1);
     snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
     snprintf(ln, sizeof ln, "decoder.blocks.%d.cross_attn_ln", l);
     if (!rc)
-      rc = ref_attn_load(m, p, ln, d, &ca);
+      rc = wd_ref_attn_load(m, p, ln, d, &ca);
     if (!rc)
       rc = ref_attn_block(&ca, x, n, enc, hp->n_audio_ctx, d, hp->n_text_head, 0);
-    ref_attn_free(&a);
-    ref_attn_free(&ca);
+    wd_ref_attn_free(&a);
+    wd_ref_attn_free(&ca);
     snprintf(p, sizeof p, "decoder.blocks.%d", l);
     if (!rc)
       rc = ref_mlp_block(m, p, x, n, d);
   }
   if (!rc) {
-    ref_layernorm(x, n, d, lg, lb, x);
+    wd_ref_layernorm(x, n, d, lg, lb, x);
     /* Tied output projection: logits = x . token_embedding^T. */
     ref_linear(x, n, d, emb, NULL, nv, logits);
   }

@@ -17,6 +17,21 @@
  * element count, or quantized. */
 float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel);
 
+/* One attention block's weights as f32: Q/K/V/out projections (d, d) with
+ * their biases (the key has none) and the LayerNorm in front of it. */
+typedef struct {
+  float *wq, *bq, *wk, *wv, *bv, *wo, *bo, *ln_g, *ln_b;
+} wd_ref_attn_w_t;
+
+/* Loads `prefix`.{query,key,value,out} and the LayerNorm `ln`; WD_EMODEL if
+ * any is missing (release with wd_ref_attn_free either way). */
+int wd_ref_attn_load(const wd_model_t *m, const char *prefix, const char *ln, int d,
+                     wd_ref_attn_w_t *a);
+void wd_ref_attn_free(wd_ref_attn_w_t *a);
+
+/* LayerNorm of rows (rows, d) -> y, statistics in double, eps 1e-5. */
+void wd_ref_layernorm(const float *x, int rows, int d, const float *g, const float *b, float *y);
+
 /* mel: (n_mels, 3000) row-major. out: (n_audio_ctx, n_audio_state). */
 int wd_ref_encode(const wd_model_t *m, const float *mel, float *out);
 
