@@ -101,11 +101,18 @@ static void wd_vk_cmd_fail(wd_vk_cmd_t *c, int err, const char *what) {
 
 void wd_vk_cmd_dispatch(wd_vk_cmd_t *c, const wd_vk_dset_t *set, const void *push,
                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz) {
+  wd_vk_cmd_dispatch_pipe(c, set ? set->pipe : NULL, set, push, push_size, gx, gy, gz);
+}
+
+void wd_vk_cmd_dispatch_pipe(wd_vk_cmd_t *c, const wd_vk_pipeline_t *p, const wd_vk_dset_t *set,
+                             const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
+                             uint32_t gz) {
   if (c->err)
     return;
-  if (!c->recording || !set)
+  if (!c->recording || !set || !p)
     return wd_vk_cmd_fail(c, WD_EINVAL, "dispatch outside begin/end or without a set");
-  const struct wd_vk_pipeline *p = set->pipe;
+  if (p->layout != set->pipe->layout)
+    return wd_vk_cmd_fail(c, WD_EINVAL, "pipeline is not a variant of the set's pipeline");
   if (push_size != p->desc.push_size || (push_size && !push))
     return wd_vk_cmd_fail(c, WD_EINVAL, "push-constant size differs from the pipeline's");
   const uint32_t *max = c->dev->limits.maxComputeWorkGroupCount;

@@ -32,6 +32,10 @@ int wd_vk_cmd_begin(wd_vk_cmd_t *cmd);
  * pipeline has no push constants; push_size must equal the pipeline's. */
 void wd_vk_cmd_dispatch(wd_vk_cmd_t *cmd, const wd_vk_dset_t *set, const void *push,
                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* The same with pipe, a variant of the set's pipeline (or that pipeline). */
+void wd_vk_cmd_dispatch_pipe(wd_vk_cmd_t *cmd, const wd_vk_pipeline_t *pipe,
+                             const wd_vk_dset_t *set, const void *push, uint32_t push_size,
+                             uint32_t gx, uint32_t gy, uint32_t gz);
 /* Makes every earlier shader write visible to every later shader read:
  * placed between dispatches that depend on each other. */
 void wd_vk_cmd_barrier(wd_vk_cmd_t *cmd);

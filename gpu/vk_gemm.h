@@ -9,7 +9,7 @@
  * Two families compute the same thing: TEXEL (register-blocked over texel
  * buffers, fast on lavapipe and fine on GPUs) and TILED (shared-memory tiles
  * over storage buffers, the classic discrete-GPU kernel). AUTO picks TILED on
- * discrete and integrated GPUs and TEXEL elsewhere.
+ * discrete and integrated GPUs and TEXEL_8X8 elsewhere.
  */
 #ifndef WD_VK_GEMM_H
 #define WD_VK_GEMM_H
@@ -50,8 +50,10 @@ const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
 int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
                     const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set);
 
-/* Records one GEMM over n_batch z-entries. Returns WD_EINVAL (and records
- * nothing) when the shapes break the family's alignment rules. */
+/* Records one GEMM over n_batch z-entries. pc->flags picks the epilogue,
+ * which is compiled into a pipeline variant (built here on first use, so
+ * plan at load time). Returns WD_EINVAL (and records nothing) when the
+ * shapes break the family's alignment rules or flags has unknown bits. */
 int wd_vk_gemm_record(wd_vk_gemm_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                       const wd_pc_gemm_t *pc, uint32_t n_batch);
 

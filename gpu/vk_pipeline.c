@@ -36,6 +36,10 @@ void wd_vk_pipeline_free(wd_vk_pipeline_t *p) {
   VkDevice dev = p->dev->dev;
   if (p->pipeline != VK_NULL_HANDLE)
     vkDestroyPipeline(dev, p->pipeline, NULL);
+  if (p->base) { /* a variant owns nothing else */
+    free(p);
+    return;
+  }
   if (p->layout != VK_NULL_HANDLE)
     vkDestroyPipelineLayout(dev, p->layout, NULL);
   if (p->set_layout != VK_NULL_HANDLE)
@@ -43,6 +47,36 @@ void wd_vk_pipeline_free(wd_vk_pipeline_t *p) {
   if (p->module != VK_NULL_HANDLE)
     vkDestroyShaderModule(dev, p->module, NULL);
   free(p);
+}
+
+/* Creates p->pipeline from p->module, p->layout and p->desc.spec. */
+static VkResult create_compute(struct wd_vk_pipeline *p) {
+  const wd_vk_pipeline_desc_t *desc = &p->desc;
+  VkSpecializationMapEntry entries[WD_VK_MAX_SPEC];
+  for (uint32_t i = 0; i < desc->n_spec; i++)
+    entries[i] = (VkSpecializationMapEntry){
+      .constantID = i,
+      .offset = i * (uint32_t)sizeof(uint32_t),
+      .size = sizeof(uint32_t),
+    };
+  const VkSpecializationInfo si = {
+    .mapEntryCount = desc->n_spec,
+    .pMapEntries = entries,
+    .dataSize = desc->n_spec * sizeof(uint32_t),
+    .pData = p->desc.spec,
+  };
+  const VkComputePipelineCreateInfo cpci = {
+    .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+    .stage = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+      .module = p->module,
+      .pName = "main",
+      .pSpecializationInfo = desc->n_spec ? &si : NULL,
+    },
+    .layout = p->layout,
+  };
+  return vkCreateComputePipelines(p->dev->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline);
 }
 
 int wd_vk_pipeline_new(wd_vk_device_t *d, const wd_vk_pipeline_desc_t *desc,
@@ -104,31 +138,7 @@ int wd_vk_pipeline_new(wd_vk_device_t *d, const wd_vk_pipeline_desc_t *desc,
   };
   WD_VK_TRY(vkCreatePipelineLayout(d->dev, &plci, NULL, &p->layout));
 
-  VkSpecializationMapEntry entries[WD_VK_MAX_SPEC];
-  for (uint32_t i = 0; i < desc->n_spec; i++)
-    entries[i] = (VkSpecializationMapEntry){
-      .constantID = i,
-      .offset = i * (uint32_t)sizeof(uint32_t),
-      .size = sizeof(uint32_t),
-    };
-  const VkSpecializationInfo si = {
-    .mapEntryCount = desc->n_spec,
-    .pMapEntries = entries,
-    .dataSize = desc->n_spec * sizeof(uint32_t),
-    .pData = p->desc.spec,
-  };
-  const VkComputePipelineCreateInfo cpci = {
-    .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-    .stage = {
-      .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-      .module = p->module,
-      .pName = "main",
-      .pSpecializationInfo = desc->n_spec ? &si : NULL,
-    },
-    .layout = p->layout,
-  };
-  WD_VK_TRY(vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline));
+  WD_VK_TRY(create_compute(p));
   *ret_pipe = p;
   return 0;
 fail:
@@ -235,5 +245,28 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
   return 0;
 fail:
   wd_vk_dset_free(s);
+  return rc;
+}
+
+int wd_vk_pipeline_variant(const wd_vk_pipeline_t *base, const uint32_t *spec, uint32_t n_spec,
+                           wd_vk_pipeline_t **ret_pipe) {
+  int rc = 0;
+  if (!base || base->base || n_spec > WD_VK_MAX_SPEC || (n_spec && !spec))
+    return WD_EINVAL;
+  wd_vk_pipeline_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return WD_ENOMEM;
+  *p = (wd_vk_pipeline_t){ .dev = base->dev, .desc = base->desc, .module = base->module,
+                           .set_layout = base->set_layout, .layout = base->layout, .base = base };
+  p->desc.n_spec = n_spec;
+  memset(p->desc.spec, 0, sizeof p->desc.spec);
+  if (n_spec)
+    memcpy(p->desc.spec, spec, n_spec * sizeof *spec);
+  WD_VK_TRY(create_compute(p));
+  *ret_pipe = p;
+  return 0;
+fail:
+  wd_log_debug("%s: variant of '%s' failed: %s", __func__, base->desc.shader, wd_strerror(rc));
+  free(p);
   return rc;
 }

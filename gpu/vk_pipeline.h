@@ -44,6 +44,13 @@ int wd_vk_pipeline_new(wd_vk_device_t *dev, const wd_vk_pipeline_desc_t *desc,
 void wd_vk_pipeline_free(wd_vk_pipeline_t *pipe); /* accepts NULL */
 const wd_vk_pipeline_desc_t *wd_vk_pipeline_desc(const wd_vk_pipeline_t *pipe);
 
+/* The same shader and bindings with other specialization constants (an
+ * epilogue compiled in or out, say). The variant shares base's layouts, so a
+ * descriptor set made for base binds to it too (wd_vk_cmd_dispatch_pipe);
+ * base must outlive it. */
+int wd_vk_pipeline_variant(const wd_vk_pipeline_t *base, const uint32_t *spec, uint32_t n_spec,
+                           wd_vk_pipeline_t **ret_pipe);
+
 /* One binding: a byte range of a buffer. range 0 means "to the end".
  * Texel bindings need offset and range aligned to 16 bytes. */
 typedef struct {

@@ -15,6 +15,9 @@ struct wd_vk_pipeline {
   VkDescriptorSetLayout set_layout;
   VkPipelineLayout layout;
   VkPipeline pipeline;
+  /* A variant (wd_vk_pipeline_variant) borrows module and layouts from its
+   * base, which must outlive it; only the pipeline is its own. */
+  const struct wd_vk_pipeline *base;
 };
 
 struct wd_vk_dset {

@@ -15,7 +15,7 @@ struct wd_pc_gemm {
   uint lda, ldb, ldc;
   uint a_off, b_off, c_off, bias_off;
   uint a_bz, b_bz, c_bz, bias_bz; // strides between batch entries (z)
-  uint flags;                     // WD_GEMM_* below
+  uint flags;                     // WD_GEMM_* below; selects the pipeline variant (EPI)
   float alpha;
 };
 #define WD_GEMM_BIAS 1u        // add bias[n]

@@ -35,14 +35,24 @@
 layout(local_size_x = WGX, local_size_y = WGY, local_size_z = 1) in;
 layout(set = 0, binding = 0) uniform samplerBuffer tA;
 layout(set = 0, binding = 1) uniform samplerBuffer tB;
-layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, set = 0, binding = 3) buffer BufC { float c[]; };
+// Bias and C are declared as vec4 arrays: on lavapipe each SSBO access is a
+// per-lane scalar loop whatever its width, so one vec4 access costs what one
+// float access does. Unaligned shapes fall back to component accesses.
+layout(std430, set = 0, binding = 2) readonly buffer Bias { vec4 bias4[]; };
+layout(std430, set = 0, binding = 3) buffer BufC { vec4 c4[]; };
 layout(push_constant) uniform PC { wd_pc_gemm p; };
+// The epilogue (WD_GEMM_* bits) is a specialization constant, not read from
+// p.flags: lavapipe executes both sides of every branch under a lane mask, so
+// a runtime flag would cost the GELU, the bias and the residual loads on
+// every output even when off. gpu/vk_gemm.c keeps one pipeline per value.
+layout(constant_id = 0) const uint EPI = 0u;
 
 void main() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, z = gl_WorkGroupID.z;
   const uint m0 = gl_WorkGroupID.y * (WGY * TM) + ty;
-  const uint n0 = gl_WorkGroupID.x * (WGX * TN) + tx;
+  // Each invocation owns TN consecutive columns so that its outputs leave in
+  // vec4 stores.
+  const uint n0 = gl_WorkGroupID.x * (WGX * TN) + tx * TN;
   const int K4 = int(p.K / 4);
 
   // Rows past the edge are clamped to the last row: they load valid data and
@@ -51,7 +61,7 @@ void main() {
   [[unroll]] for (uint i = 0; i < TM; i++)
     arow[i] = int((p.a_off + z * p.a_bz + min(m0 + i * WGY, p.M - 1) * p.lda) / 4);
   [[unroll]] for (uint j = 0; j < TN; j++)
-    brow[j] = int((p.b_off + z * p.b_bz + min(n0 + j * WGX, p.N - 1) * p.ldb) / 4);
+    brow[j] = int((p.b_off + z * p.b_bz + min(n0 + j, p.N - 1) * p.ldb) / 4);
 
   float acc[TM * TN];
   [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] = 0.0;
@@ -71,18 +81,35 @@ void main() {
       }
   }
 
+  const bool has_bias = (EPI & WD_GEMM_BIAS) != 0u;
+  const bool has_gelu = (EPI & WD_GEMM_GELU) != 0u;
+  const bool has_acc = (EPI & WD_GEMM_ACCUMULATE) != 0u;
+  const uint bias_base = p.bias_off + z * p.bias_bz;
+  const bool aligned = ((p.ldc | p.c_off | p.c_bz | bias_base) & 3u) == 0u;
   [[unroll]] for (uint i = 0; i < TM; i++) {
     const uint m = m0 + i * WGY;
     if (m >= p.M) continue;
-    [[unroll]] for (uint j = 0; j < TN; j++) {
-      const uint n = n0 + j * WGX;
-      if (n >= p.N) continue;
-      float v = p.alpha * acc[i * TN + j];
-      if ((p.flags & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];
-      if ((p.flags & WD_GEMM_GELU) != 0u) v = wd_gelu(v);
-      const uint ci = p.c_off + z * p.c_bz + m * p.ldc + n;
-      if ((p.flags & WD_GEMM_ACCUMULATE) != 0u) v += c[ci];
-      c[ci] = v;
+    const uint crow = p.c_off + z * p.c_bz + m * p.ldc;
+    [[unroll]] for (uint j = 0; j < TN; j += 4) {
+      const uint n = n0 + j;
+      vec4 v = p.alpha * vec4(acc[i * TN + j], acc[i * TN + j + 1], acc[i * TN + j + 2],
+                              acc[i * TN + j + 3]);
+      if (aligned && n + 3u < p.N) {
+        if (has_bias) v += bias4[(bias_base + n) >> 2];
+        if (has_gelu) v = vec4(wd_gelu(v.x), wd_gelu(v.y), wd_gelu(v.z), wd_gelu(v.w));
+        if (has_acc) v += c4[(crow + n) >> 2];
+        c4[(crow + n) >> 2] = v;
+      } else {
+        [[unroll]] for (uint q = 0; q < 4u; q++) {
+          if (n + q >= p.N) break;
+          float s = v[q];
+          const uint bi = bias_base + n + q, ci = crow + n + q;
+          if (has_bias) s += bias4[bi >> 2][bi & 3u];
+          if (has_gelu) s = wd_gelu(s);
+          if (has_acc) s += c4[ci >> 2][ci & 3u];
+          c4[ci >> 2][ci & 3u] = s;
+        }
+      }
     }
   }
 }

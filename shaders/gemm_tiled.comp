@@ -35,6 +35,11 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec2 b4[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, set = 0, binding = 3) buffer BufC { float c[]; };
 layout(push_constant) uniform PC { wd_pc_gemm p; };
+// The epilogue (WD_GEMM_* bits) is a specialization constant, not read from
+// p.flags: lavapipe executes both sides of every branch under a lane mask, so
+// a runtime flag would cost the GELU, the bias and the residual loads on
+// every output even when off. gpu/vk_gemm.c keeps one pipeline per value.
+layout(constant_id = 0) const uint EPI = 0u;
 
 // Tiles stored k-major so the inner loop reads consecutive m / n; +1 column
 // of padding avoids bank conflicts on the transposing store.
@@ -89,10 +94,10 @@ void main() {
       const uint n = nt + tx + 16u * j;
       if (n >= p.N) continue;
       float v = p.alpha * acc[i][j];
-      if ((p.flags & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];
-      if ((p.flags & WD_GEMM_GELU) != 0u) v = wd_gelu(v);
+      if ((EPI & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];
+      if ((EPI & WD_GEMM_GELU) != 0u) v = wd_gelu(v);
       const uint ci = p.c_off + z * p.c_bz + m * p.ldc + n;
-      if ((p.flags & WD_GEMM_ACCUMULATE) != 0u) v += c[ci];
+      if ((EPI & WD_GEMM_ACCUMULATE) != 0u) v += c[ci];
       c[ci] = v;
     }
   }
