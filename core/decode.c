@@ -357,6 +357,10 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
 
   /* The SOT sequence: [SOT] for English-only models, else [SOT, lang, task]. */
   const int multilingual = sp->n_vocab >= 51865;
+  /* Set when language detection has already encoded the first window exactly
+   * as the seek loop would: only when the audio fills it (at least 30 s), since
+   * detection reads real padding frames where the loop pads with zeros. */
+  int window0_encoded = 0;
   d.sot_seq[d.n_sot++] = sp->sot;
   if (multilingual) {
     int32_t lang = -1;
@@ -369,6 +373,8 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
       }
     } else if ((rc = detect_language(&d, mel, n_frames, &lang, &prob)) < 0) {
       goto out;
+    } else {
+      window0_encoded = content_frames >= WD_N_FRAMES;
     }
     const char *code = wd_tokenizer_lang_code(tok, lang);
     snprintf(out->language, sizeof out->language, "%s", code ? code : "en");
@@ -392,9 +398,13 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
     const int segment_size = content_frames - seek < WD_N_FRAMES ? content_frames - seek
                                                                  : WD_N_FRAMES;
     const double segment_duration = segment_size * 0.01;
-    extract_window(&d, mel, n_frames, seek, segment_size);
-    if ((rc = e->encode(e->self, 0, d.window)) < 0)
-      goto out;
+    if (seek == 0 && window0_encoded) {
+      /* the engine still holds window 0's encoding from detect_language */
+    } else {
+      extract_window(&d, mel, n_frames, seek, segment_size);
+      if ((rc = e->encode(e->self, 0, d.window)) < 0)
+        goto out;
+    }
     wd_window_result_t w;
     rc = decode_window(&d, all.v + prompt_reset_since, all.n - prompt_reset_since, &w);
     if (rc < 0) {
