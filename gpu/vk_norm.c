@@ -32,7 +32,7 @@ int wd_vk_norm_new(wd_vk_device_t *dev, wd_vk_norm_variant_t variant, wd_vk_norm
   if (!n)
     return WD_ENOMEM;
   *n = (wd_vk_norm_t){ .variant = variant };
-  const wd_vk_pipeline_desc_t desc = {
+  wd_vk_pipeline_desc_t desc = {
     .shader = variant == WD_VK_NORM_SUBGROUP ? "layernorm_sg"
               : variant == WD_VK_NORM_ROW    ? "layernorm_row"
                                              : "layernorm_shm",
@@ -41,6 +41,8 @@ int wd_vk_norm_new(wd_vk_device_t *dev, wd_vk_norm_variant_t variant, wd_vk_norm
     .push_size = sizeof(wd_pc_norm_t),
     .local_size = { 64, 1, 1 },
   };
+  if (variant == WD_VK_NORM_ROW) /* reads X as RGBA32F texels */
+    desc.args[0] = WD_VK_ARG_TEXEL_F32;
   int rc = wd_vk_pipeline_new(dev, &desc, &n->pipe);
   if (rc < 0)
     goto fail;
@@ -70,6 +72,8 @@ int wd_vk_norm_record(wd_vk_norm_t *n, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set
                       const wd_pc_norm_t *pc) {
   if (pc->n_rows == 0 || pc->d == 0 || pc->ldx < pc->d || pc->ldy < pc->d || !(pc->eps >= 0.0f))
     return WD_EINVAL;
+  if (n->variant == WD_VK_NORM_ROW && (pc->d | pc->x_off | pc->ldx | pc->y_off | pc->ldy) % 4u)
+    return WD_EINVAL; /* vec4 accesses */
   /* One workgroup per row, or (ROW) one invocation per row. */
   const uint32_t groups = n->variant == WD_VK_NORM_ROW ? WD_CEIL_DIV(pc->n_rows, 64u) : pc->n_rows;
   wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, groups, 1, 1);

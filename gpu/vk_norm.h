@@ -19,7 +19,8 @@ typedef enum {
   WD_VK_NORM_AUTO = 0,
   WD_VK_NORM_SUBGROUP = 1,
   WD_VK_NORM_SHARED = 2,
-  WD_VK_NORM_ROW = 3, /* one invocation per row, no reductions: CPU devices */
+  WD_VK_NORM_ROW = 3, /* one invocation per row, no reductions: CPU devices; reads X as
+                       * RGBA32F texels and needs d, offsets and strides % 4 == 0 */
 } wd_vk_norm_variant_t;
 
 typedef struct wd_vk_norm wd_vk_norm_t;

@@ -19,6 +19,7 @@
 // MODE 1 (GPUs): one 64-invocation workgroup per row, texels strided over the
 //   lanes, reduce.glsl reductions. Grid: (M, Z, 1).
 #extension GL_GOOGLE_include_directive : enable
+#extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
 #if MODE == 1
 #define WD_RED_N 64u
@@ -27,7 +28,9 @@
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 0) uniform samplerBuffer tX;
-layout(std430, set = 0, binding = 1) writeonly buffer BufX { float x[]; };
+// Written as vec4s: each storage access is a per-lane scalar loop on
+// lavapipe whatever its width, so a vec4 store costs what a float store does.
+layout(std430, set = 0, binding = 1) writeonly buffer BufX { vec4 x4[]; };
 layout(push_constant) uniform PC { wd_pc_softmax p; };
 
 const float NEG_INF = -1.0 / 0.0;
@@ -74,12 +77,15 @@ void main() {
 #endif
   const float inv = s > 0.0 ? 1.0 / s : 0.0;
 
+  const bool aligned = ((row | p.N) & 3u) == 0u;
   for (uint t = lane; t < n4; t += step) {
     const vec4 e = exp(scores(base4, i, t) - m) * inv;
     const uint j = row + 4u * t;
-    x[j] = e.x;
-    if (4u * t + 1u < p.N) x[j + 1u] = e.y;
-    if (4u * t + 2u < p.N) x[j + 2u] = e.z;
-    if (4u * t + 3u < p.N) x[j + 3u] = e.w;
+    if (aligned) {
+      x4[j >> 2] = e;
+    } else {
+      [[unroll]] for (uint q = 0u; q < 4u; q++)
+        if (4u * t + q < p.N) x4[(j + q) >> 2][(j + q) & 3u] = e[q];
+    }
   }
 }
