@@ -7,15 +7,25 @@
 // Bindings (set 0):
 //   0  samplerBuffer  A     RGBA32F texels, f32 activations, (Z, M, lda), K contiguous   read
 //   1  samplerBuffer  B     RGBA16F texels, f16 weights,     (Z, N, ldb), K contiguous   read
-//   2  buffer float   bias  (Z, N) f32                                                  read
-//   3  buffer float   C     (Z, M, ldc) f32, N contiguous                              read/write
-// Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4.
+//   2  buffer vec4    bias  (Z, N) f32                                                  read
+//   3  buffer vec4    C     (Z, M, ldc) f32, N contiguous                              read/write
+// Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4; TN a
+// multiple of 4. C and bias are read and written as vec4s when ldc, the
+// offsets and the batch strides are multiples of 4, else one float at a time.
 //
 // Why this shape: on lavapipe every SSBO load is a scalar per-lane loop while
 // texelFetch is vectorised (reference/lavapipe.md), so the loads, not the
 // FMAs, set the speed. Each invocation owns TM rows of A and TN rows of B
 // (TM x TN outputs) and per vec4 step fetches TM + TN texels for TM*TN*4
-// FMAs. No shared memory: it is the slowest path on that driver.
+// FMAs. No shared memory: it is the slowest path on that driver. An
+// invocation's TN columns are consecutive, so its outputs leave as vec4s.
+//
+// What the JIT makes of it (Mesa 22.3, read from the generated x86): every
+// texelFetch is a call to a ~40-instruction gather routine, fma() becomes a
+// separate multiply and add, and each loop-carried accumulator is blended
+// with the execution mask once per k step. Both blocks spill accumulators
+// (64 or 256 live vectors against 16 registers); 16x16 runs no faster per
+// core and compiles 5x slower, so the CPU family uses 8x8 (gpu/vk_gemm.c).
 //
 // Workgroup: WGX x WGY = 8 x 8 invocations, one tile of (WGY*TM) x (WGX*TN).
 // Grid: (ceil(N / (WGX*TN)), ceil(M / (WGY*TM)), Z).
