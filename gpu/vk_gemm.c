@@ -34,8 +34,8 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
   if (family == WD_VK_GEMM_AUTO) {
     const wd_vk_class_t c = wd_vk_device_info(dev)->device_class;
     /* On the CPU driver the 8x8 block runs as fast as 16x16 per core
-     * (reference figures in the closing notes of the engine issue), wastes
-     * no half-tile on N = 64 (P.V) and compiles five times faster. */
+     * (lavapipe, one thread, 1500x1536x384: 17.1 vs 17.6 GFLOP/s), wastes
+     * no half-tile on N = 64 (P.V) and compiles in 21 ms instead of 100. */
     family = (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED) ? WD_VK_GEMM_TILED
                                                                          : WD_VK_GEMM_TEXEL_8X8;
   }

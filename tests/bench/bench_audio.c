@@ -19,44 +19,15 @@
 
 #include "audio.h"
 #include "error.h"
+#include "bench_util.h"
+#include "wd_file.h"
 
 #define REPS 9
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static unsigned char *slurp(const char *path, size_t *ret_len) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *buf = NULL;
-  *ret_len = 0;
-  if (!f)
-    return NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long n = ftell(f);
-    rewind(f);
-    buf = n > 0 ? malloc((size_t)n) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-      free(buf);
-      buf = NULL;
-    }
-    *ret_len = buf ? (size_t)n : 0;
-  }
-  fclose(f);
-  return buf;
-}
 
 /* Times REPS decodes of one file and prints one line; returns 0 or a WD_E* code. */
 static int bench_one(const char *path) {
   size_t len = 0;
-  unsigned char *buf = slurp(path, &len);
+  unsigned char *buf = wd_read_file(path, &len);
   if (!buf) {
     fprintf(stderr, "bench_audio: cannot read '%s'\n", path);
     return WD_EIO;
@@ -67,9 +38,9 @@ static int bench_one(const char *path) {
   char err[256];
   for (int i = 0; i < REPS && r == 0; i++) {
     float *x = NULL;
-    const double t0 = now_s();
+    const double t0 = bench_now_s();
     r = wd_audio_decode(buf, len, NULL, &x, &n, err, sizeof err);
-    t[i] = now_s() - t0;
+    t[i] = bench_now_s() - t0;
     free(x);
   }
   free(buf);
@@ -77,7 +48,7 @@ static int bench_one(const char *path) {
     fprintf(stderr, "bench_audio: '%s': %s: %s\n", path, wd_err_name(r), err);
     return r;
   }
-  qsort(t, REPS, sizeof t[0], cmp_double);
+  qsort(t, REPS, sizeof t[0], bench_cmp_double);
   const double audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
   const char *base = strrchr(path, '/');
   printf("%-24s %8zu B  %6.2f s audio  best %7.2f ms  median %7.2f ms  %6.0fx real time\n",

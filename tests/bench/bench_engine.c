@@ -19,12 +19,7 @@
 #include "model.h"
 #include "model_vocab.h"
 #include "vk_engine.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 /* FLOPs of one encoder window: convolutions, projections, attention, MLP. */
 static double encoder_flops(const wd_hparams_t *hp) {
@@ -63,12 +58,12 @@ static double openblas_encoder_s(const wd_hparams_t *hp) {
   openblas_set_num_threads(2);
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
-    const double t0 = now_s();
+    const double t0 = bench_now_s();
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
       for (int k = 0; k < sh[i].reps; k++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sh[i].M, sh[i].N, sh[i].K, 1.0f, a,
                     sh[i].K, b, sh[i].K, 0.0f, c, sh[i].N);
-    const double t = now_s() - t0;
+    const double t = bench_now_s() - t0;
     if (t < best)
       best = t;
   }
@@ -83,7 +78,7 @@ int main(int argc, char **argv) {
   }
   const int reps = argc > 3 ? atoi(argv[3]) : 3;
   char err[512] = "";
-  const double t0 = now_s();
+  const double t0 = bench_now_s();
   wd_model_t *m = NULL;
   wd_tokenizer_t *tok = NULL;
   wd_mel_t *mel = NULL;
@@ -103,7 +98,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);
     return 1;
   }
-  const double t_load = now_s() - t0;
+  const double t_load = bench_now_s() - t0;
   wd_vk_engine_stats_t st;
   wd_vk_engine_stats(eng, &st);
   printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device\n", wd_model_name(m),
@@ -112,7 +107,7 @@ int main(int argc, char **argv) {
   unsigned long long steps = 0;
   double dur = 0;
   for (int r = 0; r < reps; r++) {
-    const double a = now_s();
+    const double a = bench_now_s();
     wd_transcript_t tr;
     free(pcm);
     free(spec);
@@ -129,7 +124,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_engine: decode: %s\n", wd_strerror(rc));
       return 1;
     }
-    const double t = now_s() - a;
+    const double t = bench_now_s() - a;
     wd_vk_engine_stats(eng, &st);
     dur = tr.duration;
     if (r == 0)

@@ -23,16 +23,11 @@
 #include "vk_cmd.h"
 #include "vk_device.h"
 #include "vk_gemm.h"
+#include "bench_util.h"
 
 void openblas_set_num_threads(int n);
 
 #define REPS 5
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int bench_shape(wd_vk_device_t *dev, wd_vk_gemm_t *g, uint32_t M, uint32_t N, uint32_t K,
                        const char *what) {
@@ -94,10 +89,10 @@ static int bench_shape(wd_vk_device_t *dev, wd_vk_gemm_t *g, uint32_t M, uint32_
     goto out;
   double blas_best = 1e30;
   for (int r = 0; r <= REPS; r++) {
-    const double t0 = now_s();
+    const double t0 = bench_now_s();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, a, (int)K,
                 bf, (int)K, 0.0f, c, (int)N);
-    const double t = now_s() - t0;
+    const double t = bench_now_s() - t0;
     if (r > 0 && t < blas_best)
       blas_best = t;
   }

@@ -17,19 +17,9 @@
 #include "error.h"
 #include "mel.h"
 #include "mel_filters.h"
+#include "bench_util.h"
 
 #define REPS 7
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* Reads a 16 kHz mono file and repeats it to n_out samples. */
 static float *load_tiled(const char *path, size_t n_out) {
@@ -55,21 +45,21 @@ static int bench_one(int n_mels, const float *x, size_t n, int n_threads) {
   float *w = malloc(sizeof(float) * (size_t)n_mels * WD_MEL_N_BINS);
   wd_mel_t *m = NULL;
   int rc = w ? wd_mel_filters_slaney(n_mels, WD_MEL_N_FFT, WD_MEL_SAMPLE_RATE, w) : WD_ENOMEM;
-  const double t_new = now_s();
+  const double t_new = bench_now_s();
   if (rc == 0)
     rc = wd_mel_new(n_mels, w, &m);
-  const double new_ms = (now_s() - t_new) * 1e3;
+  const double new_ms = (bench_now_s() - t_new) * 1e3;
   double t[REPS];
   for (int r = 0; rc == 0 && r < REPS; r++) {
     float *mel = NULL;
     int n_frames = 0;
-    const double t0 = now_s();
+    const double t0 = bench_now_s();
     rc = wd_mel_compute(m, x, n, n_threads, &mel, &n_frames);
-    t[r] = now_s() - t0;
+    t[r] = bench_now_s() - t0;
     free(mel);
   }
   if (rc == 0) {
-    qsort(t, REPS, sizeof t[0], cmp_double);
+    qsort(t, REPS, sizeof t[0], bench_cmp_double);
     const double secs = (double)n / WD_MEL_SAMPLE_RATE;
     printf("%6.0f s  %3d bins  %d thread%s  best %8.2f ms  median %8.2f ms  %7.0fx real time"
            "  (wd_mel_new %.2f ms)\n",

@@ -20,6 +20,7 @@
 #include "audio.h"
 #include "error.h"
 #include "wd_test.h"
+#include "wd_file.h"
 
 /* synth/ask_not.wav at 16 kHz: the length every gapless decode must give. */
 #define N_REF 110639
@@ -30,31 +31,11 @@
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 
-static unsigned char *slurp(const char *path, size_t *ret_len) {
-  FILE *f = fopen(path, "rb");
-  *ret_len = 0;
-  if (!f)
-    return NULL;
-  unsigned char *buf = NULL;
-  if (fseek(f, 0, SEEK_END) == 0) {
-    long n = ftell(f);
-    rewind(f);
-    buf = n > 0 ? malloc((size_t)n) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-      free(buf);
-      buf = NULL;
-    }
-    *ret_len = buf ? (size_t)n : 0;
-  }
-  fclose(f);
-  return buf;
-}
-
 /* Decodes tests/data/<name> from a memory copy (no file name reaches the decoder). */
 static int decode_data(const char *name, uint32_t max_seconds, float **x, size_t *n, char *err,
                        size_t err_len) {
   size_t len;
-  unsigned char *buf = slurp(wd_test_data(name), &len);
+  unsigned char *buf = wd_read_file(wd_test_data(name), &len);
   if (!buf)
     return -1000;
   wd_audio_opts_t o = { .max_seconds = max_seconds };
@@ -391,7 +372,7 @@ WD_TEST(format_is_sniffed_from_memory) {
                                        "audio/formats/aac_16k.m4a", "audio/formats/flac_16k.flac" };
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     size_t len = 0, n = 0;
-    unsigned char *src = slurp(wd_test_data(files[k]), &len);
+    unsigned char *src = wd_read_file(wd_test_data(files[k]), &len);
     /* A fresh copy at another address: the decoder sees bytes only. */
     unsigned char *copy = src ? malloc(len) : NULL;
     if (copy)
@@ -481,7 +462,7 @@ WD_TEST(truncated_files_are_refused) {
                                        "audio/formats/opus_16k.webm" };
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     size_t len = 0;
-    unsigned char *buf = slurp(wd_test_data(files[k]), &len);
+    unsigned char *buf = wd_read_file(wd_test_data(files[k]), &len);
     WD_CHECK(buf != NULL);
     if (!buf)
       continue;
@@ -537,7 +518,7 @@ WD_TEST(max_seconds_is_enforced) {
                                        "audio/formats/aac_16k.m4a", "audio/formats/mp3_16k_id3.mp3" };
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     size_t len = 0, n = 0;
-    unsigned char *buf = slurp(wd_test_data(files[k]), &len);
+    unsigned char *buf = wd_read_file(wd_test_data(files[k]), &len);
     expect_error(buf, len, 6, WD_ETOOBIG, strrchr(files[k], '/') + 1);
     float *x = NULL;
     char err[256];
@@ -566,7 +547,7 @@ WD_TEST(corrupted_files_never_crash) {
   int n_ok = 0, n_err = 0;
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     size_t len = 0;
-    unsigned char *orig = slurp(wd_test_data(files[k]), &len);
+    unsigned char *orig = wd_read_file(wd_test_data(files[k]), &len);
     unsigned char *buf = orig ? malloc(len) : NULL;
     WD_CHECK(buf != NULL);
     for (int v = 0; buf && v < 20; v++) {
@@ -629,7 +610,7 @@ WD_TEST(concurrent_decodes_match_serial) {
   enum { NJ = sizeof jobs / sizeof jobs[0] };
   pthread_t t[NJ];
   for (int i = 0; i < NJ; i++) /* wd_test_data() is not thread-safe */
-    jobs[i].buf = slurp(wd_test_data(jobs[i].file), &jobs[i].len);
+    jobs[i].buf = wd_read_file(wd_test_data(jobs[i].file), &jobs[i].len);
   for (int i = 0; i < NJ; i++)
     WD_CHECK_EQ_INT(pthread_create(&t[i], NULL, decode_thread, &jobs[i]), 0);
   for (int i = 0; i < NJ; i++)
