@@ -26,13 +26,18 @@ typedef struct {
   int device;             /* Vulkan device index, -1 = best */
   bool vk_validation;
   int max_batch;          /* sequences decoded together per step */
+  char *model_alias;      /* comma-separated extra accepted `model` names */
   /* HTTP server */
   char *host;
   int port;
   int http_threads;
   int max_body_mb;
   int queue_max;
-  int timeout_s;
+  int timeout_s;          /* a job's whole life (queued + running) */
+  int idle_timeout_s;     /* client silence while sending a request */
+  int max_connections;
+  int max_audio_s;        /* per-request audio length cap */
+  int shutdown_grace_s;   /* SIGTERM: time running jobs get to finish */
   char *api_key;          /* empty: no authentication */
   /* logging */
   wd_log_level_t log_level;

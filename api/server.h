@@ -1,0 +1,67 @@
+/*
+ * server.h - the HTTP server: OpenAI's audio API on libmicrohttpd.
+ *
+ * Routes: POST /v1/audio/transcriptions, POST /v1/audio/translations,
+ * GET /v1/models, GET /health (liveness: always 200), GET /ready (200 once
+ * the daemon called wd_server_set_ready(s, 1), else 503), GET /metrics
+ * (Prometheus text).
+ *
+ * The server starts before the model is loaded so /health answers during
+ * start-up; audio routes answer 503 until wd_server_attach() hands it the
+ * worker. HTTP threads parse the upload and decode the audio, then submit
+ * the job and suspend the connection; the worker's callbacks resume it. They
+ * never run or wait on the model.
+ *
+ * Threading: _start, _attach, _quiesce and _free from the controlling
+ * thread; _set_ready from any thread.
+ */
+#ifndef WD_SERVER_H
+#define WD_SERVER_H
+
+#include <stddef.h>
+
+#include "tokenizer.h"
+#include "worker.h"
+
+typedef struct wd_server wd_server_t;
+
+typedef struct {
+  const char *host;          /* bind address, when listen_fd < 0 */
+  int port;
+  int listen_fd;             /* socket-activated listening socket, or -1 */
+  int threads;               /* HTTP threads */
+  size_t max_body;           /* bytes; larger bodies get 413 while they are read */
+  int max_connections;
+  int idle_timeout_s;        /* a silent client is disconnected */
+  const char *api_key;       /* NULL or "": no authentication */
+  int max_audio_s;           /* per-request audio cap */
+  double job_timeout_s;      /* queued + running */
+} wd_server_opts_t;
+
+/* Binds (or adopts listen_fd) and starts serving. err gets a message. */
+int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, size_t err_len);
+
+/* The model is loaded: audio routes use worker and tok from now on. names
+ * are the accepted `model` values (whisper-1, the model's name, aliases);
+ * the first is listed first by /v1/models. Everything passed must outlive
+ * the server's use of it (until wd_server_free). */
+typedef struct {
+  wd_worker_t *worker;
+  const wd_tokenizer_t *tok;
+  int multilingual;          /* translations and language need it */
+  const char *const *names;
+  int n_names;
+} wd_server_model_t;
+
+void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);
+
+void wd_server_set_ready(wd_server_t *s, int ready);
+
+/* Stops accepting connections (SIGTERM); requests in progress go on. */
+void wd_server_quiesce(wd_server_t *s);
+
+/* Waits up to wait_s for open requests to finish answering, then closes
+ * everything and frees. NULL is allowed. */
+void wd_server_free(wd_server_t *s, double wait_s);
+
+#endif

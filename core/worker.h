@@ -1,0 +1,107 @@
+/*
+ * worker.h - the job queue and the one worker thread that drives an engine.
+ *
+ * Callers (HTTP threads, `whisperd transcribe`) submit decoded audio; the
+ * submitting thread computes the log-mel, so the worker only runs the model.
+ * The worker owns the engine: it admits queued jobs in FIFO order while
+ * sequence and audio slots are free, encodes one waiting window per loop turn
+ * (oldest request first, so a long file's next window queues behind a new
+ * file's first one), and gathers the next token of every running job into
+ * one engine step of up to max_batch rows. A job's results are bit-for-bit
+ * the same whether it runs alone or beside others.
+ *
+ * Callbacks run on the worker thread and must not block (store, signal,
+ * return). on_done is called exactly once for every job that
+ * wd_worker_submit() accepted: when it completes, fails, is cancelled,
+ * times out or is refused at shutdown. It may run before wd_worker_submit()
+ * has returned in the submitting thread.
+ *
+ * Threading: wd_worker_submit, _cancel, _stats, _heartbeat and _drain are
+ * safe from any thread; _new and _free from one controlling thread.
+ */
+#ifndef WD_WORKER_H
+#define WD_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode.h"
+#include "engine.h"
+#include "mel.h"
+#include "tokenizer.h"
+
+typedef struct wd_worker wd_worker_t;
+
+typedef struct {
+  const wd_engine_t *engine; /* used only on the worker thread; outlives the worker */
+  const wd_tokenizer_t *tok;
+  const wd_mel_t *mel;
+  int queue_max;             /* queued (not yet running) jobs; more get WD_EBUSY */
+  int max_batch;             /* rows per step, <= engine->max_seqs; 1 = no batching */
+} wd_worker_opts_t;
+
+typedef struct {
+  void *ud;
+  /* A segment is final (streaming, progress). done_s of total_s seconds of
+   * audio are decoded. Optional. */
+  void (*on_segment)(void *ud, const wd_segment_t *seg, double done_s, double total_s);
+  /* The job ended. rc == 0: *t holds the transcript and the callee owns it
+   * (wd_transcript_free). rc < 0: WD_ECANCELED, WD_ETIMEDOUT, WD_ESHUTDOWN,
+   * WD_ENOMEM or an engine error (WD_EVULKAN, WD_EDEVLOST, ...); t is NULL. */
+  void (*on_done)(void *ud, int rc, wd_transcript_t *t);
+} wd_job_cb_t;
+
+typedef struct {
+  wd_decode_opts_t decode;   /* copied at submit, prompt tokens and language too */
+  double timeout_s;          /* queued + running; 0 = no limit */
+  wd_job_cb_t cb;
+} wd_job_params_t;
+
+/* Starts the worker thread. */
+int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret);
+
+/* Drains (as wd_worker_drain with grace 0) if still running, joins the
+ * thread and frees. NULL is allowed. */
+void wd_worker_free(wd_worker_t *w);
+
+/*
+ * Queues a job for samples[0..n) (16 kHz mono). Takes ownership of samples
+ * in every case (freed on error too). Computes the log-mel in the calling
+ * thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue full),
+ * WD_ESHUTDOWN (draining), WD_EINVAL (bad options: unknown language, a
+ * multilingual option on an English-only model) or WD_ENOMEM.
+ */
+int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
+                     uint64_t *ret_id);
+
+/* Cancels job id, queued or running; its on_done gets WD_ECANCELED soon
+ * after. An unknown or finished id is ignored. */
+void wd_worker_cancel(wd_worker_t *w, uint64_t id);
+
+typedef struct {
+  int queued, running;
+  int queue_max, max_batch;
+  uint64_t jobs_done, jobs_failed; /* ended with rc == 0 / rc < 0 */
+  uint64_t steps;                  /* engine steps */
+  uint64_t rows;                   /* sum of rows over steps (occupancy = rows / steps) */
+  uint64_t steps_by_rows[17];      /* steps with r rows at [r], r <= 16 */
+  uint64_t encodes;                /* windows encoded */
+  double audio_s;                  /* seconds of audio of completed jobs */
+  double busy_s;                   /* worker time spent encoding and stepping */
+} wd_worker_stats_t;
+
+void wd_worker_stats(wd_worker_t *w, wd_worker_stats_t *ret);
+
+/* CLOCK_MONOTONIC seconds of the worker's last sign of life: it beats after
+ * every encode and step, and at least once a second while idle. A stuck GPU
+ * call stops it (the daemon then stops feeding systemd's watchdog). */
+double wd_worker_heartbeat(wd_worker_t *w);
+
+/*
+ * Stops accepting (submit returns WD_ESHUTDOWN), ends every queued job with
+ * WD_ESHUTDOWN, lets running jobs finish for up to grace_s seconds, then
+ * cancels what is left with WD_ESHUTDOWN. Returns when no job is left.
+ */
+void wd_worker_drain(wd_worker_t *w, double grace_s);
+
+#endif
