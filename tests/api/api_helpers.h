@@ -119,9 +119,9 @@ static inline void th_resp_free(th_resp_t *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* The value of header name (static buffer), or NULL. */
+/* The value of header name (a per-thread buffer), or NULL. */
 static inline const char *th_header(const th_resp_t *r, const char *name) {
-  static char v[1024];
+  static _Thread_local char v[1024];
   if (!r->headers)
     return NULL;
   const size_t n = strlen(name);
