@@ -15,13 +15,16 @@
  *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv.
  * decoder step (one submit, per batch size nb): embed -> x (nb, d); per layer:
  *   LN -> h; q|k|v = h . W^T (+b) into qkv (nb, 3d); append k, v to the
- *   caches at pos; self-attention over len keys -> o; x += o . Wo^T + bo;
+ *   caches of the row's sequence slot at pos; self-attention over that
+ *   slot's len keys -> o; x += o . Wo^T + bo;
  *   LN -> h; q = h . Wq^T + bq; cross-attention over the 1500 keys of the
  *   sequence's audio slot -> o; x += o . Wo^T + bo; LN -> h;
  *   f = GELU(h . W1^T + b1); x += f . W2^T + b2; final LN -> h;
  *   logits = h . token_embedding^T into a host-visible buffer.
- * Per-step values (token, position, length, audio slot) live in the
- * host-visible step buffer, so the step recording is replayed unchanged.
+ * Per-step values (token, position, length, audio slot, sequence slot) live
+ * in the host-visible step buffer, so the step recording is replayed
+ * unchanged. Batch row b of the recording for nb is whichever sequence slot
+ * the host writes into record b: the caches stay where they are.
  * ref: openai/whisper model.py.
  */
 #include "vk_engine.h"
@@ -87,7 +90,7 @@ struct wd_vk_engine {
   wd_vk_buffer_t *x, *h, *o, *q; /* (max_seqs, d) */
   wd_vk_buffer_t *qkv;    /* (max_seqs, 3d) */
   wd_vk_buffer_t *f;      /* (max_seqs, 4d) */
-  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs, n_text_ctx, d) self K/V caches */
+  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs slots, n_text_ctx, d) self K/V caches */
   wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
   /* recordings */
   wd_vk_cmd_t *enc_cmd;
@@ -96,8 +99,8 @@ struct wd_vk_engine {
   wd_vk_dset_t *sets[WD_ENG_MAX_SETS];
   int n_sets;
   /* sequence state, host side */
-  int len[WD_ENG_MAX_SEQS];
-  int audio[WD_ENG_MAX_SEQS];
+  int len[WD_ENG_MAX_SEQS];   /* per sequence slot: tokens in its KV cache */
+  int audio[WD_ENG_MAX_SEQS]; /* per sequence slot: its audio slot */
   int encoded[64];          /* audio slot holds an encoded window */
   double encode_ms, cross_ms, step_ms;
   int profile;
@@ -511,15 +514,20 @@ static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
     return WD_EINVAL;
   wd_seq_t *sp = wd_vk_buffer_map(e->step);
   wd_seq_t tmp[WD_ENG_MAX_SEQS];
+  unsigned used = 0; /* bit s: slot s already has a row (max_seqs <= 16) */
   for (int i = 0; i < n; i++) {
-    if (seqs[i] != i) /* batch row b is sequence slot b (see vk_engine.h) */
-      return WD_EUNSUP;
-    if (tokens[i] < 0 || tokens[i] >= e->hp.n_vocab || e->len[i] >= e->hp.n_text_ctx ||
-        !e->encoded[e->audio[i]])
+    /* Row i uses slot s's KV cache, length and audio (see vk_engine.h);
+     * two rows on one slot would race in kv_append. */
+    const int s = seqs[i];
+    if (s < 0 || s >= e->max_seqs || (used >> s) & 1u)
       return WD_EINVAL;
-    tmp[i] = (wd_seq_t){ .token = (uint32_t)tokens[i], .pos = (uint32_t)e->len[i],
-                         .len = (uint32_t)e->len[i] + 1, .audio = (uint32_t)e->audio[i],
-                         .src = (uint32_t)i };
+    used |= 1u << s;
+    if (tokens[i] < 0 || tokens[i] >= e->hp.n_vocab || e->len[s] >= e->hp.n_text_ctx ||
+        !e->encoded[e->audio[s]])
+      return WD_EINVAL;
+    tmp[i] = (wd_seq_t){ .token = (uint32_t)tokens[i], .pos = (uint32_t)e->len[s],
+                         .len = (uint32_t)e->len[s] + 1, .audio = (uint32_t)e->audio[s],
+                         .src = (uint32_t)s, .slot = (uint32_t)s };
   }
   int rc = sp ? (memcpy(sp, tmp, (size_t)n * sizeof *sp), 0)
               : wd_vk_buffer_write(e->step, 0, tmp, (uint64_t)n * sizeof *tmp);
@@ -529,7 +537,7 @@ static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
   e->step_ms = elapsed_ms(e->step_cmd[n - 1]);
   e->n_steps++;
   for (int i = 0; i < n; i++)
-    e->len[i]++;
+    e->len[seqs[i]]++;
   const float *lg = wd_vk_buffer_map(e->logits);
   if (!lg)
     return WD_EINTERNAL; /* the logits buffer is host-visible by construction */

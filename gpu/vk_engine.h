@@ -11,9 +11,13 @@
  * nothing on the device.
  *
  * The engine implements core/engine.h for the decoding policy. Decoder batch
- * row b is sequence slot b: step(n, seqs, ...) needs seqs[i] == i (the
- * worker compacts live sequences; beams reorder their caches with the KV
- * gather kernel).
+ * rows map to sequence slots indirectly: step(n, seqs, ...) takes any n
+ * distinct slots in any order, and row i (its activations and its logits)
+ * uses the self-attention KV cache of slot seqs[i] (wd_seq_t.slot in the
+ * step-parameter buffer). Jobs join and leave the batch without moving any
+ * cache; beams reorder theirs with the KV gather kernel. A row's logits do
+ * not depend on n or on its row index (tests/gpu/test_engine.c checks this
+ * bit for bit), so a job decodes the same alone or batched.
  *
  * Threading: one thread (the GPU worker) owns the engine and every object in
  * it.
