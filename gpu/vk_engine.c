@@ -476,6 +476,41 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   return rc ? rc : rc2;
 }
 
+/* ---- weight types ------------------------------------------------------- */
+
+/* Refuses a model whose tensors are not the types the kernels read. The
+ * f16 operands are every 2-D or 3-D ".weight": the GEMM B operand (encoder
+ * linears, cross K/V projections, the conv kernels read as (d, 3 * c_in)
+ * rows), the GEMV W operand (decoder linears, the tied token embedding for
+ * the logits) and embed.comp's token table. Everything else is read as f32:
+ * biases (conv biases are 2-D {1, d}), LayerNorm gains and biases (1-D
+ * ".weight"/".bias"), and both positional embeddings (embed.comp's POS
+ * table; the encoder's is copied straight into the f32 activations). Any
+ * other type would be reinterpreted as garbage, so it is an error at load,
+ * naming the first offending tensor in model order. */
+static int check_types(const wd_model_t *m, char *err, size_t err_len) {
+  for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    const size_t len = strlen(t->name);
+    const int f16 = t->n_dims >= 2 && len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
+    if (f16 && t->type != WD_DTYPE_F16) {
+      snprintf(err, err_len,
+               "tensor '%s' is %s; this engine runs f16 weights (f32 and quantized types are "
+               "not supported yet)",
+               t->name, wd_dtype_name(t->type));
+      return WD_EUNSUP;
+    }
+    if (!f16 && t->type != WD_DTYPE_F32) {
+      snprintf(err, err_len,
+               "tensor '%s' is %s; this engine runs f32 biases, norms and positional "
+               "embeddings",
+               t->name, wd_dtype_name(t->type));
+      return WD_EUNSUP;
+    }
+  }
+  return 0;
+}
+
 /* ---- wd_engine_t -------------------------------------------------------- */
 
 static double elapsed_ms(wd_vk_cmd_t *cmd) {
@@ -603,6 +638,9 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     rc = WD_EUNSUP;
     goto fail;
   }
+  /* Before the device: a model the kernels cannot read fails fast. */
+  if ((rc = check_types(m, err, err_len)) < 0)
+    goto fail;
   const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation };
   if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));

@@ -42,7 +42,11 @@ typedef struct {
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:
- * weights are copied to the device). err gets a message on failure. */
+ * weights are copied to the device). err gets a message on failure.
+ * WD_EUNSUP for a model the kernels cannot run: a shape other than heads of
+ * 64 over 1500 audio positions, or weights that are not f16 (an all-f32 or
+ * quantized ggml file), with err naming the first offending tensor and its
+ * type; this is checked before any device is opened. */
 int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
                      wd_vk_engine_t **ret_engine, char *err, size_t err_len);
 void wd_vk_engine_free(wd_vk_engine_t *e); /* accepts NULL */
