@@ -1,0 +1,196 @@
+/*
+ * test_worker.c - the job queue and worker on the plain-C reference engine
+ * with real tiny.en / base weights and real audio.
+ *
+ * The identity rule: a job's text, tokens and timestamps are bit-for-bit the
+ * same whether it runs alone or batched beside others (short, long and
+ * silent files at once). Then the queue's edges: queue full (WD_EBUSY),
+ * cancel while queued and while running, timeouts, drain, streaming
+ * segments in order.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "audio.h"
+#include "decode.h"
+#include "error.h"
+#include "mel.h"
+#include "model.h"
+#include "model_vocab.h"
+#include "ref_engine.h"
+#include "tokenizer.h"
+#include "wd_test.h"
+#include "wd_worker_util.h"
+#include "worker.h"
+
+#define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
+#define BASE WD_SOURCE_DIR "/models/ggml-base.bin"
+
+/* A model with its tokenizer, mel front end and reference engine. */
+typedef struct {
+  wd_model_t *m;
+  wd_tokenizer_t *tok;
+  wd_mel_t *mel;
+  wd_ref_engine_t *r;
+} rig_t;
+
+static int rig_open(rig_t *g, const char *path, int slots) {
+  memset(g, 0, sizeof *g);
+  char err[256] = "";
+  int n_mel = 0, n_fft = 0, rc = wd_model_load(path, &g->m, err, sizeof err);
+  if (rc == 0) rc = wd_model_tokenizer_new(g->m, &g->tok);
+  if (rc == 0) rc = wd_mel_new(wd_model_hparams(g->m)->n_mels,
+                               wd_model_mel_filters(g->m, &n_mel, &n_fft), &g->mel);
+  if (rc == 0) rc = wd_ref_engine_new(g->m, slots, slots, &g->r);
+  if (rc < 0)
+    fprintf(stderr, "rig %s: %s %s\n", path, wd_strerror(rc), err);
+  return rc;
+}
+
+static void rig_close(rig_t *g) {
+  wd_ref_engine_free(g->r);
+  wd_mel_free(g->mel);
+  wd_tokenizer_free(g->tok);
+  wd_model_free(g->m);
+}
+
+static wd_worker_t *rig_worker(rig_t *g, int queue_max, int max_batch) {
+  const wd_worker_opts_t o = { .engine = wd_ref_engine_iface(g->r), .tok = g->tok,
+                               .mel = g->mel, .queue_max = queue_max, .max_batch = max_batch };
+  wd_worker_t *w = NULL;
+  WD_CHECK_EQ_INT(wd_worker_new(&o, &w), 0);
+  return w;
+}
+
+/* Runs every clip alone, then all at once, and compares. */
+static void check_identity(const char *model, const clip_t *clips, int n) {
+  rig_t g;
+  if (rig_open(&g, model, n) < 0) {
+    WD_CHECK(0);
+    return;
+  }
+  wd_worker_t *w = rig_worker(&g, 16, n);
+  wd_check_identity(w, clips, n, model);
+  wd_worker_free(w);
+  rig_close(&g);
+}
+
+WD_TEST(identity_alone_vs_batched_tiny_en) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  const clip_t clips[] = {
+    { "audio/jfk.wav", 1 },             /* 11 s */
+    { "audio/jfk.wav", 3 },             /* 33 s: two windows, seek and context carry */
+    { "audio/synth/silence_3s.wav", 1 }, /* the no-speech rule */
+    { "audio/cards/003.wav", 1 },       /* 1-4 s */
+    { "audio/synth/quick_fox.wav", 1 },
+  };
+  check_identity(TINY, clips, 5);
+}
+
+WD_TEST(identity_alone_vs_batched_base_detects_language) {
+  if (!have(BASE))
+    wd_test_skip("models/ggml-base.bin not present (scripts/fetch-model.sh base)");
+  const clip_t clips[] = { { "audio/jfk.wav", 1 }, { "audio/synth/silence_3s.wav", 1 } };
+  check_identity(BASE, clips, 2);
+}
+
+WD_TEST(queue_full_cancel_timeout_drain) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  if (rig_open(&g, TINY, 1) < 0) {
+    WD_CHECK(0);
+    return;
+  }
+  /* One running slot and one queue place: of three quick submits one runs,
+   * one waits, and at least one is refused at once. */
+  wd_worker_t *w = rig_worker(&g, 1, 1);
+  outcome_t o[4];
+  uint64_t id[4] = { 0 };
+  int rc[4], busy = 0;
+  for (int i = 0; i < 3; i++) {
+    outcome_init(&o[i]);
+    rc[i] = submit(w, "audio/jfk.wav", 3, NULL, 0, &o[i], &id[i]);
+    busy += rc[i] == WD_EBUSY;
+    WD_CHECK(rc[i] == 0 || rc[i] == WD_EBUSY);
+  }
+  WD_CHECK_EQ_INT(rc[0], 0);
+  WD_CHECK(busy >= 1);
+  WD_CHECK(id[0] != 0);
+  /* Cancel everything accepted: queued or running, each ends WD_ECANCELED. */
+  for (int i = 0; i < 3; i++)
+    if (rc[i] == 0)
+      wd_worker_cancel(w, id[i]);
+  for (int i = 0; i < 3; i++)
+    if (rc[i] == 0) {
+      wait_done(&o[i], 1);
+      WD_CHECK_EQ_INT(o[i].rc, WD_ECANCELED);
+      WD_CHECK_EQ_INT(o[i].done, 1);
+    }
+  wd_worker_cancel(w, 999999); /* unknown ids are ignored */
+
+  /* A deadline that passes before the job can finish. */
+  outcome_init(&o[3]);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 3, NULL, 0.05, &o[3], NULL), 0);
+  wait_done(&o[3], 1);
+  WD_CHECK_EQ_INT(o[3].rc, WD_ETIMEDOUT);
+
+  /* Drain: the running job finishes, the queued one is refused. */
+  outcome_init(&o[0]);
+  outcome_init(&o[1]);
+  WD_CHECK_EQ_INT(submit(w, "audio/cards/003.wav", 1, NULL, 0, &o[0], NULL), 0);
+  /* wait until the first is running so the second stays queued */
+  for (int k = 0; k < 2000; k++) {
+    wd_worker_stats_t st;
+    wd_worker_stats(w, &st);
+    if (st.running == 1)
+      break;
+    nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+  }
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[1], NULL), 0);
+  wd_worker_drain(w, 60.0);
+  WD_CHECK_EQ_INT(o[0].done, 1);
+  WD_CHECK_EQ_INT(o[0].rc, 0);
+  WD_CHECK_EQ_INT(o[1].done, 1);
+  WD_CHECK_EQ_INT(o[1].rc, WD_ESHUTDOWN);
+  wd_transcript_free(&o[0].t);
+  outcome_init(&o[2]);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[2], NULL), WD_ESHUTDOWN);
+  WD_CHECK(wd_worker_heartbeat(w) > 0);
+  wd_worker_stats_t st;
+  wd_worker_stats(w, &st);
+  WD_CHECK_EQ_INT(st.queued, 0);
+  WD_CHECK_EQ_INT(st.running, 0);
+  WD_CHECK(st.jobs_failed >= 3);
+  wd_worker_free(w);
+  rig_close(&g);
+}
+
+WD_TEST(bad_options_refused_at_submit) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  if (rig_open(&g, TINY, 1) < 0) {
+    WD_CHECK(0);
+    return;
+  }
+  wd_worker_t *w = rig_worker(&g, 4, 1);
+  outcome_t o;
+  outcome_init(&o);
+  /* English-only model: another language, or translation, is refused. */
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, "de", 0, &o, NULL), WD_EINVAL);
+  size_t n = 0;
+  float *pcm = load_audio("audio/jfk.wav", 1, &n);
+  wd_job_params_t p = { .cb = { .ud = &o, .on_done = on_done } };
+  wd_decode_opts_default(&p.decode);
+  p.decode.translate = 1;
+  WD_CHECK_EQ_INT(wd_worker_submit(w, pcm, n, &p, NULL), WD_EINVAL);
+  WD_CHECK_EQ_INT(o.done, 0);
+  wd_worker_free(w);
+  rig_close(&g);
+}
+
+int main(void) { return wd_test_main(); }
