@@ -9,6 +9,14 @@
  * freed in the NOTIFY_COMPLETED callback, which also records the request in
  * the metrics and the access log.
  *
+ * Limits on clients: idle_timeout_s (MHD's connection timeout) cuts off a
+ * silent client in any phase; max_connections caps sockets; a request body
+ * must arrive within body_timeout_s (checked as data arrives, so a trickle
+ * is cut off at the next byte after the deadline). The header phase has no
+ * total deadline of its own: MHD gives the access handler nothing before
+ * the headers are complete; it is bounded by the idle timeout per byte and
+ * MHD's per-connection memory limit (32 KiB) on the header size.
+ *
  * Ownership: the server copies the options' strings; the model handed to
  * wd_server_attach is borrowed until wd_server_free.
  */
