@@ -40,7 +40,18 @@ int wd_vk_buffer_new(wd_vk_device_t *d, uint64_t size, unsigned usage, wd_vk_mem
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
   int type = -1;
-  if (mem == WD_VK_MEM_HOST) {
+  if (mem == WD_VK_MEM_READBACK) {
+    /* System memory the CPU caches: the GPU writes it once per step over
+     * PCIe, the host then scans it several times (filters, sampling). */
+    type = wd__vk_memory_type(d, req.memoryTypeBits,
+                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                  VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (type < 0)
+      type = wd__vk_memory_type(d, req.memoryTypeBits,
+                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+  } else if (mem == WD_VK_MEM_HOST) {
     /* Prefer memory that is also device-local (BAR / unified), then any. */
     type = wd__vk_memory_type(d, req.memoryTypeBits,
                               VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
