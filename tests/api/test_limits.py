@@ -1,9 +1,11 @@
-"""Body and connection limits, with --max-body-mb 1 and --idle-timeout 3:
-an oversize body is refused with 413 whether it comes with a Content-Length
-or chunked; a client that stalls mid-upload (or never sends a full request)
-is dropped after the idle timeout, and the daemon serves others meanwhile
-and after."""
+"""Body, audio and connection limits, with --max-body-mb 1, --idle-timeout 3,
+--max-audio-s 20 and --max-connections 8: an oversize body is refused with
+413 whether it comes with a Content-Length or chunked; audio over the cap
+gets 400; a client that stalls mid-upload (or never sends a full request)
+is dropped after the idle timeout; connections over the cap are refused;
+the daemon serves others meanwhile and after."""
 
+import http.client
 import io
 import shutil
 import socket
@@ -19,12 +21,16 @@ from wd_api import JFK_WAV, assert_healthy, check_error, multipart, send_streami
 
 IDLE_S = 3
 MAX_MB = 1
+MAX_AUDIO_S = 20
+MAX_CONN = 8
 TRANSCRIBE = "/v1/audio/transcriptions"
 
 
 @pytest.fixture(scope="module")
 def lim_daemon():
-    d = wd_api.start_daemon(args=["--max-body-mb", str(MAX_MB), "--idle-timeout", str(IDLE_S)])
+    d = wd_api.start_daemon(args=["--max-body-mb", str(MAX_MB), "--idle-timeout", str(IDLE_S),
+                                      "--max-audio-s", str(MAX_AUDIO_S),
+                                      "--max-connections", str(MAX_CONN)])
     yield d
     wd_api.stop_daemon(d)
 
@@ -155,4 +161,32 @@ def test_stall_does_not_block_others(lim_daemon):
     finally:
         for s in stalled:
             s.close()
+    assert_healthy(lim_daemon)
+
+
+def test_audio_over_max_audio_s(lim_daemon):
+    data = big_wav(seconds=MAX_AUDIO_S + 5)          # 25 s: 800 KB, under the body cap
+    assert len(data) < MAX_MB << 20
+    r = wd_api.post_audio(lim_daemon.port, path=None, data=data, filename="long.wav")
+    check_error(r, 400, any_param=True)
+    assert_healthy(lim_daemon)
+
+
+def test_connections_over_the_cap(lim_daemon):
+    """--max-connections 8: with 8 open, a 9th gets no service (closed at
+    once, 503, or left waiting unaccepted); once they go, requests are served
+    again."""
+    socks = [socket.create_connection(("127.0.0.1", lim_daemon.port)) for _ in range(MAX_CONN)]
+    try:
+        time.sleep(0.3)
+        try:
+            r = wd_api.request(lim_daemon.port, "GET", "/health", timeout=IDLE_S - 1)
+            assert r.status == 503, f"connection {MAX_CONN + 1} of {MAX_CONN} served: {r!r}"
+        except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError, TimeoutError,
+                http.client.RemoteDisconnected):
+            pass
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(0.5)
     assert_healthy(lim_daemon)
