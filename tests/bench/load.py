@@ -56,8 +56,9 @@ def long_audio(target_s):
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(16000)
-        w.writeframes(b"".join(out))
-    return buf.getvalue(), n / 16000
+        pcm = b"".join(out)[:int(target_s * 16000) * 2]
+        w.writeframes(pcm)
+    return buf.getvalue(), len(pcm) / 32000
 
 
 def occupancy_counters(port):
