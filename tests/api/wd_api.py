@@ -489,23 +489,17 @@ def metric_sum(m, prefix):
 
 
 def job_counts(port):
-    """running, queued, done (ok), failed and cancelled jobs from /metrics.
-    The metric names are matched loosely; None when a count is not there."""
+    """Job figures from /metrics: running and queued (gauges), done and
+    failed (counters; failed includes cancelled), cancelled where the daemon
+    counts it apart (else None)."""
     m = metrics(port)
-
-    def pick(pattern, exclude=None):
-        rx, ex = re.compile(pattern), re.compile(exclude) if exclude else None
-        keys = [k for k in m if rx.search(k.split("{")[0]) and not (ex and ex.search(k))]
-        return sum(m[k] for k in keys) if keys else None
-
+    cancel = [k for k in m if "cancel" in k.split("{")[0]]
     return {
-        "running": pick(r"^whisperd_\w*(running|active)\w*$", r"_total|max"),
-        "queued": pick(r"^whisperd_\w*(queued|queue_depth|queue_length|jobs_waiting)\w*$",
-                       r"_total|max|_seconds"),
-        "done": pick(r"^whisperd_\w*jobs_(done|completed|succeeded|ok)_total$"),
-        "failed": pick(r"^whisperd_\w*jobs_failed_total$"),
-        "cancelled": pick(r"^whisperd_\w*(cancel)\w*_total$"),
-        "rejected": pick(r"^whisperd_\w*(rejected|queue_full|busy)\w*_total$"),
+        "running": m.get("whisperd_jobs_running"),
+        "queued": m.get("whisperd_queue_depth"),
+        "done": m.get('whisperd_jobs_total{result="done"}'),
+        "failed": m.get('whisperd_jobs_total{result="failed"}'),
+        "cancelled": sum(m[k] for k in cancel) if cancel else None,
         "raw": m,
     }
 

@@ -62,16 +62,10 @@ def long_audio(target_s):
 
 
 def occupancy_counters(port):
-    """(steps, rows) from /metrics; None when the daemon does not export them."""
+    """(decoder steps, rows summed over steps) from /metrics; None when the
+    daemon does not export them."""
     m = wd_api.metrics(port)
-    steps = rows = None
-    for k, v in m.items():
-        name = k.split("{")[0]
-        if name.endswith("steps_total") and "encode" not in name:
-            steps = (steps or 0) + v
-        elif name.endswith("rows_total"):
-            rows = (rows or 0) + v
-    return steps, rows
+    return m.get("whisperd_engine_steps_total"), m.get("whisperd_engine_step_rows_total")
 
 
 def run_point(host, port, body, ctype, n, max_requests, max_seconds, timeout):
