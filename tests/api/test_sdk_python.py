@@ -80,7 +80,7 @@ def test_errors_as_sdk_exceptions(daemon):
     c = client(daemon)
     with open(JFK_WAV, "rb") as f, pytest.raises(openai.NotFoundError) as e:
         c.audio.transcriptions.create(model="no-such-model", file=f)
-    assert e.value.code == "model_not_found" and e.value.param == "model", e.value.body
+    assert e.value.code == "model_not_found" and e.value.param in (None, "model"), e.value.body
     with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
         c.audio.transcriptions.create(model="whisper-1", file=f, response_format="json",
                                       timestamp_granularities=["word"])

@@ -170,7 +170,8 @@ def check_error(r, status, param=None, code=None, etype=None, any_param=False):
     assert err["param"] is None or isinstance(err["param"], str), err
     assert err["code"] is None or isinstance(err["code"], str), err
     if not any_param:
-        assert err["param"] == param, f"param: want {param!r}, got {err!r}"
+        allowed = param if isinstance(param, tuple) else (param,)
+        assert err["param"] in allowed, f"param: want {param!r}, got {err!r}"
     if code is not None:
         assert err["code"] == code, f"code: want {code!r}, got {err!r}"
     if etype is not None:
