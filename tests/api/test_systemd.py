@@ -112,7 +112,7 @@ def test_sigterm_finishes_running_refuses_queued(notify):
             check_error(r, 503, param=None, etype=r.json()["error"]["type"])
         # No new work once draining: refused, or answered 503.
         try:
-            r = wd_api.post_audio(d.port, timeout=30)
+            r = wd_api.post_audio(d.port, timeout=10)
             assert r.status == 503, r
         except (ConnectionRefusedError, ConnectionResetError, OSError):
             pass
