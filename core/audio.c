@@ -39,9 +39,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if WD_HAVE_FFMPEG
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/avutil.h>
+#endif
 #include <sndfile.h>
 #include <soxr.h>
 
@@ -85,12 +87,14 @@ static int wd_audio_fail(char *err, size_t err_len, int code, const char *fmt, .
   return code;
 }
 
+#if WD_HAVE_FFMPEG
 /* FFmpeg's error text for r, in buf. */
 static const char *wd_audio_averr(int r, char *buf, size_t len) {
   if (av_strerror(r, buf, len) < 0)
     snprintf(buf, len, "error %d", r);
   return buf;
 }
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* The sink: downmixed frames in, 16 kHz samples out                        */
@@ -286,6 +290,7 @@ static sf_count_t wd_sf_write(const void *ptr, sf_count_t count, void *ud) {
 }
 static sf_count_t wd_sf_tell(void *ud) { return ((wd_audio_mem_t *)ud)->pos; }
 
+#if WD_HAVE_FFMPEG
 /* FFmpeg's AVIOContext callbacks over wd_audio_mem_t. */
 static int wd_av_read(void *opaque, uint8_t *buf, int buf_size) {
   int64_t n = wd_audio_mem_read(opaque, buf, buf_size);
@@ -305,6 +310,8 @@ static int wd_av_io_open_refused(AVFormatContext *s, AVIOContext **pb, const cha
   wd_log_debug("audio: refused to open '%s' from inside an upload", url ? url : "");
   return AVERROR(EPERM);
 }
+
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Routing                                                                  */
@@ -417,6 +424,7 @@ fail:
   return r;
 }
 
+#if WD_HAVE_FFMPEG
 /* ------------------------------------------------------------------------ */
 /* Back-end 2: libavformat + libavcodec                                     */
 
@@ -630,14 +638,28 @@ fail:
   return r;
 }
 
+#else
+/* A build without FFmpeg (cmake -DWD_FFMPEG=OFF, for minimal images): what
+ * libsndfile declines is refused with a message that says why. */
+static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *err,
+                                 size_t err_len) {
+  (void)mem, (void)s;
+  return wd_audio_fail(err, err_len, WD_EAUDIO,
+                       "unsupported audio format (this build reads WAV, FLAC, Ogg Opus, MP3, "
+                       "AIFF, CAF and W64; m4a, mp4, webm and Vorbis need FFmpeg)");
+}
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Public API                                                               */
 
 static pthread_once_t wd_audio_once = PTHREAD_ONCE_INIT;
 
 static void wd_audio_init_once(void) {
+#if WD_HAVE_FFMPEG
   /* FFmpeg logs to stderr by default; core/ code never prints. */
   av_log_set_level(AV_LOG_QUIET);
+#endif
 }
 
 int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
@@ -661,7 +683,7 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0 };
   wd_audio_sink_t sink = { .max_seconds = max_seconds };
   int declined = 1, r = WD_EAUDIO;
-  if (!wd_audio_prefer_libav(data, len))
+  if (!WD_HAVE_FFMPEG || !wd_audio_prefer_libav(data, len))
     r = wd_audio_decode_sndfile(&mem, &sink, &declined, err, err_len);
   if (r < 0 && declined) {
     wd_audio_sink_free(&sink); /* back to a fresh sink for the second try */

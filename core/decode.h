@@ -2,8 +2,9 @@
  * decode.h - Whisper's decoding policy: openai/whisper transcribe() over a
  * whole file, driven through a wd_engine_t.
  *
- * This first version decodes greedily (temperature 0) with timestamps, the
- * logit filters SuppressBlank, SuppressTokens("-1") and ApplyTimestampRules
+ * wd_decode_transcribe() runs one file alone; the server steps many files
+ * together through core/decoder.h and core/worker.h. Decoding is greedy
+ * (temperature 0) with timestamps, the logit filters SuppressBlank, SuppressTokens("-1") and ApplyTimestampRules
  * (max_initial_timestamp 1.0), language detection, the no-speech rule, the
  * 30 s seek loop with segmenting at consecutive timestamps and
  * condition_on_previous_text. Beam search, best_of sampling and temperature

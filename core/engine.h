@@ -30,9 +30,12 @@ typedef struct {
   /* Empties sequence slot s and attaches it to audio slot a. */
   int (*seq_reset)(void *self, int s, int a);
 
-  /* Appends tokens[i] to sequence seqs[i] (i < n, seqs distinct) and runs one
-   * decoder step for all of them at once. *ret_logits points at (n, n_vocab)
-   * f32 logits for the new positions, valid until the next call. */
+  /* Appends tokens[i] to sequence slot seqs[i] and runs one decoder step for
+   * all of them at once. seqs holds n (1 .. max_seqs) distinct slots in any
+   * order: batch row i is not tied to slot i, so sequences join and leave
+   * the batch without moving their state. *ret_logits points at (n,
+   * n_vocab) f32 logits, row i for seqs[i], valid until the next call.
+   * WD_EINVAL for a duplicate or out-of-range slot. */
   int (*step)(void *self, int n, const int *seqs, const int32_t *tokens,
               const float **ret_logits);
 } wd_engine_t;

@@ -1,24 +1,24 @@
 /*
- * cmd_transcribe.c - `whisperd transcribe FILE...`: the serve engine, once,
- * from the command line. Loads the model, builds the Vulkan engine, then for
- * each file decodes the audio, computes the log-mel, runs the decoding policy
- * and prints the transcript in the chosen format.
+ * cmd_transcribe.c - `whisperd transcribe FILE...`: the serve runtime from
+ * the command line. The files are decoded here and submitted together to
+ * the same worker the daemon runs, so they are decoded side by side (up to
+ * --max-batch at once); each transcript is printed in the order the files
+ * were given, under a "==> FILE <==" label when there are several. On a
+ * terminal, stderr shows the audio seconds done of the total while they run.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "audio.h"
 #include "commands.h"
 #include "decode.h"
 #include "error.h"
 #include "log.h"
-#include "mel.h"
-#include "model.h"
-#include "model_vocab.h"
 #include "render.h"
-#include "tokenizer.h"
-#include "vk_engine.h"
+#include "runtime.h"
 
 static double wd_now_s(void) {
   struct timespec ts;
@@ -26,115 +26,169 @@ static double wd_now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int wd_transcribe_one(const wd_config_t *cfg, const char *path, wd_vk_engine_t *eng,
-                             const wd_tokenizer_t *tok, const wd_mel_t *mel, wd_format_t fmt,
-                             FILE *out) {
+/* One file's job; the callbacks fill it on the worker thread. */
+typedef struct {
+  const char *path;
+  int submitted, done, rc;
+  double done_s, total_s;
+  wd_transcript_t t;
+} wd_file_job_t;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+
+static void on_segment(void *ud, const wd_segment_t *s, double done_s, double total_s) {
+  wd_file_job_t *f = ud;
+  (void)s;
+  pthread_mutex_lock(&g_mu);
+  f->done_s = done_s;
+  f->total_s = total_s;
+  pthread_mutex_unlock(&g_mu);
+}
+
+static void on_done(void *ud, int rc, wd_transcript_t *t) {
+  wd_file_job_t *f = ud;
+  pthread_mutex_lock(&g_mu);
+  f->rc = rc;
+  if (t)
+    f->t = *t;
+  f->done = 1;
+  f->done_s = f->total_s;
+  pthread_cond_broadcast(&g_cv);
+  pthread_mutex_unlock(&g_mu);
+}
+
+/* Decodes the file and submits it; returns 0 or the error (logged). */
+static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, wd_file_job_t *f) {
   char err[512] = "";
-  float *pcm = NULL, *spec = NULL;
+  float *pcm = NULL;
   size_t n = 0;
-  int n_frames = 0;
-  char *text = NULL;
-  wd_transcript_t tr = { 0 };
-  const wd_audio_opts_t aopts = { 0 };
-  const double t0 = wd_now_s();
-  int rc = wd_audio_decode_file(path, &aopts, &pcm, &n, err, sizeof err);
+  const wd_audio_opts_t ao = { .max_seconds = (uint32_t)cfg->max_audio_s };
+  int rc = wd_audio_decode_file(f->path, &ao, &pcm, &n, err, sizeof err);
   if (rc < 0) {
-    wd_log_error("transcribe: '%s': %s", path, err[0] ? err : wd_strerror(rc));
+    wd_log_error("transcribe: '%s': %s", f->path, err[0] ? err : wd_strerror(rc));
     return rc;
   }
-  const double t1 = wd_now_s();
-  if ((rc = wd_mel_compute(mel, pcm, n, 2, &spec, &n_frames)) < 0) {
-    wd_log_error("transcribe: '%s': log-mel failed: %s", path, wd_strerror(rc));
-    goto out;
-  }
-  const double t2 = wd_now_s();
-  wd_decode_opts_t dopts;
-  wd_decode_opts_default(&dopts);
-  dopts.language = cfg->language;
-  rc = wd_decode_transcribe(wd_vk_engine_iface(eng), tok, spec, n_frames, &dopts, &tr);
-  if (rc < 0) {
-    wd_log_error("transcribe: '%s': decoding failed: %s", path, wd_strerror(rc));
-    goto out;
-  }
-  const double t3 = wd_now_s();
-  if ((rc = wd_render(&tr, fmt, "transcribe", &text)) < 0) {
-    wd_log_error("transcribe: '%s': rendering failed: %s", path, wd_strerror(rc));
-    goto out;
-  }
-  fputs(text, out);
-  if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
-    fputc('\n', out);
-  wd_log_info("transcribe: '%s': %.2f s of audio: decode %.0f ms, mel %.0f ms, model %.0f ms "
-              "(real-time factor %.3f)",
-              path, tr.duration, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3,
-              tr.duration > 0 ? (t3 - t0) / tr.duration : 0.0);
-out:
-  free(text);
-  wd_transcript_free(&tr);
-  free(spec);
-  free(pcm);
+  f->total_s = (double)n / WD_AUDIO_SAMPLE_RATE;
+  wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
+  wd_decode_opts_default(&p.decode);
+  p.decode.language = cfg->language;
+  if ((rc = wd_worker_submit(wd_runtime_worker(rt), pcm, n, &p, NULL)) < 0)
+    wd_log_error("transcribe: '%s': %s", f->path,
+                 rc == WD_EINVAL ? "the model cannot decode with these options (language?)"
+                                 : wd_strerror(rc));
   return rc;
 }
 
+/* Waits for job f; on a terminal, redraws the progress of all jobs. */
+static void wait_file(wd_file_job_t *jobs, int n, wd_file_job_t *f, int tty) {
+  pthread_mutex_lock(&g_mu);
+  while (!f->done) {
+    if (tty) {
+      double done = 0, total = 0;
+      for (int i = 0; i < n; i++)
+        if (jobs[i].submitted) {
+          done += jobs[i].done_s;
+          total += jobs[i].total_s;
+        }
+      fprintf(stderr, "\rtranscribe: %.1f of %.1f s of audio (%.0f%%) ", done, total,
+              total > 0 ? 100.0 * done / total : 0.0);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 250000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&g_cv, &g_mu, &ts);
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (tty)
+    fprintf(stderr, "\r\033[K");
+}
+
 int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
-  if (cfg->n_args < 2) {
+  const int n_files = cfg->n_args - 1;
+  if (n_files < 1) {
     wd_log_error("transcribe: no audio files given (whisperd transcribe --model MODEL FILE...)");
     return 2;
   }
   wd_format_t fmt;
-  const char *f = cfg->output_format;
-  if (strcmp(f, "json") == 0)
-    f = "verbose_json"; /* the CLI's json is OpenAI's verbose_json shape */
-  if (wd_format_parse(f, &fmt) < 0) {
+  const char *fs = cfg->output_format;
+  if (strcmp(fs, "json") == 0)
+    fs = "verbose_json"; /* the CLI's json is OpenAI's verbose_json shape */
+  if (wd_format_parse(fs, &fmt) < 0) {
     wd_log_error("transcribe: unknown output format '%s'", cfg->output_format);
     return 2;
   }
+  wd_file_job_t *jobs = calloc((size_t)n_files, sizeof *jobs);
+  if (!jobs)
+    return 1;
   char err[512] = "";
-  wd_model_t *m = NULL;
-  wd_tokenizer_t *tok = NULL;
-  wd_mel_t *mel = NULL;
-  wd_vk_engine_t *eng = NULL;
+  wd_runtime_t *rt = NULL;
+  FILE *dst = out;
   int status = 1;
   const double t0 = wd_now_s();
-  int rc = wd_model_load(cfg->model, &m, err, sizeof err);
-  if (rc < 0) {
-    wd_log_error("transcribe: cannot load model '%s': %s", cfg->model,
-                 err[0] ? err : wd_strerror(rc));
+  if (wd_runtime_open(cfg, cfg->max_batch, n_files, &rt, err, sizeof err) < 0) {
+    wd_log_error("transcribe: %s", err);
     goto out;
   }
-  if ((rc = wd_model_tokenizer_new(m, &tok)) < 0) {
-    wd_log_error("transcribe: tokenizer: %s", wd_strerror(rc));
-    goto out;
-  }
-  int n_mel = 0, n_fft = 0;
-  const float *filters = wd_model_mel_filters(m, &n_mel, &n_fft);
-  if ((rc = wd_mel_new(n_mel, filters, &mel)) < 0) {
-    wd_log_error("transcribe: mel: %s", wd_strerror(rc));
-    goto out;
-  }
-  const wd_vk_engine_opts_t eopts = { .device = cfg->device, .validation = cfg->vk_validation,
-                                      .max_seqs = 1, .max_audio = 1 };
-  if ((rc = wd_vk_engine_new(m, &eopts, &eng, err, sizeof err)) < 0) {
-    wd_log_error("transcribe: engine: %s", err[0] ? err : wd_strerror(rc));
-    goto out;
-  }
-  wd_log_info("transcribe: model '%s' (%s) ready in %.0f ms", cfg->model, wd_model_name(m),
+  wd_log_info("transcribe: model '%s' (%s) on %s ready in %.0f ms", cfg->model,
+              wd_model_name(wd_runtime_model(rt)), wd_runtime_device(rt),
               (wd_now_s() - t0) * 1e3);
-  FILE *dst = out;
   if (cfg->output && cfg->output[0] && !(dst = fopen(cfg->output, "w"))) {
     wd_log_error("transcribe: cannot write '%s'", cfg->output);
+    dst = out;
     goto out;
   }
   status = 0;
-  for (int i = 1; i < cfg->n_args; i++)
-    if (wd_transcribe_one(cfg, cfg->args[i], eng, tok, mel, fmt, dst) < 0)
+  const double t1 = wd_now_s();
+  for (int i = 0; i < n_files; i++) {
+    jobs[i].path = cfg->args[i + 1];
+    if (submit_file(rt, cfg, &jobs[i]) < 0)
       status = 1;
+    else
+      jobs[i].submitted = 1;
+  }
+  const int tty = isatty(STDERR_FILENO);
+  double audio_s = 0;
+  for (int i = 0; i < n_files; i++) {
+    wd_file_job_t *f = &jobs[i];
+    if (!f->submitted)
+      continue;
+    wait_file(jobs, n_files, f, tty);
+    if (f->rc < 0) {
+      wd_log_error("transcribe: '%s': decoding failed: %s", f->path, wd_strerror(f->rc));
+      status = 1;
+      continue;
+    }
+    char *text = NULL;
+    if (wd_render(&f->t, fmt, "transcribe", &text) < 0) {
+      wd_log_error("transcribe: '%s': rendering failed", f->path);
+      status = 1;
+      continue;
+    }
+    if (n_files > 1)
+      fprintf(dst, "%s==> %s <==\n", i > 0 ? "\n" : "", f->path);
+    fputs(text, dst);
+    if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
+      fputc('\n', dst);
+    fflush(dst);
+    free(text);
+    audio_s += f->t.duration;
+    wd_log_info("transcribe: '%s': %.2f s of audio, %d segments", f->path, f->t.duration,
+                f->t.n_segments);
+  }
+  const double dt = wd_now_s() - t1;
+  wd_log_info("transcribe: %d file(s), %.2f s of audio in %.2f s (real-time factor %.3f)",
+              n_files, audio_s, dt, audio_s > 0 ? dt / audio_s : 0.0);
+out:
   if (dst != out && fclose(dst) != 0)
     status = 1;
-out:
-  wd_vk_engine_free(eng);
-  wd_mel_free(mel);
-  wd_tokenizer_free(tok);
-  wd_model_free(m);
+  wd_runtime_close(rt);
+  for (int i = 0; i < n_files; i++)
+    wd_transcript_free(&jobs[i].t);
+  free(jobs);
   return status;
 }

@@ -3,7 +3,8 @@
  *
  * One workgroup per (sequence b, head h), head dimension 64:
  *   O[b][h] = softmax(scale * q . K[row0 + j]) . V[row0 + j], j < n_keys
- * Self-attention reads n_keys = len[b] from the step-parameter buffer
+ * Self-attention reads n_keys = len[b] keys of the KV cache of sequence slot
+ * slot[b] (row0 = slot[b] * n_ctx), both from the step-parameter buffer
  * (wd_seq_t records); cross-attention (WD_ATTN_CROSS) uses pc->n_keys keys
  * of the encoder output audio[b]. WD_ATTN_SAVE_QK / WD_ATTN_SAVE_P also write
  * the scaled scores / softmax weights of the heads in pc->save_heads.

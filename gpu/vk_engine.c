@@ -15,13 +15,16 @@
  *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv.
  * decoder step (one submit, per batch size nb): embed -> x (nb, d); per layer:
  *   LN -> h; q|k|v = h . W^T (+b) into qkv (nb, 3d); append k, v to the
- *   caches at pos; self-attention over len keys -> o; x += o . Wo^T + bo;
+ *   caches of the row's sequence slot at pos; self-attention over that
+ *   slot's len keys -> o; x += o . Wo^T + bo;
  *   LN -> h; q = h . Wq^T + bq; cross-attention over the 1500 keys of the
  *   sequence's audio slot -> o; x += o . Wo^T + bo; LN -> h;
  *   f = GELU(h . W1^T + b1); x += f . W2^T + b2; final LN -> h;
  *   logits = h . token_embedding^T into a host-visible buffer.
- * Per-step values (token, position, length, audio slot) live in the
- * host-visible step buffer, so the step recording is replayed unchanged.
+ * Per-step values (token, position, length, audio slot, sequence slot) live
+ * in the host-visible step buffer, so the step recording is replayed
+ * unchanged. Batch row b of the recording for nb is whichever sequence slot
+ * the host writes into record b: the caches stay where they are.
  * ref: openai/whisper model.py.
  */
 #include "vk_engine.h"
@@ -87,7 +90,7 @@ struct wd_vk_engine {
   wd_vk_buffer_t *x, *h, *o, *q; /* (max_seqs, d) */
   wd_vk_buffer_t *qkv;    /* (max_seqs, 3d) */
   wd_vk_buffer_t *f;      /* (max_seqs, 4d) */
-  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs, n_text_ctx, d) self K/V caches */
+  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs slots, n_text_ctx, d) self K/V caches */
   wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
   /* recordings */
   wd_vk_cmd_t *enc_cmd;
@@ -96,8 +99,8 @@ struct wd_vk_engine {
   wd_vk_dset_t *sets[WD_ENG_MAX_SETS];
   int n_sets;
   /* sequence state, host side */
-  int len[WD_ENG_MAX_SEQS];
-  int audio[WD_ENG_MAX_SEQS];
+  int len[WD_ENG_MAX_SEQS];   /* per sequence slot: tokens in its KV cache */
+  int audio[WD_ENG_MAX_SEQS]; /* per sequence slot: its audio slot */
   int encoded[64];          /* audio slot holds an encoded window */
   double encode_ms, cross_ms, step_ms;
   int profile;
@@ -473,6 +476,41 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   return rc ? rc : rc2;
 }
 
+/* ---- weight types ------------------------------------------------------- */
+
+/* Refuses a model whose tensors are not the types the kernels read. The
+ * f16 operands are every 2-D or 3-D ".weight": the GEMM B operand (encoder
+ * linears, cross K/V projections, the conv kernels read as (d, 3 * c_in)
+ * rows), the GEMV W operand (decoder linears, the tied token embedding for
+ * the logits) and embed.comp's token table. Everything else is read as f32:
+ * biases (conv biases are 2-D {1, d}), LayerNorm gains and biases (1-D
+ * ".weight"/".bias"), and both positional embeddings (embed.comp's POS
+ * table; the encoder's is copied straight into the f32 activations). Any
+ * other type would be reinterpreted as garbage, so it is an error at load,
+ * naming the first offending tensor in model order. */
+static int check_types(const wd_model_t *m, char *err, size_t err_len) {
+  for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    const size_t len = strlen(t->name);
+    const int f16 = t->n_dims >= 2 && len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
+    if (f16 && t->type != WD_DTYPE_F16) {
+      snprintf(err, err_len,
+               "tensor '%s' is %s; this engine runs f16 weights (f32 and quantized types are "
+               "not supported yet)",
+               t->name, wd_dtype_name(t->type));
+      return WD_EUNSUP;
+    }
+    if (!f16 && t->type != WD_DTYPE_F32) {
+      snprintf(err, err_len,
+               "tensor '%s' is %s; this engine runs f32 biases, norms and positional "
+               "embeddings",
+               t->name, wd_dtype_name(t->type));
+      return WD_EUNSUP;
+    }
+  }
+  return 0;
+}
+
 /* ---- wd_engine_t -------------------------------------------------------- */
 
 static double elapsed_ms(wd_vk_cmd_t *cmd) {
@@ -511,15 +549,20 @@ static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
     return WD_EINVAL;
   wd_seq_t *sp = wd_vk_buffer_map(e->step);
   wd_seq_t tmp[WD_ENG_MAX_SEQS];
+  unsigned used = 0; /* bit s: slot s already has a row (max_seqs <= 16) */
   for (int i = 0; i < n; i++) {
-    if (seqs[i] != i) /* batch row b is sequence slot b (see vk_engine.h) */
-      return WD_EUNSUP;
-    if (tokens[i] < 0 || tokens[i] >= e->hp.n_vocab || e->len[i] >= e->hp.n_text_ctx ||
-        !e->encoded[e->audio[i]])
+    /* Row i uses slot s's KV cache, length and audio (see vk_engine.h);
+     * two rows on one slot would race in kv_append. */
+    const int s = seqs[i];
+    if (s < 0 || s >= e->max_seqs || (used >> s) & 1u)
       return WD_EINVAL;
-    tmp[i] = (wd_seq_t){ .token = (uint32_t)tokens[i], .pos = (uint32_t)e->len[i],
-                         .len = (uint32_t)e->len[i] + 1, .audio = (uint32_t)e->audio[i],
-                         .src = (uint32_t)i };
+    used |= 1u << s;
+    if (tokens[i] < 0 || tokens[i] >= e->hp.n_vocab || e->len[s] >= e->hp.n_text_ctx ||
+        !e->encoded[e->audio[s]])
+      return WD_EINVAL;
+    tmp[i] = (wd_seq_t){ .token = (uint32_t)tokens[i], .pos = (uint32_t)e->len[s],
+                         .len = (uint32_t)e->len[s] + 1, .audio = (uint32_t)e->audio[s],
+                         .src = (uint32_t)s, .slot = (uint32_t)s };
   }
   int rc = sp ? (memcpy(sp, tmp, (size_t)n * sizeof *sp), 0)
               : wd_vk_buffer_write(e->step, 0, tmp, (uint64_t)n * sizeof *tmp);
@@ -529,7 +572,7 @@ static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
   e->step_ms = elapsed_ms(e->step_cmd[n - 1]);
   e->n_steps++;
   for (int i = 0; i < n; i++)
-    e->len[i]++;
+    e->len[seqs[i]]++;
   const float *lg = wd_vk_buffer_map(e->logits);
   if (!lg)
     return WD_EINTERNAL; /* the logits buffer is host-visible by construction */
@@ -595,6 +638,9 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     rc = WD_EUNSUP;
     goto fail;
   }
+  /* Before the device: a model the kernels cannot read fails fast. */
+  if ((rc = check_types(m, err, err_len)) < 0)
+    goto fail;
   const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation };
   if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));

@@ -11,9 +11,13 @@
  * nothing on the device.
  *
  * The engine implements core/engine.h for the decoding policy. Decoder batch
- * row b is sequence slot b: step(n, seqs, ...) needs seqs[i] == i (the
- * worker compacts live sequences; beams reorder their caches with the KV
- * gather kernel).
+ * rows map to sequence slots indirectly: step(n, seqs, ...) takes any n
+ * distinct slots in any order, and row i (its activations and its logits)
+ * uses the self-attention KV cache of slot seqs[i] (wd_seq_t.slot in the
+ * step-parameter buffer). Jobs join and leave the batch without moving any
+ * cache; beams reorder theirs with the KV gather kernel. A row's logits do
+ * not depend on n or on its row index (tests/gpu/test_engine.c checks this
+ * bit for bit), so a job decodes the same alone or batched.
  *
  * Threading: one thread (the GPU worker) owns the engine and every object in
  * it.
@@ -38,7 +42,11 @@ typedef struct {
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:
- * weights are copied to the device). err gets a message on failure. */
+ * weights are copied to the device). err gets a message on failure.
+ * WD_EUNSUP for a model the kernels cannot run: a shape other than heads of
+ * 64 over 1500 audio positions, or weights that are not f16 (an all-f32 or
+ * quantized ggml file), with err naming the first offending tensor and its
+ * type; this is checked before any device is opened. */
 int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
                      wd_vk_engine_t **ret_engine, char *err, size_t err_len);
 void wd_vk_engine_free(wd_vk_engine_t *e); /* accepts NULL */

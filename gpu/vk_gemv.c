@@ -108,6 +108,9 @@ void wd_vk_gemv_free(wd_vk_gemv_t *g) {
   free(g);
 }
 
+/* The family depends on K and the device only, never on the batch size: a
+ * row's summation order, and so its bits, must not change when other
+ * sequences join the batch (see gemv.comp, "Batch independence"). */
 wd_vk_gemv_family_t wd_vk_gemv_choose(const wd_vk_gemv_t *g, uint32_t K) {
   if (g->family != WD_VK_GEMV_AUTO)
     return g->family;

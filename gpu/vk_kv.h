@@ -1,12 +1,14 @@
 /*
  * vk_kv.h - the decoder's self-attention KV caches: append and beam gather.
  *
- * Caches are (B, n_ctx, d) f32 per layer (all layers may share one buffer,
- * layer l at cache_off + l * layer_stride). Append writes this step's K and
- * V rows of each sequence b at row pos[b]; gather copies, for every layer,
- * cache[b] <- cache[src[b]] for rows < len[b] from one cache set into
- * another (never in place). pos, len and src come from the step-parameter
- * buffer (wd_seq_t), so the recording is replayed unchanged every step.
+ * Caches are (B slots, n_ctx, d) f32 per layer (all layers may share one
+ * buffer, layer l at cache_off + l * layer_stride). Append writes this
+ * step's K and V rows of batch row b into slot slot[b] at row pos[b]; gather
+ * copies, for every layer and record b, cache[slot[b]] <- cache[src[b]] for
+ * rows < len[b] from one cache set into another (never in place). slot, pos,
+ * len and src come from the step-parameter buffer (wd_seq_t), so the
+ * recording is replayed unchanged every step; the host keeps slots distinct
+ * within a step and below B.
  */
 #ifndef WD_VK_KV_H
 #define WD_VK_KV_H

@@ -31,14 +31,18 @@ _Static_assert(sizeof(wd_pc_gemm_t) == 64, "wd_pc_gemm_t must match common.glsl"
 _Static_assert(offsetof(wd_pc_gemm_t, flags) == 56, "wd_pc_gemm_t.flags offset");
 _Static_assert(offsetof(wd_pc_gemm_t, alpha) == 60, "wd_pc_gemm_t.alpha offset");
 
-/* struct wd_seq in common.glsl: one record per live sequence in the
- * step-parameter buffer, rewritten by the host before each replay. */
+/* struct wd_seq in common.glsl: one record per batch row b in the
+ * step-parameter buffer, rewritten by the host before each replay. Row b
+ * uses the self-attention KV cache of sequence slot `slot`, so batch rows and
+ * cache slots need not coincide. */
 typedef struct {
   uint32_t token, pos, len, audio, src;
-  uint32_t pad0, pad1, pad2;
+  uint32_t slot;
+  uint32_t pad1, pad2;
 } wd_seq_t;
 _Static_assert(sizeof(wd_seq_t) == 32, "wd_seq_t must match common.glsl");
 _Static_assert(offsetof(wd_seq_t, src) == 16, "wd_seq_t.src offset");
+_Static_assert(offsetof(wd_seq_t, slot) == 20, "wd_seq_t.slot offset");
 
 /* struct wd_pc_norm. */
 typedef struct {

@@ -8,10 +8,12 @@
 //   O[b][h*64 ..] = sum_j p_j * V[row0 + j][h*64 ..]
 // ref: openai/whisper model.py MultiHeadAttention.qkv_attention: q and k are
 // each scaled by d_head^-0.25, the product is the same as scale = 1/8 here.
-// Self-attention (flags without WD_ATTN_CROSS): row0 = b * n_ctx and
-// n_keys = seq[b].len, the cache length after this step's append, read from
-// the step-parameter buffer so one recording serves every step. The new
-// token's own key is row pos = len - 1, so no causal mask is needed.
+// Self-attention (flags without WD_ATTN_CROSS): row0 = seq[b].slot * n_ctx
+// (batch row b attends over the KV cache of its sequence slot, which need not
+// be slot b) and n_keys = seq[b].len, the cache length after this step's
+// append, read from the step-parameter buffer so one recording serves every
+// step. The new token's own key is row pos = len - 1, so no causal mask is
+// needed.
 // Cross-attention (WD_ATTN_CROSS): row0 = seq[b].audio * n_ctx, n_keys from
 // the push constants (1500): beams of one request share one encoder output.
 // WD_ATTN_SAVE_QK / _P write the scaled scores / the softmax weights of the
@@ -22,6 +24,7 @@
 //   0  buffer wd_seq  seq  (nb) step parameters                              read
 //   1  samplerBuffer  Q    RGBA32F, (nb, ldq) f32 at q_off                    read
 //   2  samplerBuffer  K    RGBA32F, (rows, ldkv) f32 at kv_off, d contiguous  read
+//                          (self: rows = slots * n_ctx; cross: audios * n_ctx)
 //   3  samplerBuffer  V    RGBA32F, same layout as K                          read
 //   4  buffer float   O    (nb, ldo) f32 at o_off                              write
 //   5  buffer float   S    (nb, n_head, save_ld) f32 at save_off              write
@@ -65,7 +68,7 @@ void main() {
   const uint h = gl_WorkGroupID.x, b = gl_WorkGroupID.y, l = gl_LocalInvocationIndex;
   const bool cross = (p.flags & WD_ATTN_CROSS) != 0u;
   const uint n_keys = min(cross ? p.n_keys : seq[b].len, min(p.n_ctx, MAX_KEYS));
-  const uint row0 = (cross ? seq[b].audio : b) * p.n_ctx;
+  const uint row0 = (cross ? seq[b].audio : seq[b].slot) * p.n_ctx;
   const int ld4 = int(p.ldkv / 4u);
   const int kv4 = int((p.kv_off + row0 * p.ldkv + h * WD_ATTN_HEAD_DIM) / 4u);
   const bool save = (p.flags & (WD_ATTN_SAVE_QK | WD_ATTN_SAVE_P)) != 0u &&

@@ -38,17 +38,21 @@ float wd_gelu(float x) { return 0.5 * x * (1.0 + wd_erf(x * 0.70710678118654752)
 
 // ---------------------------------------------------------------------------
 // Decoder-step kernels. Values that change between replays of one recorded
-// step (token, position, cache length, audio index, beam source) are NOT push
-// constants: they are read from the step-parameter buffer, a host-visible
-// storage buffer of one wd_seq record per live sequence b (mirrored by
-// wd_seq_t in gpu/vk_push.h). The host rewrites it before each submit.
+// step (token, position, cache length, audio index, KV slot, beam source) are
+// NOT push constants: they are read from the step-parameter buffer, a
+// host-visible storage buffer of one wd_seq record per batch row b (mirrored
+// by wd_seq_t in gpu/vk_push.h). The host rewrites it before each submit.
+// Batch row b (its activations, its logits row) and its KV cache are separate:
+// row b reads and writes the cache of sequence slot seq[b].slot, so a
+// sequence keeps its slot while others join and leave the batch around it.
 struct wd_seq {
   uint token; // token id fed at this step
   uint pos;   // position of that token (row of the KV cache it is written to)
   uint len;   // number of valid KV-cache rows after this step's append (pos + 1)
   uint audio; // index of this sequence's encoder output (cross-attention K/V)
-  uint src;   // beam search: the sequence whose cache row b inherits (gather)
-  uint pad0, pad1, pad2;
+  uint src;   // beam gather: the slot whose cache rows slot `slot` inherits
+  uint slot;  // the sequence slot whose self-attention KV cache row b uses
+  uint pad1, pad2;
 };
 
 // LayerNorm over rows: y[r] = (x[r] - mean) / sqrt(var + eps) * gamma + beta.
@@ -75,7 +79,7 @@ struct wd_pc_gemv {
 // Decoder attention for one step, one workgroup per (sequence b, head h).
 struct wd_pc_attn {
   uint n_head;
-  uint n_ctx;    // rows per sequence (self) or per audio (cross) in K/V
+  uint n_ctx;    // rows per slot (self) or per audio (cross) in K/V
   uint n_keys;   // cross: keys per audio (1500); self: ignored (len[b] is used)
   uint flags;    // WD_ATTN_* below
   uint q_off, ldq;   // q[b][h*64 + i] = Q[q_off + b * ldq + h * 64 + i]
@@ -86,7 +90,7 @@ struct wd_pc_attn {
   float scale;       // 1/sqrt(64): openai scales q and k by 64^-0.25 each
   uint pad0, pad1;
 };
-#define WD_ATTN_CROSS 1u   // keys of audio a[b], n_keys of them; else self, len[b] keys
+#define WD_ATTN_CROSS 1u   // keys of audio a[b], n_keys of them; else self: len[b] keys of slot[b]
 #define WD_ATTN_SAVE_QK 2u // save scaled pre-softmax scores of the heads in save_heads
 #define WD_ATTN_SAVE_P 4u  // save the softmax weights instead
 #define WD_ATTN_HEAD_DIM 64u
@@ -96,7 +100,7 @@ struct wd_pc_kv {
   uint d;          // row length (d_model)
   uint n_ctx;      // cache rows per sequence
   uint in_off, ldi;        // append: new rows come from IN[in_off + b * ldi + i]
-  uint cache_off;          // element offset of this layer's (B, n_ctx, d) cache
+  uint cache_off;          // element offset of this layer's (slots, n_ctx, d) cache
   uint layer_stride;       // gather: elements between layers (grid z = layer)
   uint v_in_off;           // append: V rows come from IN[v_in_off + b * ldi + i]
   uint pad;

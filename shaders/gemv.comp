@@ -30,6 +30,12 @@
 //     lanes read consecutive texels of one row).
 //   MODE 2 (SHARED): one 64-invocation workgroup per row, shared-memory tree
 //     reduction: GPUs without subgroup arithmetic.
+// Batch independence: in every MODE, the products of output (b, n) are
+// summed in an order fixed by MODE and K alone (ROW: k ascending in vec4
+// lanes, then the 4 lanes; SUBGROUP / SHARED: strided per invocation, then
+// the same reduction tree), never by NB, nb, RPI or b. A sequence's outputs
+// are therefore bit-identical alone or batched (tests/gpu/test_gemv.c); keep
+// it so, the server promises a job the same tokens alone or batched.
 // Workgroup: 64 invocations.
 // Grid: MODE 0: (ceil(N / (64 * RPI)), 1, 1); MODE 1: (ceil(N / ROWS), 1, 1) with
 // ROWS = specialization constant 0 (rows per workgroup, 64 / subgroup size);

@@ -1,18 +1,21 @@
 #version 450
 // kv_append.comp - writes this step's K and V rows into the KV caches.
 //
-// Kc[cache_off + (b * n_ctx + pos[b]) * d + i] = IN[in_off   + b * ldi + i]
-// Vc[cache_off + (b * n_ctx + pos[b]) * d + i] = IN[v_in_off + b * ldi + i]
-// with pos[b] from the step-parameter buffer. IN is normally the fused QKV
-// projection output (nb, 3d): K at in_off = d, V at v_in_off = 2d. A position
-// at or past n_ctx is ignored (the host never sends one; the kernel must not
-// write outside the cache if it did).
+// Kc[cache_off + (slot[b] * n_ctx + pos[b]) * d + i] = IN[in_off   + b * ldi + i]
+// Vc[cache_off + (slot[b] * n_ctx + pos[b]) * d + i] = IN[v_in_off + b * ldi + i]
+// with slot[b] and pos[b] from the step-parameter buffer: batch row b of the
+// input goes to the cache of sequence slot slot[b], whatever row b is. IN is
+// normally the fused QKV projection output (nb, 3d): K at in_off = d, V at
+// v_in_off = 2d. A position at or past n_ctx is ignored (the host never
+// sends one; the kernel must not write outside the cache if it did). The
+// host also guarantees slot[b] < B and distinct slots within one step (two
+// rows writing one slot would race).
 //
 // Bindings (set 0):
-//   0  buffer wd_seq  seq  (nb) step parameters              read
-//   1  buffer vec4    IN   (nb, ldi) f32                      read
-//   2  buffer vec4    Kc   (B, n_ctx, d) f32 at cache_off     write
-//   3  buffer vec4    Vc   (B, n_ctx, d) f32 at cache_off     write
+//   0  buffer wd_seq  seq  (nb) step parameters                  read
+//   1  buffer vec4    IN   (nb, ldi) f32                          read
+//   2  buffer vec4    Kc   (B slots, n_ctx, d) f32 at cache_off   write
+//   3  buffer vec4    Vc   (B slots, n_ctx, d) f32 at cache_off   write
 // Requirements: d, ldi, in_off, v_in_off, cache_off multiples of 4.
 //
 // Workgroup: 64 invocations, one vec4 of K and of V each.
@@ -31,7 +34,7 @@ void main() {
   const uint i = gl_GlobalInvocationID.x, b = gl_WorkGroupID.y;
   const uint pos = seq[b].pos;
   if (4u * i >= p.d || pos >= p.n_ctx) return;
-  const uint dst = (p.cache_off + (b * p.n_ctx + pos) * p.d) / 4u + i;
+  const uint dst = (p.cache_off + (seq[b].slot * p.n_ctx + pos) * p.d) / 4u + i;
   k4[dst] = in4[(p.in_off + b * p.ldi) / 4u + i];
   v4[dst] = in4[(p.v_in_off + b * p.ldi) / 4u + i];
 }

@@ -1,19 +1,26 @@
 #version 450
 // kv_gather.comp - beam-search reorder of the KV caches.
 //
-// For every layer z, sequence b and row r < len[b]:
-//   Kd[z][b][r][:] = Ks[z][src[b]][r][:]   and the same for V,
-// with src[b] and len[b] from the step-parameter buffer. Source and
-// destination must be different buffers (a gather in place would read rows
-// another workgroup has already overwritten); the engine alternates between
-// two cache sets, or gathers into scratch and swaps.
+// Caches are indexed by sequence slot, never by batch row. For every layer
+// z and every record b of the step-parameter buffer, rows r < len[b]:
+//   Kd[z][slot[b]][r][:] = Ks[z][src[b]][r][:]   and the same for V,
+// i.e. record b makes slot slot[b] of the destination set inherit the cache
+// of slot src[b] of the source set (both are slot numbers; b only picks the
+// record). Destination slots not named by any record, and rows at or past
+// len[b], are left untouched, so after a swap of cache sets the host must
+// name every live slot of the set (a beam that keeps its own history has
+// src = slot). The host guarantees distinct slot[b] (two records writing
+// one slot would race) and slot[b], src[b] < B. Source and destination must
+// be different buffers (a gather in place would read rows another
+// workgroup has already overwritten); the engine alternates between two
+// cache sets, or gathers into scratch and copies back.
 //
 // Bindings (set 0):
-//   0  buffer wd_seq  seq  (nb) step parameters                                   read
-//   1  buffer vec4    Ks   (n_layer, B, n_ctx, d) f32 at cache_off, layer_stride   read
-//   2  buffer vec4    Vs   same layout                                             read
-//   3  buffer vec4    Kd   same layout                                             write
-//   4  buffer vec4    Vd   same layout                                             write
+//   0  buffer wd_seq  seq  (nb) step parameters                                        read
+//   1  buffer vec4    Ks   (n_layer, B slots, n_ctx, d) f32 at cache_off, layer_stride  read
+//   2  buffer vec4    Vs   same layout                                                  read
+//   3  buffer vec4    Kd   same layout                                                  write
+//   4  buffer vec4    Vd   same layout                                                  write
 // Requirements: d, cache_off, layer_stride multiples of 4.
 //
 // Workgroup: 64 invocations, one vec4 of a (row, d) plane each.
@@ -36,7 +43,7 @@ void main() {
   if (i >= len * d4) return;
   const uint lay = (p.cache_off + z * p.layer_stride) / 4u;
   const uint s = lay + seq[b].src * p.n_ctx * d4 + i;
-  const uint t = lay + b * p.n_ctx * d4 + i;
+  const uint t = lay + seq[b].slot * p.n_ctx * d4 + i;
   kd[t] = ks[s];
   vd[t] = vs[s];
 }

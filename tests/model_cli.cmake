@@ -37,3 +37,21 @@ wd_transcribe_test(cli_transcribe_jfk_mp3_tiny_en ggml-tiny.en.bin jfk.mp3 json
   "\"language\":\"english\",\"duration\":11\\.0,\"text\":\"And so my fellow Americans ask not what your country can do for you ask what you can do for your country\",\"segments\":\\[{\"id\":0,\"seek\":0,\"start\":0\\.0,\"end\":7\\.74")
 wd_transcribe_test(cli_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
   "1\n00:00:00,000 --> 00:00:07,[0-9]+\nAnd so my fellow Americans,? ask not what your country can do for you,?\n\n2\n00:00:07,[0-9]+ --> 00:00:10,[0-9]+\nask what you can do for your country\\.?\n")
+
+# Model files no one publishes, written by tests/tools/synth_model.c in the
+# smallest shape the Vulkan engine accepts (see tests/wd_synth_model.h).
+add_executable(wd_synth_model ${CMAKE_CURRENT_SOURCE_DIR}/tools/synth_model.c)
+target_include_directories(wd_synth_model PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
+  ${PROJECT_SOURCE_DIR}/core)
+target_link_libraries(wd_synth_model PRIVATE wd_core)
+wd_apply_warnings(wd_synth_model)
+
+# `whisperd transcribe` refuses weights the engine cannot run (here q5_1,
+# ftype 2009) when it builds the engine, before any device is opened: the
+# message names the tensor and its type, and the exit status is not 0.
+add_test(NAME cli_transcribe_refuses_q5_1
+  COMMAND sh -c "\"$0\" \"$1\" 2009 && \"$2\" transcribe -m \"$1\" \"$3\"; s=$?; rm -f \"$1\"; echo \"exit status $s\""
+  $<TARGET_FILE:wd_synth_model> ${CMAKE_CURRENT_BINARY_DIR}/synth-q5_1.bin
+  $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_transcribe_refuses_q5_1 PROPERTIES LABELS "cli;unit"
+  PASS_REGULAR_EXPRESSION "engine: tensor 'encoder\\.blocks\\.0\\.attn\\.query\\.weight' is q5_1; this engine runs f16 weights \\(f32 and quantized types are not supported yet\\)\n(.*\n)?exit status [1-9]")

@@ -333,7 +333,8 @@ int main(int argc, char **argv) {
       /* The per-step values: positions advance, lengths follow. */
       for (uint32_t b = 0; b < nb; b++) {
         const uint32_t pos = 64 + (uint32_t)(it + 2);
-        seq[b] = (wd_seq_t){ .token = 50257 + b, .pos = pos, .len = pos + 1, .audio = 0 };
+        seq[b] = (wd_seq_t){ .token = 50257 + b, .pos = pos, .len = pos + 1, .audio = 0,
+                             .slot = b };
       }
       const double t0 = now_ms();
       rc = wd_vk_cmd_submit(cmd, UINT64_MAX);

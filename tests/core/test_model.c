@@ -26,6 +26,7 @@
 #include "mel_filters.h"
 #include "model.h"
 #include "model_internal.h"
+#include "wd_synth_model.h"
 #include "wd_test.h"
 
 #define TINY_GGML WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
@@ -92,31 +93,6 @@ static const wd_hparams_t syn_hp = { .n_vocab = 51864, .n_audio_ctx = 16, .n_aud
                                      .n_text_state = 64, .n_text_head = 2, .n_text_layer = 1,
                                      .n_mels = 80, .ftype = 1 };
 
-static void put_i32(FILE *f, int32_t v) { fwrite(&v, 4, 1, f); }
-
-/* One tensor record with deterministic data (a ramp, so a wrong slice shows). */
-static void put_tensor(FILE *f, const char *name, int n_dims, const int64_t *ne, wd_dtype_t type,
-                       unsigned seed) {
-  put_i32(f, n_dims);
-  put_i32(f, (int32_t)strlen(name));
-  put_i32(f, (int32_t)type);
-  int64_t n = 1;
-  for (int i = 0; i < n_dims; i++) {
-    put_i32(f, (int32_t)ne[i]);
-    n *= ne[i];
-  }
-  fwrite(name, 1, strlen(name), f);
-  for (int64_t i = 0; i < n; i++) {
-    const float x = (float)((i * 7 + seed) % 101) / 128.0f - 0.25f;
-    if (type == WD_DTYPE_F32) {
-      fwrite(&x, 4, 1, f);
-    } else {
-      const uint16_t h = wd_f32_to_f16(x);
-      fwrite(&h, 2, 1, f);
-    }
-  }
-}
-
 static void write_synth(const char *path, syn_kind_t kind) {
   wd_hparams_t hp = syn_hp;
   if (kind == SYN_ABSURD_LAYERS)
@@ -128,28 +104,8 @@ static void write_synth(const char *path, syn_kind_t kind) {
   FILE *f = fopen(path, "wb");
   if (!f)
     abort();
-  put_i32(f, kind == SYN_BAD_MAGIC ? 0x46464952 /* "RIFF" */ : 0x67676d6c);
-  const int32_t *v = &hp.n_vocab;
-  for (int i = 0; i < 11; i++)
-    put_i32(f, v[i]);
-  /* (n_mels, 201) filterbank: the real one. */
-  float mel[128 * 201];
-  wd_mel_filters_slaney(80, 400, 16000, mel);
-  put_i32(f, 80);
-  put_i32(f, 201);
-  fwrite(mel, sizeof(float), 80 * 201, f);
-  /* Vocabulary: 50257 tokens "t<i>". */
-  put_i32(f, 50257);
-  for (int i = 0; i < 50257; i++) {
-    char tok[16];
-    const int len = snprintf(tok, sizeof tok, "t%d", i);
-    if (kind == SYN_HUGE_TOKEN && i == 1000) {
-      put_i32(f, 1 << 30);
-      break;
-    }
-    put_i32(f, len);
-    fwrite(tok, 1, (size_t)len, f);
-  }
+  wd_synth_put_preamble(f, &hp, kind == SYN_BAD_MAGIC ? 0x46464952 /* "RIFF" */ : WD_SYNTH_MAGIC,
+                        kind == SYN_HUGE_TOKEN ? 1000 : -1);
   wd__tensor_spec_t *specs = NULL;
   size_t n = 0;
   if (wd__model_expect(&syn_hp, &specs, &n) < 0)
@@ -166,11 +122,11 @@ static void write_synth(const char *path, syn_kind_t kind) {
       ne[2] = 32;
     if (kind == SYN_WRONG_TYPE && strcmp(s->name, "encoder.conv1.bias") == 0)
       type = WD_DTYPE_F16;
-    put_tensor(f, s->name, s->n_dims, ne, type, (unsigned)i);
+    wd_synth_put_tensor(f, s->name, s->n_dims, ne, type, (unsigned)i);
     if (kind == SYN_DUPLICATE && strcmp(s->name, "decoder.ln.bias") == 0)
-      put_tensor(f, s->name, s->n_dims, ne, type, (unsigned)i);
+      wd_synth_put_tensor(f, s->name, s->n_dims, ne, type, (unsigned)i);
     if (kind == SYN_UNKNOWN && strcmp(s->name, "encoder.blocks.0.attn.query.bias") == 0)
-      put_tensor(f, "encoder.blocks.0.attn.key.bias", s->n_dims, ne, type, 0);
+      wd_synth_put_tensor(f, "encoder.blocks.0.attn.key.bias", s->n_dims, ne, type, 0);
   }
   free(specs);
   fclose(f);

@@ -2,7 +2,9 @@
  * test_attn.c - vk_attn (decoder attention, one step) against C.
  *
  * Self-attention with a different cache length per sequence (read from the
- * step-parameter buffer: 1, a middle length, the full n_ctx = 448) and
+ * step-parameter buffer: 1, a middle length, the full n_ctx = 448), each
+ * batch row reading the cache of its own slot through a permuted,
+ * non-contiguous slot map (2 * B + 1 slots, row b -> (5b + 2) mod that), and
  * cross-attention over 1500 keys where sequences map to encoder outputs
  * through audio[b] (two beams sharing one output). B = 1, 3, 8; tiny's
  * 6 heads of 64. Both reduction variants. The saved scores (QK) and weights
@@ -44,7 +46,8 @@ static void ref_attn(const float *q, const float *k, const float *v, uint32_t ld
 /* One case: nb sequences, self (lens) or cross (audio map, n_audio outputs). */
 static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cross,
                      uint32_t save_flag, uint32_t save_heads) {
-  const uint32_t n_ctx = cross ? 1500 : 448, n_src = cross ? 2 : nb;
+  /* Self: more cache slots than rows, so rows and slots cannot coincide. */
+  const uint32_t n_ctx = cross ? 1500 : 448, n_src = cross ? 2 : 2 * nb + 1;
   const uint32_t ldq = 3 * D; /* q inside a fused QKV row */
   const size_t nq = (size_t)nb * ldq, nkv = (size_t)n_src * n_ctx * D, no = (size_t)nb * D;
   const size_t save_ld = n_ctx, ns = (size_t)nb * NH * save_ld;
@@ -58,7 +61,8 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
   wd_seq_t seq[8];
   for (uint32_t b = 0; b < nb; b++) {
     const uint32_t len = b == 0 ? (nb == 1 ? 37 : 1) : b == nb - 1 ? n_ctx : 5 + 41 * b;
-    seq[b] = (wd_seq_t){ .token = 0, .pos = len - 1, .len = len, .audio = (b / 2) % 2 };
+    seq[b] = (wd_seq_t){ .token = 0, .pos = len - 1, .len = len, .audio = (b / 2) % 2,
+                         .slot = (5 * b + 2) % n_src }; /* distinct: gcd(5, 2B + 1) = 1 */
   }
   /* The saved rows are compared only where written: keep a copy to compare. */
   double *ref_s = malloc(ns * sizeof *ref_s);
@@ -66,7 +70,8 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
     ref_s[i] = NAN; /* stays NaN where the kernel must not write */
   for (uint32_t b = 0; b < nb; b++)
     for (uint32_t h = 0; h < NH; h++) {
-      const uint32_t row0 = (cross ? seq[b].audio : b) * n_ctx, nk = cross ? n_ctx : seq[b].len;
+      const uint32_t row0 = (cross ? seq[b].audio : seq[b].slot) * n_ctx;
+      const uint32_t nk = cross ? n_ctx : seq[b].len;
       ref_attn(q + (size_t)b * ldq + h * 64, k + (size_t)row0 * D + h * 64,
                v + (size_t)row0 * D + h * 64, D, nk, ref + (size_t)b * D + h * 64, qk, pw);
       if (save_flag && ((save_heads >> h) & 1u))

@@ -1,12 +1,15 @@
 /*
  * test_engine.c - the Vulkan engine against the plain-C reference on the
  * real tiny.en weights and real speech (jfk.wav): encoder output, per-step
- * logits, and the whole transcription through the decoding policy.
+ * logits, batched steps whose rows use permuted sequence slots, the bit
+ * identity of a sequence's logits alone and batched, and the whole
+ * transcription through the decoding policy.
  */
 #include <dlfcn.h>
 #include <math.h>
 #include <sndfile.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "decode.h"
 #include "error.h"
@@ -16,7 +19,10 @@
 #include "ref_engine.h"
 #include "render.h"
 #include "vk_engine.h"
+#include "wd_synth_model.h"
 #include "wd_test.h"
+
+#define MAX_SEQS 9 /* n = 9 runs the 16-row GEMV variant (gpu/vk_gemv.c) */
 
 static wd_model_t *g_model;
 static wd_vk_engine_t *g_eng;
@@ -24,11 +30,52 @@ static wd_ref_engine_t *g_ref;
 static float *g_mel;   /* (n_mels, n_frames) of jfk.wav */
 static int g_frames;
 
+/* Models whose weights the kernels cannot read are refused at load with
+ * WD_EUNSUP, naming the first offending tensor, before any device is opened
+ * (so this runs without one): synthetic files in the engine's smallest
+ * shape, all-f32 (ftype 0) and q5_1 (ftype 2009: type 9, quantization
+ * version 2; its conv kernels stay f16, so the first offender is the first
+ * linear weight). */
+WD_TEST(refuses_weight_types_it_cannot_run) {
+  char dir[] = "/tmp/wd_test_engine.XXXXXX", path[64];
+  WD_CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/synth.bin", dir);
+  static const struct {
+    int32_t ftype;
+    const char *msg;
+  } cases[] = {
+    { 0, "tensor 'encoder.conv1.weight' is f32; this engine runs f16 weights (f32 and "
+         "quantized types are not supported yet)" },
+    { 2009, "tensor 'encoder.blocks.0.attn.query.weight' is q5_1; this engine runs f16 weights "
+         "(f32 and quantized types are not supported yet)" },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const wd_hparams_t hp = wd_synth_engine_hparams(cases[i].ftype);
+    WD_CHECK_EQ_INT(wd_synth_write(path, &hp), 0);
+    wd_model_t *m = NULL;
+    char err[256] = "";
+    WD_CHECK_EQ_INT(wd_model_load(path, &m, err, sizeof err), 0);
+    if (!m) {
+      fprintf(stderr, "  load: %s\n", err);
+      continue;
+    }
+    const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 1, .max_audio = 1 };
+    wd_vk_engine_t *e = NULL;
+    WD_CHECK_EQ_INT(wd_vk_engine_new(m, &o, &e, err, sizeof err), WD_EUNSUP);
+    WD_CHECK(e == NULL);
+    WD_CHECK_EQ_STR(err, cases[i].msg);
+    wd_vk_engine_free(e);
+    wd_model_free(m);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+
 WD_TEST(setup) {
   char err[256] = "";
   if (wd_model_load(WD_SOURCE_DIR "/models/ggml-tiny.en.bin", &g_model, err, sizeof err) < 0)
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 2, .max_audio = 1 };
+  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = MAX_SEQS, .max_audio = 1 };
   /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
    * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
@@ -38,7 +85,7 @@ WD_TEST(setup) {
   if (rc < 0)
     fprintf(stderr, "engine: %s\n", err);
   WD_CHECK_EQ_INT(rc, 0);
-  WD_CHECK_EQ_INT(wd_ref_engine_new(g_model, 2, 1, &g_ref), 0);
+  WD_CHECK_EQ_INT(wd_ref_engine_new(g_model, MAX_SEQS, 1, &g_ref), 0);
   /* jfk.wav is 16 kHz mono s16: libsndfile reads it directly. */
   SF_INFO info = { 0 };
   SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
@@ -132,67 +179,157 @@ WD_TEST(step_logits_match_reference) {
   }
   fprintf(stderr, "  decoder step: max |logit diff| / max |logit| = %.3g\n", worst);
   WD_CHECK(worst < 1e-3);
-  /* Misuse is an error, never a crash. */
-  const int s1 = 1, s0 = 0;
-  const int32_t bad = 999999;
+  /* Misuse is an error, never a crash: a bad token, a slot out of range, a
+   * slot twice in one step, a bad batch size or audio slot. */
+  const int s0 = 0, far = MAX_SEQS, neg = -1, dup[2] = { 0, 0 };
+  const int32_t bad = 999999, two[2] = { toks[0], toks[0] };
   const float *lg = NULL;
-  WD_CHECK_EQ_INT(v->step(v->self, 1, &s1, &toks[0], &lg), WD_EUNSUP);
   WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &bad, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &far, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &neg, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 2, dup, two, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(r->step(r->self, 2, dup, two, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 0, &s0, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, MAX_SEQS + 1, &s0, &toks[0], &lg), WD_EINVAL);
   WD_CHECK_EQ_INT(v->encode(v->self, 5, NULL), WD_EINVAL);
 }
 
-/* Two sequences in one batched step (batch row b = slot b), each against
- * the reference run on its own: the batching the worker will rely on. */
-WD_TEST(batched_step_matches_reference_per_sequence) {
+/* max |a - b| / max |b| over one logits row. */
+static double rel_diff(const float *a, const float *b, int nv) {
+  double max_ref = 0, max_d = 0;
+  for (int k = 0; k < nv; k++) {
+    const double dd = fabs((double)a[k] - b[k]);
+    if (fabs(b[k]) > max_ref)
+      max_ref = fabs(b[k]);
+    if (!(dd <= max_d))
+      max_d = dd;
+  }
+  return max_d / max_ref;
+}
+
+typedef struct {
+  const wd_engine_t *v, *r;
+} engine_pair_t;
+
+/* One step of n rows on both engines; returns the worst row's rel_diff. */
+static double step_both(const engine_pair_t *p, int n, const int *seqs, const int32_t *toks,
+                        int nv) {
+  const float *lv = NULL, *lr = NULL;
+  WD_CHECK_EQ_INT(p->v->step(p->v->self, n, seqs, toks, &lv), 0);
+  WD_CHECK_EQ_INT(p->r->step(p->r->self, n, seqs, toks, &lr), 0);
+  if (!lv || !lr)
+    return INFINITY;
+  double worst = 0;
+  for (int i = 0; i < n; i++)
+    worst = fmax(worst, rel_diff(lv + (size_t)i * (size_t)nv, lr + (size_t)i * (size_t)nv, nv));
+  return worst;
+}
+
+/* Three sequences in one batched step whose rows use permuted,
+ * non-contiguous slots (row 0 -> slot 3, row 1 -> slot 0, row 2 -> slot 5)
+ * and different lengths (slot 5 steps alone first), each row against the
+ * reference stepping the same slots. A fourth sequence in slot 1 steps
+ * alone before and after the batch: its cache must survive the batch. The
+ * rows-to-slots map the worker relies on to let jobs join and leave. */
+WD_TEST(batched_step_with_permuted_slots_matches_reference) {
   if (!g_eng || !g_ref)
     wd_test_skip("setup failed");
   const wd_engine_t *v = wd_vk_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
   const int nv = wd_model_hparams(g_model)->n_vocab;
-  /* Different lengths too: sequence 1 starts two tokens late. */
   const int32_t a[] = { 50257, 50363, 843, 523, 616 };
   const int32_t b[] = { 50257, 50363, 1265, 644, 345, 460, 466 };
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 1, 0), 0);
-  const int seqs[2] = { 0, 1 };
-  const float *lv = NULL, *lr = NULL;
-  /* Sequence 1 alone first would need slot 1 in row 0: instead feed b's
-   * first two tokens to both, then restart slot 0 with a. */
-  for (int i = 0; i < 2; i++) {
-    const int32_t t2[2] = { b[i], b[i] };
-    WD_CHECK_EQ_INT(v->step(v->self, 2, seqs, t2, &lv), 0);
+  const int32_t c[] = { 50257, 50362, 50363, 314, 1101 };
+  const int32_t d[] = { 50257, 50363, 383 };
+  const int seqs[3] = { 3, 0, 5 }, s5 = 5, s1 = 1;
+  for (int s = 0; s < MAX_SEQS; s++) {
+    WD_CHECK_EQ_INT(v->seq_reset(v->self, s, 0), 0);
+    WD_CHECK_EQ_INT(r->seq_reset(r->self, s, 0), 0);
   }
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  const engine_pair_t pr = { v, r };
   double worst = 0;
-  for (int i = 0; i < 5; i++) {
-    const int32_t t2[2] = { a[i], b[i + 2] };
-    WD_CHECK_EQ_INT(v->step(v->self, 2, seqs, t2, &lv), 0);
-    if (!lv)
-      break;
-    float *got = malloc(2 * (size_t)nv * sizeof *got);
-    memcpy(got, lv, 2 * (size_t)nv * sizeof *got);
-    /* Reference for row 0: a[0..i]; for row 1: b[0..i+2]. */
-    for (int row = 0; row < 2; row++) {
-      const int32_t *toks = row ? b : a;
-      const int n = row ? i + 3 : i + 1;
-      const int s0 = 0;
-      WD_CHECK_EQ_INT(r->seq_reset(r->self, 0, 0), 0);
-      for (int k = 0; k < n; k++)
-        WD_CHECK_EQ_INT(r->step(r->self, 1, &s0, &toks[k], &lr), 0);
-      double max_ref = 0, max_d = 0;
-      for (int k = 0; lr && k < nv; k++) {
-        const double dd = fabs((double)got[(size_t)row * (size_t)nv + (size_t)k] - lr[k]);
-        if (fabs(lr[k]) > max_ref)
-          max_ref = fabs(lr[k]);
-        if (!(dd <= max_d))
-          max_d = dd;
-      }
-      if (!(max_d / max_ref <= worst))
-        worst = max_d / max_ref;
-    }
-    free(got);
+  /* Slot 5 and slot 1 start alone; rows of n = 1 may be any slot. */
+  for (int i = 0; i < 2; i++) {
+    worst = fmax(worst, step_both(&pr, 1, &s5, &b[i], nv));
+    worst = fmax(worst, step_both(&pr, 1, &s1, &d[i], nv));
   }
-  fprintf(stderr, "  batched step (B = 2): max |logit diff| / max |logit| = %.3g\n", worst);
+  for (int i = 0; i < 5; i++) {
+    const int32_t t3[3] = { a[i], c[i], b[i + 2] };
+    worst = fmax(worst, step_both(&pr, 3, seqs, t3, nv));
+  }
+  worst = fmax(worst, step_both(&pr, 1, &s1, &d[2], nv));
+  fprintf(stderr, "  batched step, slots {3, 0, 5}: max |logit diff| / max |logit| = %.3g\n",
+          worst);
   WD_CHECK(worst < 1e-3);
+}
+
+/* One sequence's logits must be bit-identical whether it steps alone (n = 1)
+ * or beside others (n = 2 .. 9, every GEMV batch variant: 1, 2, 4, 8, 16
+ * rows), whatever its batch row and slot and the companions' lengths: the
+ * server promises a job the same tokens and timestamps alone or batched. */
+WD_TEST(logits_bit_identical_alone_and_batched) {
+  if (!g_eng)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_vk_engine_iface(g_eng);
+  const int nv = wd_model_hparams(g_model)->n_vocab;
+  enum { N_TOK = 6 };
+  const int32_t a[N_TOK] = { 50257, 50363, 843, 523, 616, 5891 };
+  const int32_t other[] = { 50257, 50363, 1265, 644, 345, 460, 466, 314, 1101, 383 };
+  const size_t row = (size_t)nv * sizeof(float);
+  float *alone = malloc(N_TOK * row);
+  const float *lg = NULL;
+  const int s0 = 0;
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  for (int i = 0; alone && i < N_TOK; i++) {
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &a[i], &lg), 0);
+    if (lg)
+      memcpy(alone + (size_t)i * (size_t)nv, lg, row);
+  }
+  static const int ns[] = { 2, 3, 4, 5, 8, 9 };
+  int n_rows = 0, n_same = 0;
+  for (size_t t = 0; alone && t < sizeof ns / sizeof ns[0]; t++) {
+    const int n = ns[t];
+    /* a goes to row n / 2 in slot (n + 4) % 9; the others fill the
+     * remaining slots in descending order and are two tokens ahead. */
+    const int ra = n / 2, sa = (n + 4) % MAX_SEQS;
+    int seqs[MAX_SEQS], comp[MAX_SEQS], nc = 0;
+    for (int s = MAX_SEQS - 1; s >= 0 && nc < n - 1; s--)
+      if (s != sa)
+        comp[nc++] = s;
+    for (int s = 0; s < MAX_SEQS; s++)
+      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, 0), 0);
+    for (int i = 0; i < 2; i++) {
+      int32_t tk[MAX_SEQS];
+      for (int k = 0; k < nc; k++)
+        tk[k] = other[(i + k) % 10];
+      WD_CHECK_EQ_INT(v->step(v->self, nc, comp, tk, &lg), 0);
+    }
+    for (int k = 0, j = 0; k < n; k++)
+      seqs[k] = k == ra ? sa : comp[j++];
+    double worst = 0;
+    int same = 0;
+    for (int i = 0; i < N_TOK; i++) {
+      int32_t tk[MAX_SEQS];
+      for (int k = 0; k < n; k++)
+        tk[k] = k == ra ? a[i] : other[(i + k + 2) % 10];
+      lg = NULL;
+      WD_CHECK_EQ_INT(v->step(v->self, n, seqs, tk, &lg), 0);
+      if (!lg)
+        break;
+      const float *got = lg + (size_t)ra * (size_t)nv, *want = alone + (size_t)i * (size_t)nv;
+      if (memcmp(got, want, row) == 0)
+        same++;
+      else
+        worst = fmax(worst, rel_diff(got, want, nv));
+    }
+    fprintf(stderr, "  n = %d (row %d, slot %d): %d of %d steps bit-identical to n = 1%s", n, ra,
+            sa, same, N_TOK, same == N_TOK ? "\n" : "");
+    if (same != N_TOK)
+      fprintf(stderr, ", max |logit diff| / max |logit| = %.3g\n", worst);
+    n_rows += N_TOK;
+    n_same += same;
+  }
+  WD_CHECK_EQ_INT(n_same, n_rows);
+  free(alone);
 }
 
 WD_TEST(jfk_transcribed) {

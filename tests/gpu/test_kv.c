@@ -2,11 +2,14 @@
  * test_kv.c - KV-cache append and beam gather against C, bit-exact (both
  * kernels only copy f32 values).
  *
- * Append: B = 3 sequences at different positions (from the step-parameter
- * buffer), K and V taken from a fused QKV row; every other cache row must
- * keep its old contents, and a position past n_ctx must write nothing.
- * Gather: 2 layers, B = 8 with a beam permutation src[] and lengths len[];
- * rows at or past len[b] of the destination stay untouched.
+ * Append: 4 batch rows writing into a cache of 6 sequence slots through a
+ * permuted, non-contiguous slot map (row b -> slot[b] = 3, 0, 5, 1), each at
+ * its own position (all from the step-parameter buffer), K and V taken from
+ * a fused QKV row; every other cache row (slots 2 and 4 entirely) must keep
+ * its old contents, and a position past n_ctx must write nothing.
+ * Gather: 2 layers, 10 slots, 8 records with destination slots slot[] (a
+ * permutation of 8 of the 10), a beam map src[] and lengths len[]; rows at
+ * or past len[b] and the slots no record names stay untouched.
  */
 #include "gpu_util.h"
 #include "vk_cmd.h"
@@ -23,16 +26,18 @@ WD_TEST(kv_append) {
   if (!kv)
     return;
   tg_srand(5);
-  const uint32_t nb = 4, d = 384, n_ctx = 448, ldi = 3 * d;
-  const size_t nc = (size_t)nb * n_ctx * d, ni = (size_t)nb * ldi;
+  const uint32_t nb = 4, n_slots = 6, d = 384, n_ctx = 448, ldi = 3 * d;
+  const size_t nc = (size_t)n_slots * n_ctx * d, ni = (size_t)nb * ldi;
   float *in = malloc(ni * 4), *k0 = malloc(nc * 4), *v0 = malloc(nc * 4);
   float *k1 = malloc(nc * 4), *v1 = malloc(nc * 4);
   tg_fill(in, ni, 1.0f);
   tg_fill(k0, nc, 1.0f);
   tg_fill(v0, nc, 1.0f);
   /* The last sequence's position is out of range: nothing may be written. */
-  const wd_seq_t seq[4] = { { .pos = 0, .len = 1 }, { .pos = 17, .len = 18 },
-                            { .pos = 447, .len = 448 }, { .pos = 448, .len = 449 } };
+  const wd_seq_t seq[4] = { { .pos = 0, .len = 1, .slot = 3 },
+                            { .pos = 17, .len = 18, .slot = 0 },
+                            { .pos = 447, .len = 448, .slot = 5 },
+                            { .pos = 448, .len = 449, .slot = 1 } };
   tg_buf_t bin, bk, bv, bstep;
   WD_CHECK_EQ_INT(tg_buf_new(dev, ni, in, 0, &bin), 0);
   WD_CHECK_EQ_INT(tg_buf_new(dev, nc, k0, 0, &bk), 0);
@@ -54,11 +59,12 @@ WD_TEST(kv_append) {
   WD_CHECK_EQ_INT(wd_vk_cmd_submit(cmd, UINT64_MAX), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bk, k1), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bv, v1), 0);
-  /* ref: the old caches with one row replaced per in-range sequence. */
+  /* ref: the old caches with one row of slot[b] replaced per in-range row b. */
   for (uint32_t b = 0; b < nb; b++)
     if (seq[b].pos < n_ctx) {
-      memcpy(k0 + ((size_t)b * n_ctx + seq[b].pos) * d, in + (size_t)b * ldi + d, d * 4);
-      memcpy(v0 + ((size_t)b * n_ctx + seq[b].pos) * d, in + (size_t)b * ldi + 2 * d, d * 4);
+      const size_t dst = ((size_t)seq[b].slot * n_ctx + seq[b].pos) * d;
+      memcpy(k0 + dst, in + (size_t)b * ldi + d, d * 4);
+      memcpy(v0 + dst, in + (size_t)b * ldi + 2 * d, d * 4);
     }
   WD_CHECK(bits_equal(k1, k0, nc));
   WD_CHECK(bits_equal(v1, v0, nc));
@@ -78,16 +84,18 @@ WD_TEST(kv_gather) {
   if (!kv)
     return;
   tg_srand(6);
-  const uint32_t nb = 8, d = 64, n_ctx = 37, n_layer = 2;
-  const uint32_t stride = nb * n_ctx * d + 16; /* a gap between layers */
+  const uint32_t nb = 8, n_slots = 10, d = 64, n_ctx = 37, n_layer = 2;
+  const uint32_t stride = n_slots * n_ctx * d + 16; /* a gap between layers */
   const size_t nc = (size_t)n_layer * stride;
   float *ks = malloc(nc * 4), *vs = malloc(nc * 4), *kd = malloc(nc * 4), *vd = malloc(nc * 4);
   float *kg = malloc(nc * 4), *vg = malloc(nc * 4);
   tg_fill(ks, nc, 1.0f), tg_fill(vs, nc, 1.0f), tg_fill(kd, nc, 1.0f), tg_fill(vd, nc, 1.0f);
   wd_seq_t seq[8];
-  const uint32_t src[8] = { 3, 3, 0, 7, 1, 1, 1, 6 };
+  /* Slots 4 and 8 are named by no record: they must stay as they were. */
+  const uint32_t src[8] = { 3, 3, 0, 9, 1, 1, 1, 6 };
+  const uint32_t slot[8] = { 7, 0, 9, 2, 5, 1, 6, 3 };
   for (uint32_t b = 0; b < nb; b++)
-    seq[b] = (wd_seq_t){ .src = src[b], .len = 1 + 5 * b }; /* up to 36 < n_ctx */
+    seq[b] = (wd_seq_t){ .src = src[b], .slot = slot[b], .len = 1 + 5 * b }; /* <= 36 < n_ctx */
   tg_buf_t bks, bvs, bkd, bvd, bstep;
   WD_CHECK_EQ_INT(tg_buf_new(dev, nc, ks, 0, &bks), 0);
   WD_CHECK_EQ_INT(tg_buf_new(dev, nc, vs, 0, &bvs), 0);
@@ -110,7 +118,7 @@ WD_TEST(kv_gather) {
   WD_CHECK_EQ_INT(tg_buf_read(&bvd, vg), 0);
   for (uint32_t l = 0; l < n_layer; l++)
     for (uint32_t b = 0; b < nb; b++) {
-      const size_t dst = (size_t)l * stride + (size_t)b * n_ctx * d;
+      const size_t dst = (size_t)l * stride + (size_t)slot[b] * n_ctx * d;
       const size_t s = (size_t)l * stride + (size_t)src[b] * n_ctx * d;
       memcpy(kd + dst, ks + s, (size_t)seq[b].len * d * 4);
       memcpy(vd + dst, vs + s, (size_t)seq[b].len * d * 4);

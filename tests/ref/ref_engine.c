@@ -174,6 +174,11 @@ static int ref_step(void *self, int n, const int *seqs, const int32_t *tokens,
   for (int i = 0; i < n; i++) {
     if (seqs[i] < 0 || seqs[i] >= r->max_seqs)
       return WD_EINVAL;
+    for (int j = 0; j < i; j++)
+      if (seqs[j] == seqs[i])
+        return WD_EINVAL; /* core/engine.h: slots are distinct */
+  }
+  for (int i = 0; i < n; i++) {
     int rc = ref_step_one(r, seqs[i], tokens[i], r->logits + (size_t)i * (size_t)r->n_vocab);
     if (rc < 0)
       return rc;

@@ -1,0 +1,485 @@
+/*
+ * worker.c - the job queue and the worker thread (see worker.h).
+ *
+ * Shapes: a FIFO of queued jobs (linked list, at most queue_max); run[] holds
+ * the running jobs, at most cap = min(max_batch, engine max_seqs,
+ * engine max_audio). A running job holds one sequence slot and one audio
+ * slot of the engine for its whole life (greedy decoding has one sequence
+ * and one window in flight per job).
+ *
+ * One loop turn of the worker thread:
+ *   1. under the mutex: end queued jobs that were cancelled, timed out or
+ *      refused by a drain; admit queued jobs while slots are free;
+ *   2. without it: end running jobs that were cancelled or timed out; encode
+ *      ONE window, the one of the job encoded least recently (round-robin:
+ *      a long file's next window waits behind a new file's first); then one
+ *      engine step over the next token of every job that needs a step, and
+ *      each job's logits rows back to its decoder.
+ * Callbacks are always called without the mutex held, so they may call
+ * wd_worker_submit or wd_worker_cancel (an HTTP layer holding its own
+ * request lock around submit would otherwise deadlock against on_done).
+ *
+ * Ownership: a job belongs to the queue, then to run[]; whoever unlinks it
+ * calls its on_done once and frees it. run[] and the queue change only under
+ * the mutex, so wd_worker_cancel can look jobs up from any thread; the
+ * decoder and slots of a running job are touched by the worker thread only.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "decoder.h"
+#include "error.h"
+#include "log.h"
+
+#define WD_WORKER_MAX_RUN 16 /* = the engines' sequence slots */
+
+typedef struct wd_job {
+  uint64_t id;
+  wd_decoder_t *dec;
+  wd_job_cb_t cb;
+  double deadline;          /* CLOCK_MONOTONIC seconds, 0 = none */
+  atomic_int cancel;        /* set by wd_worker_cancel */
+  int seq, audio;           /* engine slots while running */
+  uint64_t last_encode;     /* round-robin key: smaller encodes first */
+  int n_reported;           /* segments passed to on_segment */
+  struct wd_job *next;
+} wd_job_t;
+
+struct wd_worker {
+  wd_worker_opts_t o;
+  int cap;                  /* running jobs at most */
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t mu;
+  pthread_cond_t wake;      /* work arrived, a cancel, a drain, stop */
+  pthread_cond_t idle;      /* a turn ended (drain waits on it) */
+  /* under mu */
+  wd_job_t *head, *tail;
+  int n_queued;
+  wd_job_t *run[WD_WORKER_MAX_RUN];
+  int n_running;
+  uint64_t next_id;
+  int accepting, draining, stop;
+  int cancels;              /* a cancel arrived: sweep the queue */
+  double next_sweep, grace_deadline;
+  wd_worker_stats_t st;
+  /* worker thread only */
+  uint64_t encode_clock;
+  unsigned seq_used, audio_used; /* bit masks of engine slots */
+  atomic_llong heartbeat_ns;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void beat(wd_worker_t *w) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  atomic_store(&w->heartbeat_ns, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+/* Calls on_done and frees the job; the job is unlinked, no lock held. */
+static void job_end(wd_job_t *j, int rc, wd_transcript_t *t) {
+  if (j->cb.on_done)
+    j->cb.on_done(j->cb.ud, rc, t);
+  else if (t)
+    wd_transcript_free(t);
+  wd_decoder_free(j->dec);
+  free(j);
+}
+
+/* ---- the worker thread ------------------------------------------------- */
+
+/* Takes running job j out of run[] and gives its slots back; worker thread. */
+static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
+  pthread_mutex_lock(&w->mu);
+  for (int i = 0; i < w->n_running; i++)
+    if (w->run[i] == j) {
+      memmove(&w->run[i], &w->run[i + 1], (size_t)(w->n_running - i - 1) * sizeof *w->run);
+      w->n_running--;
+      break;
+    }
+  if (rc == 0) {
+    w->st.jobs_done++;
+    w->st.audio_s += audio_s;
+  } else {
+    w->st.jobs_failed++;
+  }
+  pthread_mutex_unlock(&w->mu);
+  w->seq_used &= ~(1u << j->seq);
+  w->audio_used &= ~(1u << j->audio);
+}
+
+/* Ends running job j: with its transcript when rc == 0 and it is done. */
+static void run_finish(wd_worker_t *w, wd_job_t *j, int rc) {
+  wd_transcript_t t;
+  if (rc == 0)
+    rc = wd_decoder_take_result(j->dec, &t);
+  run_remove(w, j, rc, rc == 0 ? t.duration : 0.0);
+  job_end(j, rc, rc == 0 ? &t : NULL);
+}
+
+/* Passes the segments finalised since the last call to on_segment. */
+static void report_segments(wd_job_t *j) {
+  int n = 0;
+  const wd_segment_t *s = wd_decoder_segments(j->dec, &n);
+  if (j->cb.on_segment)
+    for (int i = j->n_reported; i < n; i++)
+      j->cb.on_segment(j->cb.ud, &s[i], wd_decoder_done_s(j->dec), wd_decoder_total_s(j->dec));
+  j->n_reported = n;
+}
+
+/* The running part of one turn (see the file comment). No lock held. */
+static void run_turn(wd_worker_t *w) {
+  const wd_engine_t *e = w->o.engine;
+  wd_job_t *jobs[WD_WORKER_MAX_RUN];
+  pthread_mutex_lock(&w->mu);
+  const int n = w->n_running;
+  memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
+  const int shutdown = w->draining && now_s() >= w->grace_deadline;
+  pthread_mutex_unlock(&w->mu);
+
+  /* Cancelled, timed out, or past the drain's grace. */
+  const double now = now_s();
+  int live = 0;
+  for (int i = 0; i < n; i++) {
+    wd_job_t *j = jobs[i];
+    const int rc = atomic_load(&j->cancel) ? WD_ECANCELED
+                   : (j->deadline > 0 && now >= j->deadline) ? WD_ETIMEDOUT
+                   : shutdown ? WD_ESHUTDOWN : 0;
+    if (rc < 0)
+      run_finish(w, j, rc);
+    else
+      jobs[live++] = j;
+  }
+
+  /* One encode: the job whose last encode is oldest. */
+  wd_job_t *enc = NULL;
+  for (int i = 0; i < live; i++)
+    if (wd_decoder_need(jobs[i]->dec) == WD_DEC_ENCODE &&
+        (!enc || jobs[i]->last_encode < enc->last_encode))
+      enc = jobs[i];
+  if (enc) {
+    const double t0 = now_s();
+    int rc = e->encode(e->self, enc->audio, wd_decoder_window(enc->dec));
+    const double dt = now_s() - t0;
+    beat(w);
+    enc->last_encode = ++w->encode_clock;
+    if (rc == 0)
+      rc = wd_decoder_encoded(enc->dec);
+    pthread_mutex_lock(&w->mu);
+    w->st.encodes++;
+    w->st.busy_s += dt;
+    pthread_mutex_unlock(&w->mu);
+    if (rc < 0) {
+      wd_log_warning("worker: job %llu: encode failed: %s", (unsigned long long)enc->id,
+                     wd_strerror(rc));
+      for (int i = 0; i < live; i++)
+        if (jobs[i] == enc)
+          jobs[i] = jobs[--live];
+      run_finish(w, enc, rc);
+    }
+  }
+
+  /* One step over every job that needs one. */
+  int seqs[WD_WORKER_MAX_RUN * WD_DECODER_MAX_ROWS];
+  int32_t tokens[WD_WORKER_MAX_RUN * WD_DECODER_MAX_ROWS];
+  wd_job_t *owner[WD_WORKER_MAX_RUN];
+  int first[WD_WORKER_MAX_RUN], count[WD_WORKER_MAX_RUN];
+  int n_owner = 0, rows = 0, rc = 0;
+  for (int i = 0; i < live; i++) {
+    wd_job_t *j = jobs[i];
+    if (wd_decoder_need(j->dec) != WD_DEC_STEP)
+      continue;
+    int reset = 0;
+    const int k = wd_decoder_rows(j->dec, tokens + rows, &reset);
+    if (k != 1) { /* one sequence per job until beams come */
+      run_finish(w, j, WD_EINTERNAL);
+      continue;
+    }
+    if (reset && (rc = e->seq_reset(e->self, j->seq, j->audio)) < 0) {
+      run_finish(w, j, rc);
+      rc = 0;
+      continue;
+    }
+    seqs[rows] = j->seq;
+    owner[n_owner] = j;
+    first[n_owner] = rows;
+    count[n_owner++] = k;
+    rows += k;
+  }
+  if (rc == 0 && rows > 0) {
+    const float *lg = NULL;
+    const double t0 = now_s();
+    rc = e->step(e->self, rows, seqs, tokens, &lg);
+    const double dt = now_s() - t0;
+    beat(w);
+    pthread_mutex_lock(&w->mu);
+    w->st.steps++;
+    w->st.rows += (uint64_t)rows;
+    w->st.steps_by_rows[rows <= 16 ? rows : 16]++;
+    w->st.busy_s += dt;
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < n_owner && rc == 0; i++) {
+      wd_job_t *j = owner[i];
+      const float *rowp[WD_DECODER_MAX_ROWS];
+      for (int r = 0; r < count[i]; r++)
+        rowp[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
+      const int arc = wd_decoder_advance(j->dec, rowp);
+      report_segments(j);
+      if (arc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
+        run_finish(w, j, arc);
+    }
+  }
+  if (rc < 0) {
+    /* The step failed: every job that was in it. */
+    wd_log_warning("worker: decoder step failed: %s", wd_strerror(rc));
+    for (int i = 0; i < n_owner; i++)
+      run_finish(w, owner[i], rc);
+  }
+}
+
+/* Lowest clear bit of mask below n, or -1. */
+static int take_slot(unsigned *mask, int n) {
+  for (int i = 0; i < n; i++)
+    if (!(*mask & (1u << i))) {
+      *mask |= 1u << i;
+      return i;
+    }
+  return -1;
+}
+
+static void *worker_main(void *arg) {
+  wd_worker_t *w = arg;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    beat(w);
+    /* Queued jobs that end without running: looked for after a cancel, during
+     * a drain, and four times a second for deadlines (not every turn: the
+     * queue may be long and a turn may be one short GPU step). */
+    const double now = now_s();
+    wd_job_t *ended[64];
+    int ended_rc[64], n_ended = 0;
+    if (w->cancels || w->draining || now >= w->next_sweep) {
+      w->cancels = 0;
+      w->next_sweep = now + 0.25;
+      wd_job_t **pp = &w->head, *prev = NULL;
+      while (*pp && n_ended < 64) {
+        wd_job_t *j = *pp;
+        const int rc = w->draining ? WD_ESHUTDOWN
+                       : atomic_load(&j->cancel) ? WD_ECANCELED
+                       : (j->deadline > 0 && now >= j->deadline) ? WD_ETIMEDOUT : 0;
+        if (rc == 0) {
+          prev = j;
+          pp = &j->next;
+          continue;
+        }
+        *pp = j->next;
+        if (w->tail == j)
+          w->tail = prev;
+        w->n_queued--;
+        w->st.jobs_failed++;
+        ended_rc[n_ended] = rc;
+        ended[n_ended++] = j;
+      }
+      if (n_ended == 64)
+        w->cancels = 1; /* more may be left: look again next turn */
+    }
+    /* Admit while slots are free. */
+    while (w->head && w->n_running < w->cap) {
+      wd_job_t *j = w->head;
+      w->head = j->next;
+      if (!w->head)
+        w->tail = NULL;
+      w->n_queued--;
+      j->next = NULL;
+      j->seq = take_slot(&w->seq_used, w->o.engine->max_seqs);
+      j->audio = take_slot(&w->audio_used, w->o.engine->max_audio);
+      j->last_encode = 0; /* admitted jobs encode before any second window */
+      w->run[w->n_running++] = j;
+    }
+    w->st.queued = w->n_queued;
+    w->st.running = w->n_running;
+    if (w->n_running == 0 && n_ended == 0) {
+      pthread_cond_broadcast(&w->idle);
+      if (w->stop)
+        break;
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+      continue;
+    }
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < n_ended; i++)
+      job_end(ended[i], ended_rc[i], NULL);
+    run_turn(w);
+    pthread_mutex_lock(&w->mu);
+    w->st.queued = w->n_queued;
+    w->st.running = w->n_running;
+    pthread_cond_broadcast(&w->idle);
+  }
+  pthread_mutex_unlock(&w->mu);
+  return NULL;
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
+  *ret = NULL;
+  if (!opts || !opts->engine || !opts->tok || !opts->mel || opts->queue_max < 1 ||
+      opts->max_batch < 1)
+    return WD_EINVAL;
+  const wd_engine_t *e = opts->engine;
+  if (e->max_seqs < 1 || e->max_audio < 1)
+    return WD_EINVAL;
+  wd_worker_t *w = calloc(1, sizeof *w);
+  if (!w)
+    return WD_ENOMEM;
+  w->o = *opts;
+  w->cap = opts->max_batch;
+  if (w->cap > e->max_seqs)
+    w->cap = e->max_seqs;
+  if (w->cap > e->max_audio)
+    w->cap = e->max_audio;
+  if (w->cap > WD_WORKER_MAX_RUN)
+    w->cap = WD_WORKER_MAX_RUN;
+  w->accepting = 1;
+  w->next_id = 1;
+  w->st.queue_max = opts->queue_max;
+  w->st.max_batch = w->cap;
+  beat(w);
+  int ok = pthread_mutex_init(&w->mu, NULL) == 0;
+  ok = ok && pthread_cond_init(&w->wake, NULL) == 0 && pthread_cond_init(&w->idle, NULL) == 0;
+  if (!ok || pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    free(w);
+    return WD_ENOMEM;
+  }
+  w->thread_started = 1;
+  *ret = w;
+  return 0;
+}
+
+void wd_worker_free(wd_worker_t *w) {
+  if (!w)
+    return;
+  wd_worker_drain(w, 0.0);
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1;
+  pthread_cond_broadcast(&w->wake);
+  pthread_mutex_unlock(&w->mu);
+  if (w->thread_started)
+    pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->wake);
+  pthread_cond_destroy(&w->idle);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
+                     uint64_t *ret_id) {
+  if (!w || !p || (!samples && n_samples > 0)) {
+    free(samples);
+    return WD_EINVAL;
+  }
+  /* Refuse before the log-mel work when the answer is already known. */
+  pthread_mutex_lock(&w->mu);
+  int rc = !w->accepting ? WD_ESHUTDOWN : w->n_queued >= w->o.queue_max ? WD_EBUSY : 0;
+  pthread_mutex_unlock(&w->mu);
+  if (rc < 0) {
+    free(samples);
+    return rc;
+  }
+  const double t0 = now_s();
+  float *mel = NULL;
+  int n_frames = 0;
+  rc = wd_mel_compute(w->o.mel, samples, n_samples, 1, &mel, &n_frames);
+  free(samples);
+  if (rc < 0)
+    return rc;
+  wd_job_t *j = calloc(1, sizeof *j);
+  if (!j) {
+    free(mel);
+    return WD_ENOMEM;
+  }
+  const wd_engine_t *e = w->o.engine;
+  if ((rc = wd_decoder_new(w->o.tok, e->n_mels, e->n_text_ctx, mel, n_frames, &p->decode,
+                           &j->dec)) < 0) {
+    free(j);
+    return rc;
+  }
+  j->cb = p->cb;
+  j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
+  pthread_mutex_lock(&w->mu);
+  rc = !w->accepting ? WD_ESHUTDOWN : w->n_queued >= w->o.queue_max ? WD_EBUSY : 0;
+  if (rc == 0) {
+    j->id = w->next_id++;
+    if (ret_id)
+      *ret_id = j->id;
+    if (w->tail)
+      w->tail->next = j;
+    else
+      w->head = j;
+    w->tail = j;
+    w->n_queued++;
+    w->st.queued = w->n_queued;
+    pthread_cond_signal(&w->wake);
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (rc < 0) {
+    wd_decoder_free(j->dec);
+    free(j);
+  }
+  return rc;
+}
+
+void wd_worker_cancel(wd_worker_t *w, uint64_t id) {
+  if (!w || id == 0)
+    return;
+  pthread_mutex_lock(&w->mu);
+  for (wd_job_t *j = w->head; j; j = j->next)
+    if (j->id == id)
+      atomic_store(&j->cancel, 1);
+  for (int i = 0; i < w->n_running; i++)
+    if (w->run[i]->id == id)
+      atomic_store(&w->run[i]->cancel, 1);
+  w->cancels = 1;
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&w->mu);
+}
+
+void wd_worker_stats(wd_worker_t *w, wd_worker_stats_t *ret) {
+  pthread_mutex_lock(&w->mu);
+  *ret = w->st;
+  ret->queued = w->n_queued;
+  ret->running = w->n_running;
+  pthread_mutex_unlock(&w->mu);
+}
+
+double wd_worker_heartbeat(wd_worker_t *w) {
+  return (double)atomic_load(&w->heartbeat_ns) * 1e-9;
+}
+
+void wd_worker_drain(wd_worker_t *w, double grace_s) {
+  if (!w)
+    return;
+  pthread_mutex_lock(&w->mu);
+  if (!w->draining) {
+    w->accepting = 0;
+    w->draining = 1;
+    w->grace_deadline = now_s() + (grace_s > 0 ? grace_s : 0.0);
+  }
+  pthread_cond_broadcast(&w->wake);
+  while (w->n_queued > 0 || w->n_running > 0)
+    pthread_cond_wait(&w->idle, &w->mu);
+  pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,122 @@
+/*
+ * runtime.c - model, tokenizer, mel, Vulkan engine and worker, built once
+ * (see runtime.h).
+ */
+#include "runtime.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "mel.h"
+#include "model_vocab.h"
+#include "vk_engine.h"
+
+struct wd_runtime {
+  wd_model_t *m;
+  wd_tokenizer_t *tok;
+  wd_mel_t *mel;
+  wd_vk_engine_t *eng;
+  wd_worker_t *worker;
+};
+
+int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
+                    char *err, size_t err_len) {
+  *ret = NULL;
+  wd_runtime_t *rt = calloc(1, sizeof *rt);
+  if (!rt)
+    return WD_ENOMEM;
+  char msg[512] = "";
+  int rc = wd_model_load(cfg->model, &rt->m, msg, sizeof msg);
+  if (rc < 0) {
+    snprintf(err, err_len, "cannot load model '%s': %s", cfg->model,
+             msg[0] ? msg : wd_strerror(rc));
+    goto fail;
+  }
+  if ((rc = wd_model_tokenizer_new(rt->m, &rt->tok)) < 0) {
+    snprintf(err, err_len, "tokenizer: %s", wd_strerror(rc));
+    goto fail;
+  }
+  int n_mel = 0, n_fft = 0;
+  const float *filters = wd_model_mel_filters(rt->m, &n_mel, &n_fft);
+  if ((rc = wd_mel_new(n_mel, filters, &rt->mel)) < 0) {
+    snprintf(err, err_len, "mel filterbank: %s", wd_strerror(rc));
+    goto fail;
+  }
+  const wd_vk_engine_opts_t eo = { .device = cfg->device, .validation = cfg->vk_validation,
+                                   .max_seqs = max_batch, .max_audio = max_batch };
+  if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
+    snprintf(err, err_len, "engine: %s", msg[0] ? msg : wd_strerror(rc));
+    goto fail;
+  }
+  const wd_worker_opts_t wo = { .engine = wd_vk_engine_iface(rt->eng), .tok = rt->tok,
+                                .mel = rt->mel, .queue_max = queue_max,
+                                .max_batch = max_batch };
+  if ((rc = wd_worker_new(&wo, &rt->worker)) < 0) {
+    snprintf(err, err_len, "worker: %s", wd_strerror(rc));
+    goto fail;
+  }
+  *ret = rt;
+  return 0;
+fail:
+  wd_runtime_close(rt);
+  return rc;
+}
+
+void wd_runtime_close(wd_runtime_t *rt) {
+  if (!rt)
+    return;
+  wd_worker_free(rt->worker); /* before the engine it drives */
+  wd_vk_engine_free(rt->eng);
+  wd_mel_free(rt->mel);
+  wd_tokenizer_free(rt->tok);
+  wd_model_free(rt->m);
+  free(rt);
+}
+
+wd_worker_t *wd_runtime_worker(wd_runtime_t *rt) { return rt->worker; }
+const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt) { return rt->tok; }
+const wd_model_t *wd_runtime_model(wd_runtime_t *rt) { return rt->m; }
+
+const char *wd_runtime_device(wd_runtime_t *rt) {
+  wd_vk_engine_stats_t st;
+  wd_vk_engine_stats(rt->eng, &st);
+  return st.device_name ? st.device_name : "?";
+}
+
+/* The warm-up job's completion, signalled from the worker thread. */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, rc;
+} warm_t;
+
+static void warm_done(void *ud, int rc, wd_transcript_t *t) {
+  warm_t *w = ud;
+  wd_transcript_free(t);
+  pthread_mutex_lock(&w->mu);
+  w->rc = rc;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+int wd_runtime_warmup(wd_runtime_t *rt) {
+  float *silence = calloc(16000, sizeof *silence);
+  if (!silence)
+    return WD_ENOMEM;
+  warm_t w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+  wd_job_params_t p = { .cb = { .ud = &w, .on_done = warm_done } };
+  wd_decode_opts_default(&p.decode);
+  p.decode.language = wd_tokenizer_is_multilingual(rt->tok) ? "en" : NULL;
+  int rc = wd_worker_submit(rt->worker, silence, 16000, &p, NULL);
+  if (rc < 0)
+    return rc;
+  pthread_mutex_lock(&w.mu);
+  while (!w.done)
+    pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  return w.rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * runtime.h - what `serve` and `transcribe` both run: the model, its
+ * tokenizer and mel front end, the engine, and the worker that owns it.
+ *
+ * Built once at start-up from the configuration; nothing in it is per job.
+ * Threading: open and close from the controlling thread; the worker is then
+ * used from any thread (core/worker.h).
+ */
+#ifndef WD_RUNTIME_H
+#define WD_RUNTIME_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "model.h"
+#include "worker.h"
+
+typedef struct wd_runtime wd_runtime_t;
+
+/* Loads cfg->model, builds the engine for max_batch sequences (and as many
+ * audio slots) on cfg->device and starts a worker with queue_max places.
+ * err gets a one-line message on failure. */
+int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
+                    char *err, size_t err_len);
+/* Drains the worker (grace 0) and frees everything; NULL is allowed. */
+void wd_runtime_close(wd_runtime_t *rt);
+
+wd_worker_t *wd_runtime_worker(wd_runtime_t *rt);
+const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt);
+const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
+/* The engine's device, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)". */
+const char *wd_runtime_device(wd_runtime_t *rt);
+
+/* Runs one second of silence through the worker and waits for it: proves
+ * every recorded command buffer runs before the daemon says it is ready. */
+int wd_runtime_warmup(wd_runtime_t *rt);
+
+#endif
