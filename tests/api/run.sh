@@ -1,5 +1,5 @@
 #!/bin/sh
-# CTest's entry to one file of the API suite (tests/api.cmake):
+# CTest's entry to one file of the API suite (tests/api_blackbox.cmake):
 #   run.sh VENV WHISPERD_BIN TEST_FILE [pytest args...]
 # Exit 77 (skip) when the venv, the daemon binary or the model is missing;
 # pytest's "no tests collected" (5) is a failure, not a silent pass.

@@ -1,4 +1,5 @@
-# The black-box API suite (tests/api/test_*.py, label `api`): the real
+# The black-box API suite (tests/api/test_*.py, label `api`, named
+# api_py_<file>; the C tests beside them are api_test_*): the real
 # `whisperd serve` with the real tiny.en on 127.0.0.1, driven by curl, raw
 # sockets and the official OpenAI Python and Node SDKs. One CTest test per
 # pytest file; each skips (77) while the venv (scripts/install-test-deps.sh),
@@ -14,10 +15,10 @@ set(WD_API_VENV "${PROJECT_SOURCE_DIR}/build/venv" CACHE PATH
 file(GLOB wd_api_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/api/test_*.py)
 foreach(f IN LISTS wd_api_tests)
   get_filename_component(n ${f} NAME_WE)
-  add_test(NAME api_${n}
+  add_test(NAME api_py_${n}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api/run.sh ${WD_API_VENV}
                    $<TARGET_FILE:whisperd> ${f})
   # One daemon-driving file at a time: they measure timeouts and queue depths.
-  set_tests_properties(api_${n} PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 900
+  set_tests_properties(api_py_${n} PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 900
                        RESOURCE_LOCK whisperd_api)
 endforeach()
