@@ -36,10 +36,20 @@ typedef struct {
   const char *api_key;       /* NULL or "": no authentication */
   int max_audio_s;           /* per-request audio cap */
   double job_timeout_s;      /* queued + running */
+  int body_timeout_s;        /* whole time to receive one request body (slow
+                              * clients); 0 = 300 s. A client that stops
+                              * sending is cut off sooner, by idle_timeout_s */
 } wd_server_opts_t;
 
-/* Binds (or adopts listen_fd) and starts serving. err gets a message. */
+/*
+ * Binds (or adopts listen_fd, which the server then owns) and starts
+ * serving. port 0 binds a free port (see wd_server_port). Returns 0, or
+ * WD_EINVAL / WD_EIO / WD_ENOMEM with a message in err.
+ */
 int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, size_t err_len);
+
+/* The TCP port the server listens on (useful after binding port 0). */
+int wd_server_port(const wd_server_t *s);
 
 /* The model is loaded: audio routes use worker and tok from now on. names
  * are the accepted `model` values (whisper-1, the model's name, aliases);
@@ -60,8 +70,14 @@ void wd_server_set_ready(wd_server_t *s, int ready);
 /* Stops accepting connections (SIGTERM); requests in progress go on. */
 void wd_server_quiesce(wd_server_t *s);
 
-/* Waits up to wait_s for open requests to finish answering, then closes
- * everything and frees. NULL is allowed. */
+/*
+ * Waits up to wait_s for open requests to finish answering, then closes
+ * everything and frees. NULL is allowed. The worker must still exist: call
+ * wd_worker_drain() before this and wd_worker_free() after. Jobs still
+ * running are cancelled and waited for (their callbacks point into the
+ * server), up to wait_s + 10 s; if the worker never ends them, the server
+ * is leaked rather than freed under its feet, with an error logged.
+ */
 void wd_server_free(wd_server_t *s, double wait_s);
 
 #endif

@@ -90,22 +90,109 @@ static void sb_cue_text(wd_sb_t *b, const char *text) {
   }
 }
 
+long wd_render_usage_seconds(double duration_s) {
+  return duration_s > 0 && isfinite(duration_s) ? (long)ceil(duration_s - 1e-9) : 0;
+}
+
+const char *wd_render_trim(const char *s, size_t n, size_t *ret_n) {
+  while (n > 0 && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')) {
+    s++;
+    n--;
+  }
+  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+    n--;
+  *ret_n = n;
+  return s;
+}
+
+/*
+ * Length of the well-formed UTF-8 sequence at s[0..n), or the negated length
+ * of its maximal ill-formed prefix (at least 1 byte), per Unicode 15 section
+ * 3.9 "U+FFFD Substitution of Maximal Subparts" (Table 3-7 byte ranges).
+ */
+static long utf8_seq(const unsigned char *s, size_t n) {
+  const unsigned char c = s[0];
+  if (c < 0x80)
+    return 1;
+  int need;
+  unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
+  if (c >= 0xC2 && c <= 0xDF)
+    need = 1;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    need = 2;
+    if (c == 0xE0)
+      lo = 0xA0; /* no overlongs */
+    if (c == 0xED)
+      hi = 0x9F; /* no surrogates */
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    need = 3;
+    if (c == 0xF0)
+      lo = 0x90;
+    if (c == 0xF4)
+      hi = 0x8F; /* nothing above U+10FFFF */
+  } else
+    return -1;
+  size_t i = 1;
+  for (; i <= (size_t)need; i++) {
+    if (i >= n)
+      return -(long)i;
+    const unsigned char b = s[i];
+    const unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
+    if (b < l || b > h)
+      return -(long)i;
+  }
+  return (long)i;
+}
+
+char *wd_render_utf8_dup(const char *s, size_t n) {
+  /* Each replaced byte grows by at most 2 (1 byte -> 3-byte U+FFFD). */
+  char *out = malloc(n * 3 + 1);
+  if (!out)
+    return NULL;
+  const unsigned char *p = (const unsigned char *)s;
+  size_t k = 0, i = 0;
+  while (i < n) {
+    const long l = utf8_seq(p + i, n - i);
+    if (l > 0) {
+      memcpy(out + k, p + i, (size_t)l);
+      k += (size_t)l;
+      i += (size_t)l;
+    } else {
+      memcpy(out + k, "\xEF\xBF\xBD", 3);
+      k += 3;
+      i += (size_t)-l;
+    }
+  }
+  out[k] = '\0';
+  return out;
+}
+
+/* A JSON string of s repaired to valid UTF-8 (NULL on OOM). */
+static json_t *json_text(const char *s, size_t n) {
+  char *fixed = wd_render_utf8_dup(s, n);
+  json_t *j = fixed ? json_string(fixed) : NULL;
+  free(fixed);
+  return j;
+}
+
 static int render_json(const wd_transcript_t *t, int verbose, const char *task, char **ret) {
   json_t *root = json_object();
   int rc = root ? 0 : WD_ENOMEM;
-  /* The API's "text" has no leading space (openai's library keeps it). */
-  const char *text = t->text ? t->text : "";
-  while (*text == ' ')
-    text++;
+  /* The API's "text" has no surrounding space (openai's library keeps it). */
+  size_t tn;
+  const char *text = t->text ? wd_render_trim(t->text, strlen(t->text), &tn) : "";
+  if (!t->text)
+    tn = 0;
   if (verbose && !rc) {
     const int li = wd_languages_index(t->language);
     const char *name = li >= 0 ? wd_languages_name(li) : NULL;
     rc |= json_object_set_new(root, "task", json_string(task ? task : "transcribe"));
-    rc |= json_object_set_new(root, "language", json_string(name ? name : t->language));
+    rc |= json_object_set_new(root, "language", json_text(name ? name : t->language,
+                                                          strlen(name ? name : t->language)));
     rc |= json_object_set_new(root, "duration", json_real(t->duration));
   }
   if (!rc)
-    rc |= json_object_set_new(root, "text", json_string(text));
+    rc |= json_object_set_new(root, "text", json_text(text, tn));
   if (verbose && !rc) {
     json_t *segs = json_array();
     for (int i = 0; segs && i < t->n_segments; i++) {
@@ -113,17 +200,23 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
       json_t *toks = json_array();
       for (int k = 0; toks && k < s->n_tokens; k++)
         json_array_append_new(toks, json_integer(s->tokens[k]));
-      json_t *o = json_pack("{s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f}", "id", s->id,
-                            "seek", s->seek, "start", s->start, "end", s->end, "text",
-                            s->text ? s->text : "", "tokens", toks ? toks : json_array(),
-                            "temperature", (double)s->temperature, "avg_logprob",
-                            (double)s->avg_logprob, "compression_ratio",
-                            (double)s->compression_ratio, "no_speech_prob",
+      json_t *stext = json_text(s->text ? s->text : "", s->text ? strlen(s->text) : 0);
+      json_t *o = json_pack("{s:i, s:i, s:f, s:f, s:o?, s:o, s:f, s:f, s:f, s:f}", "id", s->id,
+                            "seek", s->seek, "start", s->start, "end", s->end, "text", stext,
+                            "tokens", toks ? toks : json_array(), "temperature",
+                            (double)s->temperature, "avg_logprob", (double)s->avg_logprob,
+                            "compression_ratio", (double)s->compression_ratio, "no_speech_prob",
                             (double)s->no_speech_prob);
-      if (!o || json_array_append_new(segs, o) < 0)
+      if (!stext || !o || json_array_append_new(segs, o) < 0)
         rc = -1;
     }
     if (!segs || json_object_set_new(root, "segments", segs) < 0)
+      rc = -1;
+  }
+  if (!rc) {
+    json_t *usage = json_pack("{s:s, s:I}", "type", "duration", "seconds",
+                              (json_int_t)wd_render_usage_seconds(t->duration));
+    if (!usage || json_object_set_new(root, "usage", usage) < 0)
       rc = -1;
   }
   char *s = rc ? NULL : json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15));
@@ -141,10 +234,9 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
   wd_sb_t b = { 0 };
   switch (fmt) {
   case WD_FMT_TEXT: {
-    const char *text = t->text ? t->text : "";
-    while (*text == ' ')
-      text++;
-    sb_printf(&b, "%s\n", text);
+    size_t n = 0;
+    const char *text = t->text ? wd_render_trim(t->text, strlen(t->text), &n) : "";
+    sb_printf(&b, "%.*s\n", (int)n, text);
     break;
   }
   case WD_FMT_SEGMENTS:
@@ -185,6 +277,11 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
     if (!b.s)
       return WD_ENOMEM;
   }
-  *ret_text = b.s;
+  /* Plain-text formats are served as UTF-8 too: repair split characters. */
+  char *fixed = wd_render_utf8_dup(b.s, b.len);
+  free(b.s);
+  if (!fixed)
+    return WD_ENOMEM;
+  *ret_text = fixed;
   return 0;
 }

@@ -21,7 +21,26 @@ typedef enum {
 /* Parses "text", "txt" (segments), "srt", "vtt", "json", "verbose_json". */
 int wd_format_parse(const char *s, wd_format_t *ret);
 
-/* task: "transcribe" or "translate" (verbose_json only). */
+/*
+ * task: "transcribe" or "translate" (verbose_json only). JSON output carries
+ * OpenAI's `usage` {"type":"duration","seconds":N} with N the duration
+ * rounded up to whole seconds (the spec's whisper-1 example bills 8.47 s as
+ * 9). The top-level text is trimmed of white space at both ends (segment
+ * texts keep whisper's leading space). Text that is not valid UTF-8 (a
+ * character split between segments) is repaired as wd_render_utf8_dup does.
+ */
 int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char **ret_text);
+
+/* The whole seconds `usage` reports for a duration: ceil, at least 0. */
+long wd_render_usage_seconds(double duration_s);
+
+/* A malloc'd copy of s[0..n) in which every maximal ill-formed UTF-8
+ * subsequence is replaced by U+FFFD, as Python's decode(errors="replace")
+ * does (openai/whisper decodes tokens that way). NULL only on OOM. */
+char *wd_render_utf8_dup(const char *s, size_t n);
+
+/* s[0..n) without white space (space, tab, CR, LF) at both ends: sets *ret_n
+ * and returns the first kept byte. */
+const char *wd_render_trim(const char *s, size_t n, size_t *ret_n);
 
 #endif

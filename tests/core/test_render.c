@@ -23,6 +23,9 @@ static wd_transcript_t sample(void) {
   return t;
 }
 
+/* The first segment object of a verbose_json document. */
+static json_t *s0_text_holder(json_t *j) { return json_array_get(json_object_get(j, "segments"), 0); }
+
 static void check(wd_format_t f, const char *want) {
   wd_transcript_t t = sample();
   char *s = NULL;
@@ -42,7 +45,7 @@ WD_TEST(vtt) {
 }
 
 WD_TEST(text_and_segments) {
-  check(WD_FMT_TEXT, "And so --> my fellow ask what \n");
+  check(WD_FMT_TEXT, "And so --> my fellow ask what\n");
   check(WD_FMT_SEGMENTS, "[00:00:00.000 --> 00:00:07.740]  And so -> my fellow\n"
                          "[00:00:07.740 --> 01:02:03.500]  ask what\n");
 }
@@ -58,7 +61,12 @@ WD_TEST(verbose_json_shape) {
     WD_CHECK_EQ_STR(json_string_value(json_object_get(j, "task")), "transcribe");
     WD_CHECK_EQ_STR(json_string_value(json_object_get(j, "language")), "english");
     WD_CHECK_NEAR(json_real_value(json_object_get(j, "duration")), 11.0, 0);
-    WD_CHECK_EQ_STR(json_string_value(json_object_get(j, "text")), "And so --> my fellow ask what ");
+    WD_CHECK_EQ_STR(json_string_value(json_object_get(j, "text")), "And so --> my fellow ask what");
+    WD_CHECK_EQ_STR(json_string_value(json_object_get(s0_text_holder(j), "text")),
+                    " And so --> my fellow");
+    json_t *u = json_object_get(j, "usage");
+    WD_CHECK_EQ_STR(json_string_value(json_object_get(u, "type")), "duration");
+    WD_CHECK_EQ_INT(json_integer_value(json_object_get(u, "seconds")), 11);
     json_t *segs = json_object_get(j, "segments");
     WD_CHECK_EQ_INT(json_array_size(segs), 2);
     json_t *s0 = json_array_get(segs, 0);
@@ -69,7 +77,8 @@ WD_TEST(verbose_json_shape) {
     json_decref(j);
   }
   free(s);
-  check(WD_FMT_JSON, "{\"text\":\"And so --> my fellow ask what \"}");
+  check(WD_FMT_JSON, "{\"text\":\"And so --> my fellow ask what\","
+                    "\"usage\":{\"type\":\"duration\",\"seconds\":11}}");
 }
 
 WD_TEST(format_names) {
@@ -91,6 +100,52 @@ WD_TEST(empty_transcript) {
   free(s);
   WD_CHECK_EQ_INT(wd_render(&t, WD_FMT_VERBOSE_JSON, NULL, &s), 0);
   WD_CHECK(s && strstr(s, "\"segments\":[]") != NULL);
+  free(s);
+}
+
+WD_TEST(usage_seconds_round_up) {
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(8.47), 9);
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(11.0), 11);
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(0.01), 1);
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(0.0), 0);
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(-1.0), 0);
+  WD_CHECK_EQ_INT(wd_render_usage_seconds(NAN), 0);
+}
+
+/* Python's bytes.decode("utf-8", errors="replace") on the same inputs. */
+WD_TEST(utf8_repair_maximal_subparts) {
+  static const struct { const char *in; size_t n; const char *want; } cases[] = {
+    { "abc", 3, "abc" },
+    { "\xC3\xA9", 2, "\xC3\xA9" },                       /* é */
+    { "\xC3", 1, "\xEF\xBF\xBD" },                       /* cut after the lead byte */
+    { "a\xE2\x82", 3, "a\xEF\xBF\xBD" },                 /* one U+FFFD for E2 82 */
+    { "\xE2\x82x", 3, "\xEF\xBF\xBDx" },
+    { "\xF0\x9F\x98\x80", 4, "\xF0\x9F\x98\x80" },     /* emoji */
+    { "\xF0\x9F\x98", 3, "\xEF\xBF\xBD" },
+    { "\x80\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD" },      /* lone continuations */
+    { "\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD" },      /* overlong */
+    { "\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" }, /* surrogate */
+    { "\xF4\x90\x80\x80", 4,
+      "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" }, /* above U+10FFFF */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *s = wd_render_utf8_dup(cases[i].in, cases[i].n);
+    WD_CHECK_EQ_STR(s, cases[i].want);
+    free(s);
+  }
+}
+
+WD_TEST(split_character_still_renders_json) {
+  static wd_segment_t seg = { .text = " caf\xC3" };
+  wd_transcript_t t = { .segments = &seg, .n_segments = 1, .text = " caf\xC3", .duration = 1 };
+  strcpy(t.language, "fr");
+  char *s = NULL;
+  WD_CHECK_EQ_INT(wd_render(&t, WD_FMT_VERBOSE_JSON, "transcribe", &s), 0);
+  WD_CHECK(s && strstr(s, "\"text\":\"caf\xEF\xBF\xBD\"") != NULL);
+  WD_CHECK(s && strstr(s, "\"language\":\"french\"") != NULL);
+  free(s);
+  WD_CHECK_EQ_INT(wd_render(&t, WD_FMT_TEXT, NULL, &s), 0);
+  WD_CHECK_EQ_STR(s, "caf\xEF\xBF\xBD\n");
   free(s);
 }
 

@@ -22,6 +22,7 @@
 #include "ref_engine.h"
 #include "tokenizer.h"
 #include "wd_test.h"
+#include "wd_worker_util.h"
 #include "worker.h"
 
 #define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
@@ -63,165 +64,15 @@ static wd_worker_t *rig_worker(rig_t *g, int queue_max, int max_batch) {
   return w;
 }
 
-/* 16 kHz samples of a test file, played `repeat` times back to back. */
-static float *load_audio(const char *name, int repeat, size_t *ret_n) {
-  float *pcm = NULL;
-  size_t n = 0;
-  char err[256] = "";
-  if (wd_audio_decode_file(wd_test_data(name), NULL, &pcm, &n, err, sizeof err) < 0) {
-    fprintf(stderr, "%s: %s\n", name, err);
-    return NULL;
-  }
-  float *out = malloc(n * (size_t)repeat * sizeof *out);
-  for (int i = 0; out && i < repeat; i++)
-    memcpy(out + n * (size_t)i, pcm, n * sizeof *pcm);
-  free(pcm);
-  *ret_n = n * (size_t)repeat;
-  return out;
-}
-
-/* One job's outcome, filled by the callbacks on the worker thread. */
-typedef struct {
-  pthread_mutex_t *mu;
-  pthread_cond_t *cv;
-  int done, rc;
-  wd_transcript_t t;
-  int n_streamed;       /* on_segment calls */
-  int stream_order_ok;  /* segment ids arrived 0, 1, 2, ... */
-  double last_done_s;
-} outcome_t;
-
-static void on_segment(void *ud, const wd_segment_t *s, double done_s, double total_s) {
-  outcome_t *o = ud;
-  pthread_mutex_lock(o->mu);
-  if (s->id != o->n_streamed || done_s < o->last_done_s || done_s > total_s + 1e-9)
-    o->stream_order_ok = 0;
-  o->n_streamed++;
-  o->last_done_s = done_s;
-  pthread_mutex_unlock(o->mu);
-}
-
-static void on_done(void *ud, int rc, wd_transcript_t *t) {
-  outcome_t *o = ud;
-  pthread_mutex_lock(o->mu);
-  o->rc = rc;
-  if (t)
-    o->t = *t;
-  o->done++;
-  pthread_cond_broadcast(o->cv);
-  pthread_mutex_unlock(o->mu);
-}
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-
-static void outcome_init(outcome_t *o) {
-  memset(o, 0, sizeof *o);
-  o->mu = &g_mu;
-  o->cv = &g_cv;
-  o->stream_order_ok = 1;
-}
-
-static void wait_done(outcome_t *o, int n) {
-  pthread_mutex_lock(&g_mu);
-  for (int i = 0; i < n; i++)
-    while (!o[i].done)
-      pthread_cond_wait(&g_cv, &g_mu);
-  pthread_mutex_unlock(&g_mu);
-}
-
-static int submit(wd_worker_t *w, const char *name, int repeat, const char *language,
-                  double timeout_s, outcome_t *o, uint64_t *ret_id) {
-  size_t n = 0;
-  float *pcm = load_audio(name, repeat, &n);
-  if (!pcm)
-    return WD_EAUDIO;
-  wd_job_params_t p = { .timeout_s = timeout_s,
-                        .cb = { .ud = o, .on_segment = on_segment, .on_done = on_done } };
-  wd_decode_opts_default(&p.decode);
-  p.decode.language = language;
-  uint64_t id = 0;
-  const int rc = wd_worker_submit(w, pcm, n, &p, &id);
-  if (ret_id)
-    *ret_id = id;
-  return rc;
-}
-
-/* Exactly equal text, tokens, times and window statistics. */
-static int same_transcript(const wd_transcript_t *a, const wd_transcript_t *b) {
-  if (!a->text || !b->text || strcmp(a->text, b->text) != 0 || a->n_segments != b->n_segments ||
-      strcmp(a->language, b->language) != 0)
-    return 0;
-  for (int i = 0; i < a->n_segments; i++) {
-    const wd_segment_t *x = &a->segments[i], *y = &b->segments[i];
-    if (x->n_tokens != y->n_tokens || x->start != y->start || x->end != y->end ||
-        x->seek != y->seek || strcmp(x->text, y->text) != 0 ||
-        memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * sizeof *x->tokens) != 0 ||
-        x->avg_logprob != y->avg_logprob || x->no_speech_prob != y->no_speech_prob ||
-        x->compression_ratio != y->compression_ratio)
-      return 0;
-  }
-  return 1;
-}
-
-static int have(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (f)
-    fclose(f);
-  return f != NULL;
-}
-
-typedef struct {
-  const char *name;
-  int repeat;
-} clip_t;
-
 /* Runs every clip alone, then all at once, and compares. */
-static void check_identity(const char *model, const clip_t *clips, int n, const char *language) {
+static void check_identity(const char *model, const clip_t *clips, int n) {
   rig_t g;
   if (rig_open(&g, model, n) < 0) {
     WD_CHECK(0);
     return;
   }
   wd_worker_t *w = rig_worker(&g, 16, n);
-  outcome_t alone[8], together[8];
-  for (int i = 0; i < n; i++) {
-    outcome_init(&alone[i]);
-    WD_CHECK_EQ_INT(submit(w, clips[i].name, clips[i].repeat, language, 0, &alone[i], NULL), 0);
-    wait_done(&alone[i], 1);
-    WD_CHECK_EQ_INT(alone[i].rc, 0);
-  }
-  wd_worker_stats_t st0;
-  wd_worker_stats(w, &st0);
-  for (int i = 0; i < n; i++) {
-    outcome_init(&together[i]);
-    WD_CHECK_EQ_INT(submit(w, clips[i].name, clips[i].repeat, language, 0, &together[i], NULL), 0);
-  }
-  wait_done(together, n);
-  wd_worker_stats_t st;
-  wd_worker_stats(w, &st);
-  uint64_t multi = 0;
-  for (int r = 2; r <= 16; r++)
-    multi += st.steps_by_rows[r] - st0.steps_by_rows[r];
-  fprintf(stderr, "%s: %d jobs together: %llu steps, %llu with 2+ rows, mean %.2f rows\n", model,
-          n, (unsigned long long)(st.steps - st0.steps), (unsigned long long)multi,
-          (double)(st.rows - st0.rows) / (double)(st.steps - st0.steps));
-  WD_CHECK(multi > 0); /* they really were batched */
-  for (int i = 0; i < n; i++) {
-    WD_CHECK_EQ_INT(together[i].rc, 0);
-    const int same = same_transcript(&alone[i].t, &together[i].t);
-    if (!same)
-      fprintf(stderr, "%s x%d differs:\n  alone:    %s\n  together: %s\n", clips[i].name,
-              clips[i].repeat, alone[i].t.text ? alone[i].t.text : "(null)",
-              together[i].t.text ? together[i].t.text : "(null)");
-    WD_CHECK(same);
-    WD_CHECK(together[i].stream_order_ok);
-    WD_CHECK_EQ_INT(together[i].n_streamed, together[i].t.n_segments);
-    fprintf(stderr, "  %-28s x%d: %d segments, '%s'\n", clips[i].name, clips[i].repeat,
-            alone[i].t.n_segments, alone[i].t.text ? alone[i].t.text : "");
-    wd_transcript_free(&alone[i].t);
-    wd_transcript_free(&together[i].t);
-  }
+  wd_check_identity(w, clips, n, model);
   wd_worker_free(w);
   rig_close(&g);
 }
@@ -236,14 +87,14 @@ WD_TEST(identity_alone_vs_batched_tiny_en) {
     { "audio/cards/003.wav", 1 },       /* 1-4 s */
     { "audio/synth/quick_fox.wav", 1 },
   };
-  check_identity(TINY, clips, 5, NULL);
+  check_identity(TINY, clips, 5);
 }
 
 WD_TEST(identity_alone_vs_batched_base_detects_language) {
   if (!have(BASE))
     wd_test_skip("models/ggml-base.bin not present (scripts/fetch-model.sh base)");
   const clip_t clips[] = { { "audio/jfk.wav", 1 }, { "audio/synth/silence_3s.wav", 1 } };
-  check_identity(BASE, clips, 2, NULL);
+  check_identity(BASE, clips, 2);
 }
 
 WD_TEST(queue_full_cancel_timeout_drain) {

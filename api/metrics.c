@@ -1,0 +1,216 @@
+/*
+ * metrics.c - counters and the Prometheus exposition (see metrics.h).
+ *
+ * Series (all prefixed whisperd_):
+ *   http_requests_total{route,code}          counter, only pairs seen so far
+ *   http_request_duration_seconds{route}     histogram (buckets below)
+ *   http_requests_active, http_connections_suspended, ready, model_loaded
+ *   queue_depth, queue_capacity, jobs_running, batch_max_rows     gauges
+ *   jobs_total{result="done"|"failed"}       counter
+ *   engine_steps_total, engine_step_rows_total, windows_encoded_total
+ *   engine_steps_by_rows_total{rows="1".."16"}  counter: batch occupancy
+ *   batch_rows_mean                          gauge: rows / steps
+ *   audio_seconds_total, worker_busy_seconds_total   counters
+ *   real_time_factor                         gauge: busy / audio seconds
+ */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* Request latency buckets in seconds: a health check to a three-hour file. */
+static const double wd_buckets[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                     5,     10,   30,    60,   120, 300,  600, 1800, 3600 };
+#define WD_N_BUCKETS (sizeof wd_buckets / sizeof wd_buckets[0])
+#define WD_N_STATUS 600 /* index = status code; 0 = no response */
+
+typedef struct {
+  uint64_t by_status[WD_N_STATUS];
+  uint64_t buckets[WD_N_BUCKETS]; /* non-cumulative here, summed when rendered */
+  uint64_t count;
+  double sum;
+} wd_route_counters_t;
+
+struct wd_metrics {
+  pthread_mutex_t mu;
+  wd_route_counters_t routes[WD_ROUTE_COUNT];
+};
+
+int wd_metrics_new(wd_metrics_t **ret) {
+  wd_metrics_t *m = calloc(1, sizeof *m);
+  if (!m)
+    return WD_ENOMEM;
+  pthread_mutex_init(&m->mu, NULL);
+  *ret = m;
+  return 0;
+}
+
+void wd_metrics_free(wd_metrics_t *m) {
+  if (!m)
+    return;
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
+
+void wd_metrics_request(wd_metrics_t *m, wd_route_t route, int status, double seconds) {
+  if (!m)
+    return;
+  if (route < 0 || route >= WD_ROUTE_COUNT)
+    route = WD_ROUTE_OTHER;
+  if (status < 100 || status >= WD_N_STATUS)
+    status = 0;
+  if (!(seconds >= 0))
+    seconds = 0;
+  size_t b = 0;
+  while (b < WD_N_BUCKETS && seconds > wd_buckets[b])
+    b++;
+  pthread_mutex_lock(&m->mu);
+  wd_route_counters_t *c = &m->routes[route];
+  c->by_status[status]++;
+  if (b < WD_N_BUCKETS)
+    c->buckets[b]++;
+  c->count++;
+  c->sum += seconds;
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* A growing output string; err is sticky. */
+typedef struct {
+  char *s;
+  size_t len, cap;
+  int err;
+} wd_out_t;
+
+static void out_printf(wd_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void out_printf(wd_out_t *o, const char *fmt, ...) {
+  if (o->err)
+    return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(o->s ? o->s + o->len : NULL, o->s ? o->cap - o->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      o->err = 1;
+      return;
+    }
+    if (o->s && o->len + (size_t)n < o->cap) {
+      o->len += (size_t)n;
+      return;
+    }
+    const size_t cap = (o->cap ? o->cap * 2 : 8192) + (size_t)n;
+    char *s = realloc(o->s, cap);
+    if (!s) {
+      o->err = 1;
+      return;
+    }
+    o->s = s;
+    o->cap = cap;
+  }
+}
+
+/* # HELP and # TYPE lines of one metric family. */
+static void family(wd_out_t *o, const char *name, const char *type, const char *help) {
+  out_printf(o, "# HELP whisperd_%s %s\n# TYPE whisperd_%s %s\n", name, help, name, type);
+}
+
+static void gauge(wd_out_t *o, const char *name, const char *help, double v) {
+  family(o, name, "gauge", help);
+  out_printf(o, "whisperd_%s %.17g\n", name, v);
+}
+
+static void counter(wd_out_t *o, const char *name, const char *help, double v) {
+  family(o, name, "counter", help);
+  out_printf(o, "whisperd_%s %.17g\n", name, v);
+}
+
+static void render_http(wd_out_t *o, const wd_route_counters_t *rc) {
+  family(o, "http_requests_total", "counter",
+         "HTTP requests answered, by route and status code (0: closed without a response).");
+  for (int r = 0; r < WD_ROUTE_COUNT; r++)
+    for (int s = 0; s < WD_N_STATUS; s++)
+      if (rc[r].by_status[s])
+        out_printf(o, "whisperd_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n",
+                   wd_route_name((wd_route_t)r), s, (unsigned long long)rc[r].by_status[s]);
+  family(o, "http_request_duration_seconds", "histogram",
+         "Seconds from a request's headers to its last response byte.");
+  for (int r = 0; r < WD_ROUTE_COUNT; r++) {
+    const char *name = wd_route_name((wd_route_t)r);
+    uint64_t cum = 0;
+    for (size_t b = 0; b < WD_N_BUCKETS; b++) {
+      cum += rc[r].buckets[b];
+      out_printf(o, "whisperd_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                 name, wd_buckets[b], (unsigned long long)cum);
+    }
+    out_printf(o, "whisperd_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+               name, (unsigned long long)rc[r].count);
+    out_printf(o, "whisperd_http_request_duration_seconds_sum{route=\"%s\"} %.9g\n", name,
+               rc[r].sum);
+    out_printf(o, "whisperd_http_request_duration_seconds_count{route=\"%s\"} %llu\n", name,
+               (unsigned long long)rc[r].count);
+  }
+}
+
+static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
+  gauge(o, "queue_depth", "Jobs waiting in the queue.", ws->queued);
+  gauge(o, "queue_capacity", "Jobs the queue holds before answering 429.", ws->queue_max);
+  gauge(o, "jobs_running", "Jobs the worker is decoding.", ws->running);
+  gauge(o, "batch_max_rows", "Most sequences decoded in one engine step.", ws->max_batch);
+  family(o, "jobs_total", "counter", "Jobs ended, by result (failed includes canceled).");
+  out_printf(o, "whisperd_jobs_total{result=\"done\"} %llu\n",
+             (unsigned long long)ws->jobs_done);
+  out_printf(o, "whisperd_jobs_total{result=\"failed\"} %llu\n",
+             (unsigned long long)ws->jobs_failed);
+  counter(o, "engine_steps_total", "Decoder steps run.", (double)ws->steps);
+  counter(o, "engine_step_rows_total", "Sequences decoded, summed over steps.", (double)ws->rows);
+  family(o, "engine_steps_by_rows_total", "counter",
+         "Decoder steps by the number of sequences batched in them (batch occupancy).");
+  const int max_rows = (int)(sizeof ws->steps_by_rows / sizeof ws->steps_by_rows[0]) - 1;
+  for (int r = 1; r <= max_rows; r++)
+    out_printf(o, "whisperd_engine_steps_by_rows_total{rows=\"%d\"} %llu\n", r,
+               (unsigned long long)ws->steps_by_rows[r]);
+  gauge(o, "batch_rows_mean", "Mean sequences per decoder step since start.",
+        ws->steps ? (double)ws->rows / (double)ws->steps : 0.0);
+  counter(o, "windows_encoded_total", "30-second audio windows encoded.", (double)ws->encodes);
+  counter(o, "audio_seconds_total", "Seconds of audio in completed jobs.", ws->audio_s);
+  counter(o, "worker_busy_seconds_total", "Seconds the worker spent encoding and decoding.",
+          ws->busy_s);
+  gauge(o, "real_time_factor",
+        "Worker busy seconds per second of audio since start (lower is faster).",
+        ws->audio_s > 0 ? ws->busy_s / ws->audio_s : 0.0);
+}
+
+int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,
+                      char **ret) {
+  /* Copy under the lock, format outside it. */
+  wd_route_counters_t *rc = malloc(sizeof m->routes);
+  if (!rc)
+    return WD_ENOMEM;
+  pthread_mutex_lock(&m->mu);
+  memcpy(rc, m->routes, sizeof m->routes);
+  pthread_mutex_unlock(&m->mu);
+  wd_out_t o = { 0 };
+  render_http(&o, rc);
+  free(rc);
+  gauge(&o, "http_requests_active", "Requests between their headers and their end.",
+        st ? st->requests_active : 0);
+  gauge(&o, "http_connections_suspended", "Connections waiting on the worker.",
+        st ? st->connections_suspended : 0);
+  gauge(&o, "ready", "1 when the server accepts transcriptions.", st ? st->ready : 0);
+  gauge(&o, "model_loaded", "1 once the model is attached.", st ? st->model_loaded : 0);
+  if (ws)
+    render_worker(&o, ws);
+  if (o.err) {
+    free(o.s);
+    return WD_ENOMEM;
+  }
+  *ret = o.s;
+  return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * metrics.h - the server's counters and their Prometheus text exposition
+ * (format 0.0.4) for GET /metrics.
+ *
+ * HTTP threads record one observation per finished request (route, status,
+ * seconds from the request's headers to its end); the worker's own figures
+ * come from wd_worker_stats() at render time. All functions are thread-safe:
+ * one mutex guards the counters, held only to add or to copy them.
+ */
+#ifndef WD_METRICS_H
+#define WD_METRICS_H
+
+#include "route.h"
+#include "worker.h"
+
+typedef struct wd_metrics wd_metrics_t;
+
+int wd_metrics_new(wd_metrics_t **ret);
+void wd_metrics_free(wd_metrics_t *m); /* NULL is allowed */
+
+/* One finished request. status outside 100..599 is counted as 0 (a
+ * connection that ended without any response). */
+void wd_metrics_request(wd_metrics_t *m, wd_route_t route, int status, double seconds);
+
+/* Server state shown beside the counters. */
+typedef struct {
+  int ready;             /* /ready answers 200 */
+  int model_loaded;      /* wd_server_attach() was called */
+  int requests_active;   /* requests between headers and completion */
+  int connections_suspended; /* waiting on the worker */
+} wd_metrics_state_t;
+
+/*
+ * Renders the exposition into a malloc'd string. ws may be NULL before a
+ * worker is attached: the worker series are then left out. Returns 0 or
+ * WD_ENOMEM.
+ */
+int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,
+                      char **ret);
+
+#endif

@@ -1,0 +1,380 @@
+/*
+ * request.c - OpenAI audio form fields to a validated wd_request_t (see
+ * request.h). Messages copy the wording of OpenAI's own errors where one is
+ * known (reference/openai-audio-api.md 1.7), so SDK users recognise them.
+ */
+#include "request.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+#include "languages.h"
+
+/* The form fields this server reads; anything else is ignored. */
+typedef enum {
+  F_OTHER = 0,
+  F_FILE,
+  F_MODEL,
+  F_LANGUAGE,
+  F_PROMPT,
+  F_RESPONSE_FORMAT,
+  F_TEMPERATURE,
+  F_TIMESTAMP_GRANULARITIES, /* an array */
+  F_STREAM,
+} wd_field_t;
+
+/*
+ * Which field a part name is. Scalars match exactly. The one array matches
+ * `key`, `key[]` and `key[N]` (some form encoders number array items).
+ */
+static wd_field_t field_of(const char *name) {
+  static const struct { const char *name; wd_field_t f; } scalars[] = {
+    { "file", F_FILE },         { "model", F_MODEL },
+    { "language", F_LANGUAGE }, { "prompt", F_PROMPT },
+    { "response_format", F_RESPONSE_FORMAT }, { "temperature", F_TEMPERATURE },
+    { "stream", F_STREAM },
+  };
+  for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
+    if (strcmp(name, scalars[i].name) == 0)
+      return scalars[i].f;
+  static const char arr[] = "timestamp_granularities";
+  const size_t n = sizeof arr - 1;
+  if (strncmp(name, arr, n) == 0) {
+    const char *rest = name + n;
+    if (rest[0] == '\0' || strcmp(rest, "[]") == 0)
+      return F_TIMESTAMP_GRANULARITIES;
+    if (rest[0] == '[') {
+      size_t k = 1;
+      while (isdigit((unsigned char)rest[k]))
+        k++;
+      if (k > 1 && rest[k] == ']' && rest[k + 1] == '\0')
+        return F_TIMESTAMP_GRANULARITIES;
+    }
+  }
+  return F_OTHER;
+}
+
+/* The wire name of a field, for error params (static strings). */
+static const char *field_name(wd_field_t f) {
+  switch (f) {
+  case F_MODEL: return "model";
+  case F_LANGUAGE: return "language";
+  case F_PROMPT: return "prompt";
+  case F_RESPONSE_FORMAT: return "response_format";
+  case F_TEMPERATURE: return "temperature";
+  case F_TIMESTAMP_GRANULARITIES: return "timestamp_granularities";
+  case F_STREAM: return "stream";
+  default: return NULL;
+  }
+}
+
+/* A part's value as a NUL-terminated copy, trimmed of white space at both
+ * ends when trim is set. NULL on OOM. */
+static char *value_dup(const wd_multipart_part_t *p, int trim) {
+  size_t n = p->len;
+  const char *s = (const char *)p->data;
+  if (trim)
+    s = wd_render_trim(s, n, &n);
+  char *out = malloc(n + 1);
+  if (out) {
+    memcpy(out, s, n);
+    out[n] = '\0';
+  }
+  return out;
+}
+
+/* Replaces *dst with a copy of the part's value; an empty value clears it. */
+static int set_text(char **dst, const wd_multipart_part_t *p, int trim) {
+  char *v = value_dup(p, trim);
+  if (!v)
+    return WD_ENOMEM;
+  free(*dst);
+  *dst = NULL;
+  if (v[0])
+    *dst = v;
+  else
+    free(v);
+  return 0;
+}
+
+static int oom(wd_api_error_t *err) {
+  return wd_api_error_set(err, 500, NULL, NULL, "The server ran out of memory.");
+}
+
+/* The response_format values and what they render as. */
+static int parse_format(const char *s, wd_format_t *ret) {
+  static const struct { const char *name; wd_format_t f; } names[] = {
+    { "json", WD_FMT_JSON }, { "text", WD_FMT_TEXT },        { "srt", WD_FMT_SRT },
+    { "vtt", WD_FMT_VTT },   { "verbose_json", WD_FMT_VERBOSE_JSON },
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(s, names[i].name) == 0) {
+      *ret = names[i].f;
+      return 0;
+    }
+  return WD_EINVAL;
+}
+
+/* "true"/"false" as the SDKs send them; also 1/0, any case. */
+static int parse_bool(const char *s, int *ret) {
+  if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0)
+    *ret = 1;
+  else if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0)
+    *ret = 0;
+  else
+    return WD_EINVAL;
+  return 0;
+}
+
+/* The scalar text fields, collected before validation. */
+typedef struct {
+  char *format, *temperature, *stream;
+  int gran_seen;      /* timestamp_granularities parts, empty ones included */
+  char *bad_gran;     /* the first value that is neither segment nor word */
+} wd_raw_t;
+
+static void raw_clear(wd_raw_t *r) {
+  free(r->format);
+  free(r->temperature);
+  free(r->stream);
+  free(r->bad_gran);
+}
+
+/* One pass over the parts: the file, copies of the text fields. */
+static int collect(const wd_multipart_t *form, wd_request_t *r, wd_raw_t *raw,
+                   wd_api_error_t *err) {
+  int have_file = 0;
+  for (int i = 0; i < wd_multipart_count(form); i++) {
+    const wd_multipart_part_t *p = wd_multipart_part(form, i);
+    const wd_field_t f = field_of(p->name);
+    int rc = 0;
+    /* A NUL would cut the value short ("whisper-1\0x" is not whisper-1). */
+    if (f != F_FILE && f != F_OTHER && memchr(p->data, '\0', p->len))
+      return wd_api_error_set(err, 400, field_name(f), "invalid_value",
+                              "Invalid value for '%s': it contains a NUL byte.", field_name(f));
+    switch (f) {
+    case F_FILE:
+      have_file = 1;
+      r->file = p->data;
+      r->file_len = p->len;
+      free(r->filename);
+      r->filename = NULL;
+      if (p->filename && !(r->filename = strdup(p->filename)))
+        rc = WD_ENOMEM;
+      break;
+    case F_MODEL:
+      rc = set_text(&r->model, p, 1);
+      break;
+    case F_LANGUAGE:
+      rc = set_text(&r->language, p, 1);
+      break;
+    case F_PROMPT:
+      rc = set_text(&r->prompt, p, 0);
+      break;
+    case F_RESPONSE_FORMAT:
+      rc = set_text(&raw->format, p, 1);
+      break;
+    case F_TEMPERATURE:
+      rc = set_text(&raw->temperature, p, 1);
+      break;
+    case F_STREAM:
+      rc = set_text(&raw->stream, p, 1);
+      break;
+    case F_TIMESTAMP_GRANULARITIES: {
+      char *v = value_dup(p, 1);
+      if (!v) {
+        rc = WD_ENOMEM;
+        break;
+      }
+      raw->gran_seen++;
+      if (strcmp(v, "segment") == 0)
+        r->timestamps_segment = 1;
+      else if (strcmp(v, "word") == 0)
+        r->timestamps_word = 1;
+      else if (v[0] && !raw->bad_gran) {
+        raw->bad_gran = v;
+        v = NULL;
+      }
+      free(v);
+      break;
+    }
+    case F_OTHER:
+      break;
+    }
+    if (rc < 0)
+      return oom(err);
+  }
+  if (!have_file)
+    return wd_api_error_set(err, 400, "file", "missing_required_parameter",
+                            "Missing required parameter: 'file'.");
+  return 0;
+}
+
+static int model_known(const wd_request_model_t *m, const char *name) {
+  for (int i = 0; m && i < m->n_names; i++)
+    if (m->names[i] && strcmp(m->names[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Checks language (transcriptions only) against the table and the model. */
+static int check_language(wd_request_t *r, const wd_request_model_t *m, wd_api_error_t *err) {
+  if (!r->language)
+    return 0;
+  const int idx = wd_languages_index(r->language);
+  if (idx < 0)
+    return wd_api_error_set(err, 400, "language", "invalid_language",
+                            "Invalid language '%.64s'. Language parameter must be specified in "
+                            "ISO-639-1 format.", r->language);
+  /* Normalise to the table's spelling (lower case). */
+  const char *code = wd_languages_code(idx);
+  char *copy = strdup(code);
+  if (!copy)
+    return oom(err);
+  free(r->language);
+  r->language = copy;
+  if (!m->multilingual && strcmp(code, "en") != 0)
+    return wd_api_error_set(err, 400, "language", "unsupported_language",
+                            "Model `%.128s` is English-only; it cannot transcribe language '%s'.",
+                            r->model, code);
+  if (m->multilingual && m->n_langs > 0 && idx >= m->n_langs)
+    return wd_api_error_set(err, 400, "language", "unsupported_language",
+                            "Model `%.128s` does not support language '%s'.", r->model, code);
+  return 0;
+}
+
+static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
+                    wd_api_error_t *err) {
+  const int transcribe = r->task == WD_REQUEST_TRANSCRIBE;
+  if (!model_known(m, r->model))
+    return wd_api_error_set(err, 404, NULL, "model_not_found",
+                            "The model `%.200s` does not exist or you do not have access to it.",
+                            r->model);
+  r->format = WD_FMT_JSON;
+  if (raw->format) {
+    if (strcmp(raw->format, "diarized_json") == 0)
+      return wd_api_error_set(err, 400, "response_format", "unsupported_value",
+                              "response_format 'diarized_json' needs a diarization model; this "
+                              "server has none. Use json, text, srt, verbose_json or vtt.");
+    if (parse_format(raw->format, &r->format) < 0)
+      return wd_api_error_set(err, 400, "response_format", "invalid_value",
+                              "'%.64s' is not one of ['json', 'text', 'srt', 'verbose_json', "
+                              "'vtt'] - 'response_format'", raw->format);
+  }
+  if (raw->temperature) {
+    char *end = NULL;
+    const double t = strtod(raw->temperature, &end);
+    if (end == raw->temperature || *end != '\0' || !isfinite(t))
+      return wd_api_error_set(err, 400, "temperature", "invalid_type",
+                              "Invalid value for 'temperature': expected a number, got '%.64s'.",
+                              raw->temperature);
+    if (t < 0.0 || t > 1.0)
+      return wd_api_error_set(err, 400, "temperature", "invalid_value",
+                              "Invalid value for 'temperature': %g is not between 0 and 1.", t);
+    r->temperature = t;
+    r->has_temperature = 1;
+  }
+  if (!transcribe) {
+    /* Translations have no language, timestamp_granularities or stream
+     * field: the source language is detected from the audio. */
+    free(r->language);
+    r->language = NULL;
+    r->timestamps_segment = r->timestamps_word = 0;
+    if (!m->multilingual)
+      return wd_api_error_set(err, 400, "model", "unsupported_model",
+                              "Model `%.128s` is English-only and cannot translate.", r->model);
+    return 0;
+  }
+  int rc = check_language(r, m, err);
+  if (rc)
+    return rc;
+  if (raw->bad_gran)
+    return wd_api_error_set(err, 400, "timestamp_granularities", "invalid_value",
+                            "'%.64s' is not one of ['word', 'segment'] - "
+                            "'timestamp_granularities'", raw->bad_gran);
+  if (r->timestamps_word) {
+    if (r->format != WD_FMT_VERBOSE_JSON)
+      return wd_api_error_set(err, 400, "timestamp_granularities", "invalid_value",
+                              "timestamp_granularities 'word' requires response_format "
+                              "'verbose_json'.");
+    return wd_api_error_set(err, 400, "timestamp_granularities", "unsupported_value",
+                            "Word-level timestamps are not supported by this server yet; use "
+                            "timestamp_granularities 'segment'.");
+  }
+  if (raw->stream && parse_bool(raw->stream, &r->stream) < 0)
+    return wd_api_error_set(err, 400, "stream", "invalid_type",
+                            "Invalid value for 'stream': expected true or false, got '%.64s'.",
+                            raw->stream);
+  return 0;
+}
+
+int wd_request_parse(const wd_multipart_t *form, wd_request_task_t task,
+                     const wd_request_model_t *model, wd_request_t *ret, wd_api_error_t *err) {
+  memset(ret, 0, sizeof *ret);
+  ret->task = task;
+  wd_raw_t raw = { 0 };
+  int rc = collect(form, ret, &raw, err);
+  if (!rc && !ret->model)
+    rc = wd_api_error_set(err, 400, "model", "missing_required_parameter",
+                          "you must provide a model parameter");
+  if (!rc)
+    rc = validate(ret, &raw, model, err);
+  raw_clear(&raw);
+  if (rc)
+    wd_request_clear(ret);
+  return rc;
+}
+
+void wd_request_clear(wd_request_t *r) {
+  if (!r)
+    return;
+  free(r->filename);
+  free(r->model);
+  free(r->language);
+  free(r->prompt);
+  memset(r, 0, sizeof *r);
+}
+
+int wd_request_prompt_tokens(const wd_request_t *r, const wd_tokenizer_t *tok, int32_t **ret_ids,
+                             int *ret_n) {
+  *ret_ids = NULL;
+  *ret_n = 0;
+  if (!r->prompt)
+    return 0;
+  if (!tok)
+    return WD_EINVAL;
+  /* " " + prompt.strip(), as openai/whisper transcribe() builds it (ASCII
+   * white space only: Python also strips Unicode spaces). */
+  const char *s = r->prompt;
+  size_t n = strlen(s);
+  while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
+    s++;
+    n--;
+  }
+  while (n > 0 && strchr(" \t\n\r\v\f", s[n - 1]))
+    n--;
+  char *text = malloc(n + 2);
+  if (!text)
+    return WD_ENOMEM;
+  text[0] = ' ';
+  memcpy(text + 1, s, n);
+  text[n + 1] = '\0';
+  int need = 0;
+  int rc = wd_tokenizer_encode(tok, text, n + 1, NULL, 0, &need);
+  if (rc == 0 || rc == WD_ERANGE) {
+    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+    rc = ids ? wd_tokenizer_encode(tok, text, n + 1, ids, need, &need) : WD_ENOMEM;
+    if (rc == 0) {
+      *ret_ids = ids;
+      *ret_n = need;
+    } else {
+      free(ids);
+    }
+  }
+  free(text);
+  return rc;
+}

@@ -1,0 +1,75 @@
+/*
+ * request.h - an OpenAI audio request (POST /v1/audio/transcriptions or
+ * /v1/audio/translations) read from its multipart form and validated.
+ *
+ * Field names follow the SDKs' wire form (reference/openai-audio-api.md
+ * 1.4): arrays arrive as repeated `key[]` parts (a bare `key` and `key[0]`
+ * are accepted too), objects as `key[sub]`, booleans as "true"/"false",
+ * numbers as text. Unknown fields are ignored; an empty text field counts as
+ * absent (the Python SDK drops empty values, curl -F sends them). When a
+ * field is repeated, the last one wins.
+ *
+ * Pure: no I/O, no shared state; the result points into the multipart body
+ * (the file) and owns copies of the text fields.
+ */
+#ifndef WD_REQUEST_H
+#define WD_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_error.h"
+#include "multipart.h"
+#include "render.h"
+#include "tokenizer.h"
+
+typedef enum {
+  WD_REQUEST_TRANSCRIBE = 0, /* /v1/audio/transcriptions */
+  WD_REQUEST_TRANSLATE,      /* /v1/audio/translations: to English */
+} wd_request_task_t;
+
+/* What validation needs to know about the loaded model. */
+typedef struct {
+  const char *const *names;  /* accepted `model` values, compared exactly */
+  int n_names;
+  int multilingual;          /* 0: English-only (no language, no translation) */
+  int n_langs;               /* language tokens (99, or 100 with "yue"); 0 = no limit */
+} wd_request_model_t;
+
+typedef struct {
+  wd_request_task_t task;
+  const uint8_t *file;       /* the audio, inside the multipart body */
+  size_t file_len;
+  char *filename;            /* as sent, or NULL */
+  char *model;
+  char *language;            /* lower-case ISO 639-1 code, or NULL to detect */
+  char *prompt;              /* as sent, or NULL */
+  wd_format_t format;        /* WD_FMT_JSON unless response_format says otherwise */
+  double temperature;        /* 0..1; 0 when absent */
+  int has_temperature;
+  int timestamps_segment;    /* timestamp_granularities contains "segment" */
+  int timestamps_word;       /* ... "word" (refused for now: no word timing yet) */
+  int stream;                /* transcriptions only: answer with SSE */
+} wd_request_t;
+
+/*
+ * Reads and validates a request. On success fills *ret (release it with
+ * wd_request_clear) and returns 0. On failure returns the HTTP status (400,
+ * 404 for an unknown model, 500 when out of memory) with *err filled and
+ * *ret cleared.
+ */
+int wd_request_parse(const wd_multipart_t *form, wd_request_task_t task,
+                     const wd_request_model_t *model, wd_request_t *ret, wd_api_error_t *err);
+
+/* Frees what r owns and zeroes it; a zeroed r is fine. */
+void wd_request_clear(wd_request_t *r);
+
+/*
+ * The prompt as openai/whisper passes initial_prompt to the decoder:
+ * tokenizer.encode(" " + prompt.strip()). *ret_ids is malloc'd (NULL with
+ * *ret_n = 0 when there is no prompt). Returns 0 or a WD_E* code.
+ */
+int wd_request_prompt_tokens(const wd_request_t *r, const wd_tokenizer_t *tok, int32_t **ret_ids,
+                             int *ret_n);
+
+#endif

@@ -1,0 +1,502 @@
+/*
+ * server.c - the HTTP server on libmicrohttpd (see server.h): daemon set-up
+ * and shutdown, routing, authentication, and the small routes (/health,
+ * /ready, /metrics, /v1/models). The audio routes live in transcription.c.
+ *
+ * MHD runs a pool of `threads` epoll threads (MHD_USE_INTERNAL_POLLING_THREAD
+ * with MHD_OPTION_THREAD_POOL_SIZE); each connection stays on one thread.
+ * Per-request state (wd_req_t) is allocated on the first handler call and
+ * freed in the NOTIFY_COMPLETED callback, which also records the request in
+ * the metrics and the access log.
+ *
+ * Ownership: the server copies the options' strings; the model handed to
+ * wd_server_attach is borrowed until wd_server_free.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "api_error.h"
+#include "error.h"
+#include "log.h"
+#include "response.h"
+#include "route.h"
+#include "server_internal.h"
+#include "transcription.h"
+
+#define WD_MODEL_WAIT_RETRY_S 5
+
+/* One request on a connection, from its headers to its completion. */
+typedef struct {
+  wd_route_t route;
+  double t_start;
+  int status;                /* answered status (small routes); audio: from tr */
+  char method[16];
+  char *path;
+  wd_transcription_t *tr;    /* audio routes */
+} wd_req_t;
+
+double wd__server_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int wd__server_retry_after(wd_server_t *s) {
+  if (!atomic_load_explicit(&s->attached, memory_order_acquire))
+    return WD_MODEL_WAIT_RETRY_S;
+  wd_worker_stats_t st;
+  wd_worker_stats(s->model.worker, &st);
+  const uint64_t jobs = st.jobs_done + st.jobs_failed;
+  /* The worker's mean busy time per job, times the jobs ahead, shared over
+   * the batch; at least 1 s, at most the 60 s a client would still wait. */
+  const double per_job = jobs ? st.busy_s / (double)jobs : 5.0;
+  const double est = per_job * (st.queued + st.running) / (st.max_batch > 0 ? st.max_batch : 1);
+  const double s_est = ceil(est);
+  return s_est < 1 ? 1 : s_est > 60 ? 60 : (int)s_est;
+}
+
+/* ---- responses of the small routes ---------------------------------- */
+
+/* Queues a JSON document (reference stolen) and records status in r. */
+static enum MHD_Result reply_json(struct MHD_Connection *c, wd_req_t *r, int status, json_t *j) {
+  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!s)
+    return MHD_NO;
+  r->status = status;
+  return wd_response_body(c, status, "application/json", s, strlen(s));
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, wd_req_t *r, const wd_api_error_t *e,
+                                   const char *allow) {
+  r->status = e->status;
+  return wd_response_error(c, e, allow);
+}
+
+static json_t *model_object(const wd_server_t *s, const char *id) {
+  return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object", "model", "created",
+                   (json_int_t)s->created, "owned_by", "whisperd");
+}
+
+/* GET /v1/models (id NULL) or /v1/models/{id}. */
+static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
+                                    const char *id) {
+  const int attached = atomic_load_explicit(&s->attached, memory_order_acquire);
+  const int n = attached ? s->model.n_names : 0;
+  if (id) {
+    for (int i = 0; i < n; i++)
+      if (s->model.names[i] && strcmp(s->model.names[i], id) == 0)
+        return reply_json(c, r, 200, model_object(s, id));
+    wd_api_error_t e;
+    wd_api_error_set(&e, 404, NULL, "model_not_found",
+                     "The model `%.200s` does not exist or you do not have access to it.", id);
+    return reply_error(c, r, &e, NULL);
+  }
+  json_t *data = json_array();
+  for (int i = 0; data && i < n; i++)
+    if (s->model.names[i])
+      json_array_append_new(data, model_object(s, s->model.names[i]));
+  return reply_json(c, r, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
+                                    : NULL);
+}
+
+static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r) {
+  const char *why = NULL;
+  if (atomic_load(&s->quiescing))
+    why = "shutting_down";
+  else if (!atomic_load_explicit(&s->attached, memory_order_acquire))
+    why = "loading";
+  else if (!atomic_load(&s->ready))
+    why = "starting";
+  if (why)
+    return reply_json(c, r, 503, json_pack("{s:s}", "status", why));
+  return reply_json(c, r, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r) {
+  wd_metrics_state_t st = { 0 };
+  st.model_loaded = atomic_load_explicit(&s->attached, memory_order_acquire);
+  st.ready = atomic_load(&s->ready) && st.model_loaded && !atomic_load(&s->quiescing);
+  st.connections_suspended = atomic_load(&s->n_suspended);
+  pthread_mutex_lock(&s->mu);
+  st.requests_active = s->n_active;
+  pthread_mutex_unlock(&s->mu);
+  wd_worker_stats_t ws;
+  if (st.model_loaded)
+    wd_worker_stats(s->model.worker, &ws);
+  char *text = NULL;
+  if (wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, &text) < 0)
+    return MHD_NO;
+  r->status = 200;
+  return wd_response_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", text,
+                          strlen(text));
+}
+
+/* ---- authentication ---------------------------------------------------- */
+
+/* 1 when no key is configured or the request carries "Bearer <key>". The
+ * comparison takes the same time wherever the first difference is. */
+static int auth_ok(const wd_server_t *s, struct MHD_Connection *c, int *ret_missing) {
+  *ret_missing = 0;
+  if (!s->api_key || !s->api_key[0])
+    return 1;
+  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+  if (!h) {
+    *ret_missing = 1;
+    return 0;
+  }
+  while (*h == ' ' || *h == '\t')
+    h++;
+  if (strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
+    return 0;
+  h += 6;
+  while (*h == ' ' || *h == '\t')
+    h++;
+  size_t n = strlen(h);
+  while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+    n--;
+  const size_t k = strlen(s->api_key);
+  unsigned diff = n != k;
+  for (size_t i = 0; i < k; i++)
+    diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned)(unsigned char)(i < n ? h[i] : 0);
+  return diff == 0;
+}
+
+/* ---- the MHD callbacks ------------------------------------------------- */
+
+static enum MHD_Result on_first_call(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
+                                     const char *method, const char *url) {
+  wd_api_error_t e;
+  const char *allow = NULL, *id = NULL;
+  const int found = wd_route_match(method, url, &r->route, &allow, &id);
+  int missing = 0;
+  if (wd_route_needs_auth(url) && !auth_ok(s, c, &missing)) {
+    if (missing)
+      wd_api_error_set(&e, 401, NULL, "invalid_api_key",
+                       "You didn't provide an API key. You need to provide your API key in an "
+                       "Authorization header using Bearer auth (i.e. Authorization: Bearer "
+                       "YOUR_KEY).");
+    else
+      wd_api_error_set(&e, 401, NULL, "invalid_api_key", "Incorrect API key provided.");
+    return reply_error(c, r, &e, NULL);
+  }
+  if (found == 404) {
+    wd_api_error_set(&e, 404, NULL, NULL, "Invalid URL (%.15s %.200s)", method, url);
+    return reply_error(c, r, &e, NULL);
+  }
+  if (found == 405) {
+    wd_api_error_set(&e, 405, NULL, "method_not_allowed",
+                     "Method %.15s is not allowed for %.200s; use %s.", method, url, allow);
+    return reply_error(c, r, &e, allow);
+  }
+  switch (r->route) {
+  case WD_ROUTE_HEALTH:
+    return reply_json(c, r, 200, json_pack("{s:s}", "status", "ok"));
+  case WD_ROUTE_READY:
+    return route_ready(s, c, r);
+  case WD_ROUTE_METRICS:
+    return route_metrics(s, c, r);
+  case WD_ROUTE_MODELS:
+    return route_models(s, c, r, id);
+  case WD_ROUTE_TRANSCRIPTIONS:
+  case WD_ROUTE_TRANSLATIONS:
+    r->tr = wd_transcription_new(s, c,
+                                 r->route == WD_ROUTE_TRANSLATIONS ? WD_REQUEST_TRANSLATE
+                                                                   : WD_REQUEST_TRANSCRIBE,
+                                 r->t_start);
+    if (!r->tr) {
+      wd_api_error_set(&e, 500, NULL, NULL, "The server ran out of memory.");
+      return reply_error(c, r, &e, NULL);
+    }
+    return wd_transcription_handle(r->tr, NULL, NULL, 1);
+  default:
+    return MHD_NO;
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  (void)version;
+  wd_server_t *s = cls;
+  wd_req_t *r = *con_cls;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r)
+      return MHD_NO;
+    r->t_start = wd__server_now();
+    snprintf(r->method, sizeof r->method, "%s", method);
+    r->path = strdup(url);
+    *con_cls = r;
+    pthread_mutex_lock(&s->mu);
+    s->n_active++;
+    pthread_mutex_unlock(&s->mu);
+    return on_first_call(s, c, r, method, url);
+  }
+  if (r->tr)
+    return wd_transcription_handle(r->tr, upload_data, upload_data_size, 0);
+  /* A small route answered on the first call; MHD discards any body. */
+  *upload_data_size = 0;
+  return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)c;
+  wd_server_t *s = cls;
+  wd_req_t *r = *con_cls;
+  if (!r)
+    return;
+  *con_cls = NULL;
+  double audio_s = 0;
+  int status = r->status;
+  if (r->tr)
+    status = wd_transcription_completed(r->tr, &audio_s);
+  /* Answered but cut short, or never answered: nginx's 499 when the client
+   * left, 0 when we closed (timeout, error). */
+  if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 0)
+    status = toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? 499 : 0;
+  const double dt = wd__server_now() - r->t_start;
+  wd_metrics_request(s->metrics, r->route, status, dt);
+  const int audio = r->route == WD_ROUTE_TRANSCRIPTIONS || r->route == WD_ROUTE_TRANSLATIONS;
+  wd_log(audio ? WD_LOG_INFO : WD_LOG_DEBUG, "api: %s %s -> %d in %.3f s%s", r->method,
+         r->path ? r->path : "?", status, dt,
+         toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+  if (audio && audio_s > 0)
+    wd_log_debug("api: %.1f s of audio", audio_s);
+  free(r->path);
+  free(r);
+  pthread_mutex_lock(&s->mu);
+  s->n_active--;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Watcher thread: the client of a waiting request hung up. */
+static void on_hangup(void *ctx, uint64_t job_id) {
+  wd_server_t *s = ctx;
+  wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
+  wd_worker_cancel(s->model.worker, job_id);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+/* MHD's own messages (mostly about misbehaving clients): debug level. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+    msg[--n] = '\0';
+  wd_log_debug("api: libmicrohttpd: %s", msg);
+}
+
+/* ---- life cycle -------------------------------------------------------- */
+
+static int fail(char *err, size_t err_len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t err_len, int rc, const char *fmt, ...) {
+  if (err && err_len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+/* Frees what wd_server_start built; the MHD daemon must be stopped. */
+static void server_destroy(wd_server_t *s) {
+  wd_watcher_free(s->watcher);
+  wd_metrics_free(s->metrics);
+  if (s->quiesced_fd != MHD_INVALID_SOCKET)
+    close(s->quiesced_fd);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s->host);
+  free(s->api_key);
+  free(s);
+}
+
+int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, size_t err_len) {
+  if (!o || !ret || o->max_body == 0 || o->port < 0 || o->port > 65535)
+    return fail(err, err_len, WD_EINVAL, "invalid server options");
+  wd_server_t *s = calloc(1, sizeof *s);
+  if (!s)
+    return fail(err, err_len, WD_ENOMEM, "out of memory");
+  s->o = *o;
+  s->quiesced_fd = MHD_INVALID_SOCKET;
+  s->created = time(NULL);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->host = strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
+  s->api_key = o->api_key ? strdup(o->api_key) : NULL;
+  s->o.host = s->host;
+  s->o.api_key = s->api_key;
+  int rc = 0;
+  if (!s->host || (o->api_key && !s->api_key) || wd_metrics_new(&s->metrics) < 0) {
+    rc = fail(err, err_len, WD_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if ((rc = wd_watcher_new(on_hangup, s, &s->watcher)) < 0) {
+    rc = fail(err, err_len, rc, "cannot start the hang-up watcher: %s", wd_strerror(rc));
+    goto fail;
+  }
+
+  struct MHD_OptionItem extra[3];
+  int k = 0;
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                       MHD_USE_ERROR_LOG;
+  struct sockaddr_storage addr;
+  if (o->listen_fd >= 0) {
+    extra[k++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, o->listen_fd, NULL };
+  } else {
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+                              .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    struct addrinfo *ai = NULL;
+    const int gai = getaddrinfo(s->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+      rc = fail(err, err_len, WD_EINVAL, "cannot resolve listen address '%s': %s", s->host,
+                gai_strerror(gai));
+      goto fail;
+    }
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    if (addr.ss_family == AF_INET6)
+      flags |= MHD_USE_IPv6;
+    extra[k++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &addr };
+  }
+  if (o->threads > 1)
+    extra[k++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, o->threads, NULL };
+  extra[k] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+
+  /* MHD's threads inherit this mask: signals stay with the daemon's main
+   * thread (CONVENTIONS 8). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  s->mhd = MHD_start_daemon(
+      flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+      MHD_OPTION_ARRAY, extra,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(o->idle_timeout_s > 0 ? o->idle_timeout_s : 0),
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(o->max_connections > 0 ? o->max_connections
+                                                                         : 256),
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_END);
+  const int start_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!s->mhd) {
+    if (o->listen_fd >= 0)
+      rc = fail(err, err_len, WD_EIO, "cannot serve on the inherited socket %d", o->listen_fd);
+    else
+      rc = fail(err, err_len, WD_EIO, "cannot listen on %s port %d: %s", s->host, o->port,
+                start_errno ? strerror(start_errno) : "libmicrohttpd failed to start");
+    goto fail;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : o->port;
+  wd_log_info("api: listening on %s port %d (%d HTTP threads, body limit %zu bytes)",
+              o->listen_fd >= 0 ? "an inherited socket" : s->host, s->port,
+              o->threads > 1 ? o->threads : 1, o->max_body);
+  *ret = s;
+  return 0;
+fail:
+  server_destroy(s);
+  return rc;
+}
+
+int wd_server_port(const wd_server_t *s) { return s ? s->port : 0; }
+
+void wd_server_attach(wd_server_t *s, const wd_server_model_t *m) {
+  if (!s || !m || atomic_load(&s->attached))
+    return;
+  s->model = *m;
+  const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
+  s->n_langs = sp ? sp->n_langs : 0;
+  atomic_store_explicit(&s->attached, 1, memory_order_release);
+  wd_log_info("api: model attached as '%s' (%d name%s)", m->n_names > 0 ? m->names[0] : "?",
+              m->n_names, m->n_names == 1 ? "" : "s");
+}
+
+void wd_server_set_ready(wd_server_t *s, int ready) {
+  if (s)
+    atomic_store(&s->ready, ready ? 1 : 0);
+}
+
+void wd_server_quiesce(wd_server_t *s) {
+  if (!s || atomic_exchange(&s->quiescing, 1))
+    return;
+  /* The returned socket stays open until MHD is stopped (threads may still
+   * look at it); it is closed in wd_server_free. */
+  s->quiesced_fd = MHD_quiesce_daemon(s->mhd);
+  wd_log_info("api: no longer accepting connections");
+}
+
+/* Waits on s->cv until *count is 0 or the deadline passes. Under s->mu. */
+static void wait_zero(wd_server_t *s, const int *count, double deadline) {
+  while (*count > 0) {
+    const double now = wd__server_now();
+    if (now >= deadline)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const double step = deadline - now < 0.5 ? deadline - now : 0.5;
+    const long ns = ts.tv_nsec + (long)(step * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+}
+
+void wd_server_free(wd_server_t *s, double wait_s) {
+  if (!s)
+    return;
+  if (s->mhd) {
+    wd_server_quiesce(s);
+    pthread_mutex_lock(&s->mu);
+    wait_zero(s, &s->n_active, wd__server_now() + (wait_s > 0 ? wait_s : 0));
+    const int n_jobs = s->n_jobs;
+    pthread_mutex_unlock(&s->mu);
+    /* Jobs still in flight point into this server: cancel them and wait
+     * for their on_done, which also resumes their connections (MHD must
+     * not be stopped with a connection suspended). */
+    if (n_jobs > 0) {
+      wd_log_warning("api: %d job%s still running at shutdown, cancelling", n_jobs,
+                     n_jobs == 1 ? "" : "s");
+      wd_transcription_cancel_all(s);
+    }
+    pthread_mutex_lock(&s->mu);
+    wait_zero(s, &s->n_jobs, wd__server_now() + (wait_s > 0 ? wait_s : 0) + 10.0);
+    const int left = s->n_jobs;
+    pthread_mutex_unlock(&s->mu);
+    if (left > 0) {
+      wd_log_error("api: %d job%s never ended; leaving the HTTP server running", left,
+                   left == 1 ? "" : "s");
+      return;
+    }
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+  }
+  server_destroy(s);
+}

@@ -1,0 +1,59 @@
+/*
+ * server_internal.h - the server's state, shared by server.c (daemon,
+ * routing, small routes) and transcription.c (the audio routes). Not for
+ * use outside api/.
+ *
+ * Locking: `mu` guards the counts and the list of transcriptions with a job
+ * in flight; it is a leaf lock (nothing else is taken while holding it).
+ * A transcription's own mutex may be held when taking `mu`, never the
+ * other way round.
+ */
+#ifndef WD_SERVER_INTERNAL_H
+#define WD_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "metrics.h"
+#include "server.h"
+#include "watcher.h"
+
+typedef struct wd_transcription wd_transcription_t;
+
+struct wd_server {
+  wd_server_opts_t o;        /* host and api_key point at the copies below */
+  char *host, *api_key;
+  struct MHD_Daemon *mhd;
+  int port;
+  MHD_socket quiesced_fd;    /* the listening socket after quiesce, or -1 */
+  time_t created;            /* `created` of the /v1/models entries */
+  wd_metrics_t *metrics;
+  wd_watcher_t *watcher;
+
+  /* Written once by wd_server_attach before `attached` is set (release);
+   * read only after seeing `attached` (acquire). */
+  wd_server_model_t model;
+  int n_langs;               /* language tokens of the model */
+  atomic_int attached;
+  atomic_int ready;
+  atomic_int quiescing;
+  atomic_int n_suspended;    /* connections waiting on the worker */
+
+  pthread_mutex_t mu;
+  pthread_cond_t cv;         /* signalled when n_active or n_jobs drops */
+  int n_active;              /* requests between their headers and completion */
+  int n_jobs;                /* submitted jobs whose on_done has not returned */
+  wd_transcription_t *live;  /* transcriptions with a job in flight */
+};
+
+/* CLOCK_MONOTONIC in seconds. */
+double wd__server_now(void);
+
+/* Seconds a client refused with 429 should wait, from the worker's pace. */
+int wd__server_retry_after(wd_server_t *s);
+
+#endif

@@ -1,0 +1,631 @@
+/*
+ * transcription.c - the audio routes (see transcription.h).
+ *
+ * Phases, all driven from the connection's MHD thread:
+ *
+ *   RECEIVING   headers checked (model attached, not shutting down, a
+ *               multipart Content-Type, Content-Length within max_body);
+ *               body chunks appended up to max_body, then discarded so the
+ *               client can still read a 413; the whole body must arrive
+ *               within body_timeout_s.
+ *   (end of body) parse form, validate, decode audio, submit the job.
+ *   WAITING     non-streaming: the connection is suspended until on_done.
+ *   STREAMING   the SSE response is queued at once; its reader suspends the
+ *               connection whenever no event is pending, and the worker's
+ *               callbacks resume it.
+ *   ANSWERED    a response is queued; nothing left to do.
+ *
+ * The suspend/resume race. on_done (and on_segment) run on the worker
+ * thread and may run before wd_worker_submit() has even returned. MHD
+ * requires that a connection is resumed only after it was suspended, and
+ * it must be suspended from its own thread. So both sides go through
+ * t->mu and the flag t->suspended: the MHD thread suspends (and sets the
+ * flag) under the lock only if no result is waiting; the worker sets its
+ * result under the lock and resumes only if the flag is set, clearing it.
+ * A result that arrives first is therefore seen by the MHD thread, which
+ * answers without suspending; a result that arrives later resumes a
+ * connection that is certainly suspended.
+ *
+ * The hang-up watch is registered under the same lock right after
+ * suspending and removed right before resuming, so the watcher never
+ * polls a connection that MHD may close and whose fd may be reused.
+ *
+ * Lock order: t->mu, then MHD's internal locks (suspend/resume), the
+ * watcher's lock, s->mu. Nothing takes t->mu while holding those.
+ */
+#include "transcription.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio.h"
+#include "error.h"
+#include "log.h"
+#include "render.h"
+#include "response.h"
+
+enum { PH_RECEIVING = 0, PH_WAITING, PH_STREAMING, PH_ANSWERED };
+
+/* Discarding an over-long body (to answer 413) stops at this multiple of
+ * max_body; the connection is then closed without an answer. */
+#define WD_DISCARD_FACTOR 4
+#define WD_BODY_TIMEOUT_DEFAULT_S 300
+
+struct wd_transcription {
+  wd_server_t *s;
+  struct MHD_Connection *conn;
+  wd_request_task_t task;
+  atomic_int refs;
+
+  /* MHD thread only. */
+  int phase;
+  int status;                /* the HTTP status answered, 0 before */
+  double t_start;
+  char *content_type;
+  uint8_t *body;             /* (len) bytes of the body so far, cap allocated */
+  size_t len, cap;
+  uint64_t seen;             /* body bytes received, kept or discarded */
+  int too_big;
+  wd_format_t format;
+  int stream;
+  double audio_s;
+
+  /* Shared with the worker and the watcher: under mu. */
+  pthread_mutex_t mu;
+  uint64_t job_id;           /* 0 until wd_worker_submit returned */
+  int done;                  /* on_done ran; rc and result are set */
+  int rc;
+  wd_transcript_t result;    /* moved out of on_done's transcript */
+  int suspended;             /* the connection is suspended (by us) */
+  uint64_t watch;            /* hang-up watch token while suspended */
+  int conn_gone;             /* MHD completed the request */
+  char *ev;                  /* SSE bytes not yet read: ev[ev_off..ev_len) */
+  size_t ev_len, ev_cap, ev_off;
+  int ev_finished;           /* the last event is in ev: end after it */
+  int n_deltas;
+
+  /* The server's list of jobs in flight: under s->mu. */
+  wd_transcription_t *live_prev, *live_next;
+  int in_live;
+  uint64_t live_job_id;
+};
+
+static void tr_unref(wd_transcription_t *t) {
+  if (atomic_fetch_sub(&t->refs, 1) != 1)
+    return;
+  /* Last reference: nobody else can see t. It never touches the server
+   * here, which may already be gone when the job's reference is last. */
+  wd_transcript_free(&t->result);
+  pthread_mutex_destroy(&t->mu);
+  free(t->content_type);
+  free(t->body);
+  free(t->ev);
+  free(t);
+}
+
+wd_transcription_t *wd_transcription_new(wd_server_t *s, struct MHD_Connection *c,
+                                         wd_request_task_t task, double t_start) {
+  wd_transcription_t *t = calloc(1, sizeof *t);
+  if (!t)
+    return NULL;
+  t->s = s;
+  t->conn = c;
+  t->task = task;
+  t->t_start = t_start;
+  atomic_init(&t->refs, 1);
+  pthread_mutex_init(&t->mu, NULL);
+  return t;
+}
+
+/* Queues an error and records its status. */
+static enum MHD_Result answer_error(wd_transcription_t *t, const wd_api_error_t *e) {
+  t->phase = PH_ANSWERED;
+  t->status = e->status;
+  return wd_response_error(t->conn, e, NULL);
+}
+
+static int body_timeout_s(const wd_server_t *s) {
+  return s->o.body_timeout_s > 0 ? s->o.body_timeout_s : WD_BODY_TIMEOUT_DEFAULT_S;
+}
+
+/* First call: everything that can be refused before reading the body. */
+static enum MHD_Result on_headers(wd_transcription_t *t) {
+  wd_server_t *s = t->s;
+  wd_api_error_t e;
+  if (!atomic_load_explicit(&s->attached, memory_order_acquire)) {
+    wd_api_error_set(&e, 503, NULL, "model_not_ready",
+                     "The model is still loading; retry in a few seconds.");
+    e.retry_after_s = 5;
+    return answer_error(t, &e);
+  }
+  if (atomic_load(&s->quiescing)) {
+    wd_api_error_from_job(&e, WD_ESHUTDOWN, 1, 0, 5);
+    return answer_error(t, &e);
+  }
+  const char *ct = MHD_lookup_connection_value(t->conn, MHD_HEADER_KIND, "Content-Type");
+  char boundary[WD_MULTIPART_MAX_BOUNDARY + 1];
+  const int brc = ct ? wd_multipart_boundary(ct, boundary, sizeof boundary) : WD_EUNSUP;
+  if (brc == WD_EUNSUP) {
+    wd_api_error_set(&e, 400, NULL, "invalid_content_type",
+                     "Content-Type must be multipart/form-data (got '%.100s').", ct ? ct : "");
+    return answer_error(t, &e);
+  }
+  if (brc < 0) {
+    wd_api_error_set(&e, 400, NULL, "invalid_content_type",
+                     "Content-Type multipart/form-data needs a boundary parameter.");
+    return answer_error(t, &e);
+  }
+  const char *cl = MHD_lookup_connection_value(t->conn, MHD_HEADER_KIND, "Content-Length");
+  if (cl) {
+    char *end = NULL;
+    const unsigned long long n = strtoull(cl, &end, 10);
+    /* MHD already refused a malformed Content-Length; compare the value. */
+    if (end != cl && n > s->o.max_body) {
+      wd_api_error_set(&e, 413, NULL, "request_too_large",
+                       "413: Maximum content size limit (%zu) exceeded (%llu bytes).",
+                       s->o.max_body, n);
+      return answer_error(t, &e);
+    }
+  }
+  if (!(t->content_type = strdup(ct))) {
+    wd_api_error_set(&e, 500, NULL, NULL, "The server ran out of memory.");
+    return answer_error(t, &e);
+  }
+  return MHD_YES;
+}
+
+/* A body chunk. MHD_NO closes the connection (no answer is possible while
+ * the body is still arriving: MHD queues responses only before or after). */
+static enum MHD_Result on_data(wd_transcription_t *t, const char *data, size_t n) {
+  const wd_server_t *s = t->s;
+  if (wd__server_now() - t->t_start > body_timeout_s(s)) {
+    wd_log_notice("api: request body not received within %d s (%" PRIu64 " bytes so far), "
+                  "closing the connection", body_timeout_s(s), t->seen);
+    t->status = 408;
+    return MHD_NO;
+  }
+  t->seen += n;
+  if (t->too_big) {
+    if (t->seen <= (uint64_t)s->o.max_body * WD_DISCARD_FACTOR)
+      return MHD_YES;
+    wd_log_notice("api: request body over %d times the %zu-byte limit, closing the connection",
+                  WD_DISCARD_FACTOR, s->o.max_body);
+    t->status = 413;
+    return MHD_NO;
+  }
+  if (t->len + n > s->o.max_body) {
+    /* Over the cap (no Content-Length, or chunked): keep reading, without
+     * storing, so that the client gets its 413 after the last byte. */
+    t->too_big = 1;
+    free(t->body);
+    t->body = NULL;
+    t->len = t->cap = 0;
+    return MHD_YES;
+  }
+  if (t->len + n > t->cap) {
+    size_t cap = t->cap ? t->cap : 65536;
+    while (cap < t->len + n)
+      cap *= 2;
+    if (cap > s->o.max_body)
+      cap = s->o.max_body;
+    uint8_t *b = realloc(t->body, cap);
+    if (!b) {
+      wd_log_error("api: out of memory for a %zu-byte request body", cap);
+      t->status = 500;
+      return MHD_NO;
+    }
+    t->body = b;
+    t->cap = cap;
+  }
+  memcpy(t->body + t->len, data, n);
+  t->len += n;
+  return MHD_YES;
+}
+
+/* Appends one SSE event "data: <json>\n\n" (or the raw payload when json is
+ * NULL). Under t->mu. On OOM the event is dropped. */
+static void ev_append(wd_transcription_t *t, json_t *json, const char *raw) {
+  char *payload = json ? json_dumps(json, JSON_COMPACT) : NULL;
+  const char *p = json ? payload : raw;
+  if (!p)
+    return;
+  const size_t n = strlen(p), need = t->ev_len + n + 8;
+  if (need > t->ev_cap) {
+    size_t cap = t->ev_cap ? t->ev_cap : 1024;
+    while (cap < need)
+      cap *= 2;
+    char *ev = realloc(t->ev, cap);
+    if (!ev) {
+      free(payload);
+      return;
+    }
+    t->ev = ev;
+    t->ev_cap = cap;
+  }
+  t->ev_len += (size_t)snprintf(t->ev + t->ev_len, t->ev_cap - t->ev_len, "data: %s\n\n", p);
+  free(payload);
+}
+
+/* A JSON string of s[0..n) repaired to UTF-8; NULL on OOM. */
+static json_t *json_text(const char *s, size_t n) {
+  char *fixed = wd_render_utf8_dup(s, n);
+  json_t *j = fixed ? json_string(fixed) : NULL;
+  free(fixed);
+  return j;
+}
+
+/* Resumes the connection if we suspended it. Under t->mu. The watch goes
+ * first: once resumed, MHD may close the socket and reuse its fd. */
+static void resume_locked(wd_transcription_t *t) {
+  if (!t->suspended)
+    return;
+  wd_watcher_remove(t->s->watcher, t->watch);
+  t->watch = 0;
+  t->suspended = 0;
+  atomic_fetch_sub(&t->s->n_suspended, 1);
+  MHD_resume_connection(t->conn);
+}
+
+/* Suspends the connection and watches it for a hang-up. Under t->mu, on
+ * the connection's MHD thread. */
+static void suspend_locked(wd_transcription_t *t) {
+  MHD_suspend_connection(t->conn);
+  t->suspended = 1;
+  atomic_fetch_add(&t->s->n_suspended, 1);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(t->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (ci)
+    t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->job_id);
+}
+
+/* Worker thread: a final segment (streaming only). */
+static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
+  (void)done_s;
+  (void)total_s;
+  wd_transcription_t *t = ud;
+  const char *text = seg->text ? seg->text : "";
+  size_t n = strlen(text);
+  pthread_mutex_lock(&t->mu);
+  /* The first delta loses whisper's leading space, so that the deltas
+   * concatenate to the done event's text. */
+  if (t->n_deltas == 0)
+    while (n > 0 && (*text == ' ' || *text == '\n' || *text == '\t')) {
+      text++;
+      n--;
+    }
+  if (n > 0 && !t->conn_gone) {
+    json_t *d = json_text(text, n);
+    json_t *ev = d ? json_pack("{s:s, s:o}", "type", "transcript.text.delta", "delta", d) : NULL;
+    if (ev) {
+      ev_append(t, ev, NULL);
+      t->n_deltas++;
+    }
+    json_decref(ev);
+    resume_locked(t);
+  }
+  pthread_mutex_unlock(&t->mu);
+}
+
+/* Removes t from the server's in-flight list and counts the job ended.
+ * This is the job side's last access to the server. */
+static void live_remove(wd_transcription_t *t) {
+  wd_server_t *s = t->s;
+  pthread_mutex_lock(&s->mu);
+  if (t->in_live) {
+    if (t->live_prev)
+      t->live_prev->live_next = t->live_next;
+    else
+      s->live = t->live_next;
+    if (t->live_next)
+      t->live_next->live_prev = t->live_prev;
+    t->in_live = 0;
+  }
+  s->n_jobs--;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Worker thread: the job ended. */
+static void on_done(void *ud, int rc, wd_transcript_t *tr) {
+  wd_transcription_t *t = ud;
+  wd_server_t *s = t->s;
+  pthread_mutex_lock(&t->mu);
+  t->done = 1;
+  t->rc = rc;
+  if (rc == 0 && tr) {
+    /* Take the contents; the struct itself stays the worker's. */
+    t->result = *tr;
+    memset(tr, 0, sizeof *tr);
+  }
+  if (t->stream) {
+    if (rc == 0) {
+      size_t n = 0;
+      const char *text = t->result.text ? wd_render_trim(t->result.text, strlen(t->result.text),
+                                                         &n) : "";
+      json_t *tj = json_text(text, n);
+      json_t *ev = tj ? json_pack("{s:s, s:o}", "type", "transcript.text.done", "text", tj) : NULL;
+      ev_append(t, ev, NULL);
+      json_decref(ev);
+      ev_append(t, NULL, "[DONE]");
+    } else {
+      wd_api_error_t e;
+      wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, 0);
+      char *body = wd_api_error_json(&e);
+      if (body)
+        ev_append(t, NULL, body);
+      free(body);
+    }
+    t->ev_finished = 1;
+    wd_transcript_free(&t->result);
+  }
+  resume_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  live_remove(t);
+  tr_unref(t);
+}
+
+/* The transcript as the response, or the job's error. */
+static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
+  wd_server_t *s = t->s;
+  if (rc < 0) {
+    wd_api_error_t e;
+    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s));
+    if (rc != WD_ECANCELED)
+      wd_log_warning("api: transcription failed: %s (%s)", wd_strerror(rc), wd_err_name(rc));
+    return answer_error(t, &e);
+  }
+  /* OpenAI's translations report the output language. */
+  if (t->task == WD_REQUEST_TRANSLATE)
+    snprintf(t->result.language, sizeof t->result.language, "en");
+  char *text = NULL;
+  const int r = wd_render(&t->result, t->format,
+                          t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe", &text);
+  wd_transcript_free(&t->result);
+  if (r < 0) {
+    wd_api_error_t e;
+    wd_api_error_set(&e, 500, NULL, NULL, "Rendering the transcript failed (%s).",
+                     wd_strerror(r));
+    return answer_error(t, &e);
+  }
+  const char *ctype = "application/json";
+  if (t->format == WD_FMT_TEXT || t->format == WD_FMT_SRT)
+    ctype = "text/plain; charset=utf-8";
+  else if (t->format == WD_FMT_VTT)
+    ctype = "text/vtt; charset=utf-8";
+  t->phase = PH_ANSWERED;
+  t->status = 200;
+  return wd_response_body(t->conn, 200, ctype, text, strlen(text));
+}
+
+/* The SSE reader: MHD thread, with the response's lock held by MHD. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  wd_transcription_t *t = cls;
+  pthread_mutex_lock(&t->mu);
+  if (t->ev_off < t->ev_len) {
+    size_t n = t->ev_len - t->ev_off;
+    if (n > max)
+      n = max;
+    memcpy(buf, t->ev + t->ev_off, n);
+    t->ev_off += n;
+    if (t->ev_off == t->ev_len)
+      t->ev_off = t->ev_len = 0;
+    pthread_mutex_unlock(&t->mu);
+    return (ssize_t)n;
+  }
+  if (t->ev_finished) {
+    pthread_mutex_unlock(&t->mu);
+    return MHD_CONTENT_READER_END_OF_STREAM;
+  }
+  /* Nothing to send yet: wait for the worker (returning 0 without
+   * suspending would make MHD spin). */
+  suspend_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  return 0;
+}
+
+static enum MHD_Result start_stream(wd_transcription_t *t) {
+  struct MHD_Response *r =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, t, NULL);
+  if (!r)
+    return MHD_NO;
+  wd_response_common_headers(r);
+  MHD_add_response_header(r, "Content-Type", "text/event-stream");
+  MHD_add_response_header(r, "X-Accel-Buffering", "no"); /* proxies: do not buffer */
+  t->phase = PH_STREAMING;
+  t->status = 200;
+  const enum MHD_Result ret = MHD_queue_response(t->conn, 200, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* Hands the decoded audio to the worker; takes ownership of pcm. */
+static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const wd_request_t *req,
+                              int32_t *prompt, int n_prompt) {
+  wd_server_t *s = t->s;
+  wd_job_params_t p = { 0 };
+  wd_decode_opts_default(&p.decode);
+  /* English-only models take no language token at all. */
+  p.decode.language = s->model.multilingual ? req->language : NULL;
+  p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
+  p.decode.prompt = prompt;
+  p.decode.n_prompt = n_prompt;
+  p.timeout_s = s->o.job_timeout_s;
+  p.cb.ud = t;
+  p.cb.on_done = on_done;
+  p.cb.on_segment = t->stream ? on_segment : NULL;
+
+  /* The job's reference and the in-flight entry exist before submit:
+   * on_done may run before submit returns. */
+  atomic_fetch_add(&t->refs, 1);
+  pthread_mutex_lock(&s->mu);
+  t->live_prev = NULL;
+  t->live_next = s->live;
+  if (s->live)
+    s->live->live_prev = t;
+  s->live = t;
+  t->in_live = 1;
+  s->n_jobs++;
+  pthread_mutex_unlock(&s->mu);
+
+  uint64_t id = 0;
+  const int rc = wd_worker_submit(s->model.worker, pcm, n, &p, &id);
+  if (rc < 0) {
+    live_remove(t);
+    atomic_fetch_sub(&t->refs, 1); /* the MHD reference remains */
+    wd_api_error_t e;
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    if (rc == WD_EBUSY)
+      wd_log_warning("api: job queue overflow, answering 429 (retry after %d s)",
+                     e.retry_after_s);
+    return answer_error(t, &e);
+  }
+  pthread_mutex_lock(&s->mu);
+  if (t->in_live)
+    t->live_job_id = id;
+  pthread_mutex_unlock(&s->mu);
+
+  pthread_mutex_lock(&t->mu);
+  t->job_id = id;
+  if (t->stream) {
+    pthread_mutex_unlock(&t->mu);
+    return start_stream(t);
+  }
+  if (t->done) {
+    /* The worker finished first: answer now, never suspend. */
+    const int jrc = t->rc;
+    pthread_mutex_unlock(&t->mu);
+    return answer_result(t, jrc);
+  }
+  suspend_locked(t);
+  t->phase = PH_WAITING;
+  pthread_mutex_unlock(&t->mu);
+  return MHD_YES;
+}
+
+/* The whole body is here: form, validation, audio, job. */
+static enum MHD_Result on_body_complete(wd_transcription_t *t) {
+  wd_server_t *s = t->s;
+  wd_api_error_t e;
+  if (t->too_big) {
+    wd_api_error_set(&e, 413, NULL, "request_too_large",
+                     "413: Maximum content size limit (%zu) exceeded (%" PRIu64 " bytes read).",
+                     s->o.max_body, t->seen);
+    return answer_error(t, &e);
+  }
+  char msg[256] = "";
+  wd_multipart_t *form = NULL;
+  int rc = wd_multipart_parse(t->content_type, t->body ? (const void *)t->body : "", t->len, &form,
+                              msg, sizeof msg);
+  if (rc < 0) {
+    if (rc == WD_ENOMEM)
+      wd_api_error_set(&e, 500, NULL, NULL, "The server ran out of memory.");
+    else
+      wd_api_error_set(&e, 400, NULL, "invalid_multipart", "Malformed multipart body: %s", msg);
+    return answer_error(t, &e);
+  }
+  const wd_request_model_t m = { s->model.names, s->model.n_names, s->model.multilingual,
+                                 s->n_langs };
+  wd_request_t req;
+  if (wd_request_parse(form, t->task, &m, &req, &e) != 0) {
+    wd_multipart_free(form);
+    return answer_error(t, &e);
+  }
+  t->format = req.format;
+  t->stream = req.stream;
+  int32_t *prompt = NULL;
+  int n_prompt = 0;
+  if ((rc = wd_request_prompt_tokens(&req, s->model.tok, &prompt, &n_prompt)) < 0) {
+    wd_request_clear(&req);
+    wd_multipart_free(form);
+    wd_api_error_set(&e, rc == WD_ENOMEM ? 500 : 400, "prompt", NULL,
+                     "The prompt could not be tokenized (%s).", wd_strerror(rc));
+    return answer_error(t, &e);
+  }
+  const wd_audio_opts_t aopts = { .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s
+                                                                                : 0) };
+  float *pcm = NULL;
+  size_t n = 0;
+  rc = wd_audio_decode(req.file, req.file_len, &aopts, &pcm, &n, msg, sizeof msg);
+  /* The upload is no longer needed: a waiting request should not hold it. */
+  wd_multipart_free(form);
+  free(t->body);
+  t->body = NULL;
+  t->len = t->cap = 0;
+  if (rc < 0) {
+    wd_request_clear(&req);
+    free(prompt);
+    wd_api_error_from_audio(&e, rc, msg, s->o.max_audio_s);
+    return answer_error(t, &e);
+  }
+  t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
+  const enum MHD_Result ret = submit(t, pcm, n, &req, prompt, n_prompt);
+  wd_request_clear(&req);
+  free(prompt);
+  return ret;
+}
+
+enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data, size_t *size,
+                                        int first) {
+  if (first)
+    return on_headers(t);
+  switch (t->phase) {
+  case PH_RECEIVING:
+    if (*size > 0) {
+      const size_t n = *size;
+      *size = 0;
+      return on_data(t, data, n);
+    }
+    return on_body_complete(t);
+  case PH_WAITING: {
+    /* Resumed by on_done. */
+    pthread_mutex_lock(&t->mu);
+    const int done = t->done, rc = t->rc;
+    pthread_mutex_unlock(&t->mu);
+    if (!done) {
+      /* Cannot happen: only on_done resumes a waiting request. */
+      wd_log_error("api: waiting request resumed without a result");
+      return MHD_NO;
+    }
+    return answer_result(t, rc);
+  }
+  default:
+    *size = 0;
+    return MHD_YES;
+  }
+}
+
+int wd_transcription_completed(wd_transcription_t *t, double *ret_audio_s) {
+  wd_server_t *s = t->s;
+  pthread_mutex_lock(&t->mu);
+  t->conn_gone = 1;
+  const uint64_t cancel = t->job_id && !t->done ? t->job_id : 0;
+  pthread_mutex_unlock(&t->mu);
+  /* A streaming client that left mid-stream: its job is of no use now. */
+  if (cancel)
+    wd_worker_cancel(s->model.worker, cancel);
+  const int status = t->status;
+  *ret_audio_s = t->audio_s;
+  tr_unref(t);
+  return status;
+}
+
+void wd_transcription_cancel_all(wd_server_t *s) {
+  pthread_mutex_lock(&s->mu);
+  int n = 0;
+  for (const wd_transcription_t *t = s->live; t; t = t->live_next)
+    n++;
+  uint64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+  int k = 0;
+  for (const wd_transcription_t *t = s->live; ids && t; t = t->live_next)
+    if (t->live_job_id)
+      ids[k++] = t->live_job_id;
+  pthread_mutex_unlock(&s->mu);
+  /* Outside s->mu: the worker may call on_done, which takes it. */
+  for (int i = 0; i < k; i++)
+    wd_worker_cancel(s->model.worker, ids[i]);
+  free(ids);
+}

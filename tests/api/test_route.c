@@ -1,0 +1,116 @@
+/*
+ * test_route.c - the URL table and the Prometheus exposition, without a
+ * server.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "route.h"
+#include "wd_test.h"
+
+static void check(const char *method, const char *path, int want, wd_route_t route,
+                  const char *allow, const char *id) {
+  wd_route_t r;
+  const char *a = (const char *)1, *i = (const char *)1;
+  const int got = wd_route_match(method, path, &r, &a, &i);
+  if (got != want)
+    fprintf(stderr, "%s %s: %d, want %d\n", method, path, got, want);
+  WD_CHECK_EQ_INT(got, want);
+  WD_CHECK_EQ_INT(r, route);
+  if (allow)
+    WD_CHECK_EQ_STR(a, allow);
+  else
+    WD_CHECK(a == NULL);
+  if (id)
+    WD_CHECK_EQ_STR(i, id);
+  else
+    WD_CHECK(i == NULL);
+}
+
+WD_TEST(table) {
+  check("POST", "/v1/audio/transcriptions", 200, WD_ROUTE_TRANSCRIPTIONS, NULL, NULL);
+  check("POST", "/v1/audio/transcriptions/", 200, WD_ROUTE_TRANSCRIPTIONS, NULL, NULL);
+  check("POST", "/v1/audio/translations", 200, WD_ROUTE_TRANSLATIONS, NULL, NULL);
+  check("GET", "/v1/audio/translations", 405, WD_ROUTE_TRANSLATIONS, "POST", NULL);
+  check("PUT", "/v1/audio/transcriptions", 405, WD_ROUTE_TRANSCRIPTIONS, "POST", NULL);
+  check("GET", "/v1/models", 200, WD_ROUTE_MODELS, NULL, NULL);
+  check("HEAD", "/v1/models", 200, WD_ROUTE_MODELS, NULL, NULL);
+  check("GET", "/v1/models/whisper-1", 200, WD_ROUTE_MODELS, NULL, "whisper-1");
+  check("GET", "/v1/models/org/name", 200, WD_ROUTE_MODELS, NULL, "org/name");
+  check("POST", "/v1/models", 405, WD_ROUTE_MODELS, "GET, HEAD", NULL);
+  check("GET", "/health", 200, WD_ROUTE_HEALTH, NULL, NULL);
+  check("GET", "/ready", 200, WD_ROUTE_READY, NULL, NULL);
+  check("GET", "/metrics", 200, WD_ROUTE_METRICS, NULL, NULL);
+  check("POST", "/metrics", 405, WD_ROUTE_METRICS, "GET, HEAD", NULL);
+  check("GET", "/", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/healthz", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/health//", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("POST", "/v1/audio/transcriptionsX", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/V1/models", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("get", "/health", 405, WD_ROUTE_HEALTH, "GET, HEAD", NULL); /* methods are case-sensitive */
+  WD_CHECK(wd_route_needs_auth("/v1/models"));
+  WD_CHECK(wd_route_needs_auth("/v1/anything"));
+  WD_CHECK(!wd_route_needs_auth("/v1"));
+  WD_CHECK(!wd_route_needs_auth("/health"));
+  WD_CHECK(!wd_route_needs_auth("/metrics"));
+  WD_CHECK_EQ_STR(wd_route_name(WD_ROUTE_TRANSLATIONS), "translations");
+  WD_CHECK_EQ_STR(wd_route_name(WD_ROUTE_COUNT), "other");
+}
+
+WD_TEST(metrics_exposition) {
+  wd_metrics_t *m = NULL;
+  WD_CHECK_EQ_INT(wd_metrics_new(&m), 0);
+  wd_metrics_request(m, WD_ROUTE_TRANSCRIPTIONS, 200, 0.3);
+  wd_metrics_request(m, WD_ROUTE_TRANSCRIPTIONS, 200, 7.0);
+  wd_metrics_request(m, WD_ROUTE_TRANSCRIPTIONS, 429, 0.001);
+  wd_metrics_request(m, WD_ROUTE_OTHER, 404, 0.001);
+  wd_metrics_request(m, WD_ROUTE_HEALTH, 9999, -1); /* clamped: code 0, 0 s */
+  const wd_metrics_state_t st = { .ready = 1, .model_loaded = 1, .requests_active = 2 };
+  wd_worker_stats_t ws = { .queued = 3, .running = 2, .queue_max = 64, .max_batch = 8,
+                           .jobs_done = 5, .jobs_failed = 1, .steps = 4, .rows = 10,
+                           .audio_s = 100, .busy_s = 12.5 };
+  ws.steps_by_rows[1] = 1;
+  ws.steps_by_rows[3] = 3;
+  char *s = NULL;
+  WD_CHECK_EQ_INT(wd_metrics_render(m, &st, &ws, &s), 0);
+  static const char *const want[] = {
+    "# TYPE whisperd_http_requests_total counter\n",
+    "whisperd_http_requests_total{route=\"transcriptions\",code=\"200\"} 2\n",
+    "whisperd_http_requests_total{route=\"transcriptions\",code=\"429\"} 1\n",
+    "whisperd_http_requests_total{route=\"other\",code=\"404\"} 1\n",
+    "whisperd_http_requests_total{route=\"health\",code=\"0\"} 1\n",
+    "whisperd_http_request_duration_seconds_bucket{route=\"transcriptions\",le=\"0.005\"} 1\n",
+    "whisperd_http_request_duration_seconds_bucket{route=\"transcriptions\",le=\"0.5\"} 2\n",
+    "whisperd_http_request_duration_seconds_bucket{route=\"transcriptions\",le=\"5\"} 2\n",
+    "whisperd_http_request_duration_seconds_bucket{route=\"transcriptions\",le=\"10\"} 3\n",
+    "whisperd_http_request_duration_seconds_bucket{route=\"transcriptions\",le=\"+Inf\"} 3\n",
+    "whisperd_http_request_duration_seconds_count{route=\"transcriptions\"} 3\n",
+    "whisperd_http_requests_active 2\n",
+    "whisperd_queue_depth 3\n",
+    "whisperd_jobs_running 2\n",
+    "whisperd_jobs_total{result=\"failed\"} 1\n",
+    "whisperd_engine_steps_by_rows_total{rows=\"3\"} 3\n",
+    "whisperd_engine_steps_by_rows_total{rows=\"16\"} 0\n",
+    "whisperd_batch_rows_mean 2.5\n",
+    "whisperd_real_time_factor 0.125\n",
+    "whisperd_audio_seconds_total 100\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    if (!s || !strstr(s, want[i]))
+      fprintf(stderr, "missing: %s", want[i]);
+    WD_CHECK(s && strstr(s, want[i]) != NULL);
+  }
+  /* Every sample line belongs to a family announced by # TYPE before it. */
+  WD_CHECK(s && strstr(s, "whisperd_http_requests_total{route=\"metrics\"") == NULL);
+  free(s);
+  /* Without a worker: no worker series. */
+  WD_CHECK_EQ_INT(wd_metrics_render(m, NULL, NULL, &s), 0);
+  WD_CHECK(s && strstr(s, "whisperd_queue_depth") == NULL);
+  WD_CHECK(s && strstr(s, "whisperd_ready 0\n") != NULL);
+  free(s);
+  wd_metrics_free(m);
+  wd_metrics_free(NULL);
+}
+
+int main(void) { return wd_test_main(); }
