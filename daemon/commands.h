@@ -21,5 +21,8 @@ int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
 /* `whisperd transcribe FILE...`: the serve engine from the command line;
  * prints each file's transcript in --output-format (txt, srt, vtt, json). */
 int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out);
+/* `whisperd serve`: the HTTP daemon under systemd (cmd_serve.c). Returns 0
+ * after a clean SIGTERM drain, 1 when start-up failed. */
+int wd_cmd_serve(const wd_config_t *cfg);
 
 #endif

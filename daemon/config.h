@@ -35,12 +35,14 @@ typedef struct {
   int queue_max;
   int timeout_s;          /* a job's whole life (queued + running) */
   int idle_timeout_s;     /* client silence while sending a request */
+  int body_timeout_s;     /* whole time to receive one request body */
   int max_connections;
   int max_audio_s;        /* per-request audio length cap */
   int shutdown_grace_s;   /* SIGTERM: time running jobs get to finish */
   char *api_key;          /* empty: no authentication */
   /* logging */
   wd_log_level_t log_level;
+  char *log_file;         /* serve: log here instead of stderr ("" = stderr) */
   /* subcommand options */
   char *output;           /* -o for convert / transcribe */
   char *output_format;    /* txt, srt, vtt, json */

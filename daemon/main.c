@@ -38,10 +38,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(cmd, "transcribe") == 0) {
     status = wd_cmd_transcribe(&cfg, stdout);
   } else if (strcmp(cmd, "serve") == 0) {
-    wd_config_dump(&cfg);
-    wd_log_error("serve: the HTTP daemon is not built yet; use `whisperd devices` or "
-                 "`whisperd info MODEL`");
-    status = 1;
+    status = wd_cmd_serve(&cfg);
   } else {
     wd_log_error("unknown command '%s' (see --help)", cmd);
     status = 2;

@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine and runs whisperd: installs the
+# Sets up a fresh Debian 12 machine and starts whisperd: installs the
 # dependencies, builds, fetches the tiny.en test model, lists the Vulkan
-# devices, then transcribes the sample recording with the same engine the
-# daemon will serve (the HTTP daemon, `whisperd serve`, comes with the API
-# issue; then this script starts it instead). Extra arguments are audio files
-# to transcribe instead of the sample.
+# devices, then runs `whisperd serve` in the foreground on 127.0.0.1:8080
+# (Ctrl-C or SIGTERM drains and stops it). Extra arguments go to serve,
+# e.g. `scripts/run.sh --port 9000 --max-batch 16`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release
 scripts/fetch-model.sh tiny.en
 ./build/daemon/whisperd devices
-if [ $# -eq 0 ]; then set -- tests/data/audio/jfk.wav; fi
-exec ./build/daemon/whisperd transcribe --model models/ggml-tiny.en.bin "$@"
+echo "run.sh: try: curl http://127.0.0.1:8080/v1/audio/transcriptions -F file=@tests/data/audio/jfk.wav -F model=whisper-1"
+exec ./build/daemon/whisperd serve --model models/ggml-tiny.en.bin --host 127.0.0.1 --port 8080 "$@"

@@ -1,0 +1,194 @@
+/*
+ * cmd_serve.c - `whisperd serve`, the daemon (the default command).
+ *
+ * Order of start-up, each phase announced with sd_notify STATUS=:
+ *   1. block SIGTERM/SIGINT/SIGHUP in every thread (this one takes them with
+ *      sigtimedwait), open the log file;
+ *   2. start the HTTP server on the socket systemd passed (sd_listen_fds) or
+ *      on host:port, so /health answers while the model loads;
+ *   3. load the model, build the engine, start the worker; attach them;
+ *   4. warm up (one second of silence through the worker), mark /ready and
+ *      send READY=1.
+ * Then, once a second: WATCHDOG=1 when the worker's heartbeat is fresher
+ * than half the watchdog interval (a hung GPU call stops it, and systemd
+ * restarts the daemon), and STATUS= with the queue. SIGHUP reopens the log
+ * file. SIGTERM/SIGINT: STOPPING=1, stop accepting, refuse queued jobs
+ * (503), let running jobs finish within shutdown-grace, answer them, exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "runtime.h"
+#include "server.h"
+
+#define WD_SERVE_MAX_NAMES 16
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Points stderr (where every log line goes) at the log file, if any. */
+static int open_log(const char *path) {
+  if (!path || !path[0])
+    return 0;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    wd_log_error("serve: cannot open log file '%s': %s", path, strerror(errno));
+    return WD_EIO;
+  }
+  int rc = dup2(fd, STDERR_FILENO) < 0 ? WD_EIO : 0;
+  close(fd);
+  return rc;
+}
+
+/* whisper-1, the model's own name, then the configured aliases. */
+static int model_names(const char *model_name, char *aliases, const char **names) {
+  int n = 0;
+  names[n++] = "whisper-1";
+  names[n++] = model_name;
+  for (char *save = NULL, *a = strtok_r(aliases, ",", &save); a && n < WD_SERVE_MAX_NAMES;
+       a = strtok_r(NULL, ",", &save)) {
+    while (*a == ' ')
+      a++;
+    char *e = a + strlen(a);
+    while (e > a && e[-1] == ' ')
+      *--e = '\0';
+    if (*a)
+      names[n++] = a;
+  }
+  return n;
+}
+
+/* STATUS=what: detail (one line for systemctl status). */
+static void notify_status(const char *what, const char *detail) {
+  sd_notifyf(0, "STATUS=%s: %s", what, detail);
+}
+
+int wd_cmd_serve(const wd_config_t *cfg) {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  sigaddset(&sigs, SIGPIPE); /* a client gone mid-answer is an error code, not a death */
+  if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0)
+    return 1;
+  sigdelset(&sigs, SIGPIPE);
+  if (open_log(cfg->log_file) < 0)
+    return 1;
+  wd_config_dump(cfg);
+
+  /* 2. HTTP first: liveness during the load. */
+  int listen_fd = -1;
+  const int n_fds = sd_listen_fds(1);
+  if (n_fds > 1) {
+    wd_log_error("serve: systemd passed %d sockets; expected one", n_fds);
+    return 1;
+  }
+  if (n_fds == 1)
+    listen_fd = SD_LISTEN_FDS_START;
+  const wd_server_opts_t so = {
+    .host = cfg->host, .port = cfg->port, .listen_fd = listen_fd,
+    .threads = cfg->http_threads, .max_body = (size_t)cfg->max_body_mb << 20,
+    .max_connections = cfg->max_connections, .idle_timeout_s = cfg->idle_timeout_s,
+    .api_key = cfg->api_key, .max_audio_s = cfg->max_audio_s,
+    .job_timeout_s = cfg->timeout_s, .body_timeout_s = cfg->body_timeout_s,
+  };
+  char err[1024] = "";
+  wd_server_t *srv = NULL;
+  if (wd_server_start(&so, &srv, err, sizeof err) < 0) {
+    wd_log_error("serve: %s", err);
+    notify_status("Failed", err);
+    return 1;
+  }
+  if (listen_fd >= 0)
+    wd_log_info("serve: listening on the socket systemd passed (fd %d)", listen_fd);
+  else
+    wd_log_info("serve: listening on http://%s:%d", cfg->host, wd_server_port(srv));
+
+  /* 3. The model, the engine, the worker. */
+  notify_status("Loading model", cfg->model);
+  const double t0 = now_s();
+  wd_runtime_t *rt = NULL;
+  int status = 1;
+  char *aliases = strdup(cfg->model_alias ? cfg->model_alias : "");
+  if (!aliases || wd_runtime_open(cfg, cfg->max_batch, cfg->queue_max, &rt, err,
+                                  sizeof err) < 0) {
+    wd_log_error("serve: %s", aliases ? err : "out of memory");
+    notify_status("Failed", err);
+    goto out;
+  }
+  const wd_model_t *m = wd_runtime_model(rt);
+  const char *names[WD_SERVE_MAX_NAMES];
+  const wd_server_model_t sm = {
+    .worker = wd_runtime_worker(rt), .tok = wd_runtime_tokenizer(rt),
+    .multilingual = wd_model_is_multilingual(m), .names = names,
+    .n_names = model_names(wd_model_name(m), aliases, names),
+  };
+  wd_server_attach(srv, &sm);
+  wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),
+              (now_s() - t0) * 1e3);
+
+  /* 4. Warm-up, then ready. */
+  notify_status("Warming up", wd_model_name(m));
+  int rc = wd_runtime_warmup(rt);
+  if (rc < 0) {
+    wd_log_error("serve: warm-up failed: %s", wd_strerror(rc));
+    notify_status("Failed: warm-up", wd_strerror(rc));
+    goto out;
+  }
+  wd_server_set_ready(srv, 1);
+  sd_notifyf(0, "READY=1\nSTATUS=Ready: %s, max batch %d", wd_model_name(m), cfg->max_batch);
+  wd_log_info("serve: ready in %.0f ms", (now_s() - t0) * 1e3);
+
+  uint64_t wd_usec = 0;
+  const int watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
+  const double wd_fresh = watchdog ? (double)wd_usec * 1e-6 / 2 : 0;
+  for (;;) {
+    const struct timespec tick = { .tv_sec = 1 };
+    const int sig = sigtimedwait(&sigs, NULL, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      wd_log_notice("serve: %s: draining (grace %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                    cfg->shutdown_grace_s);
+      break;
+    }
+    if (sig == SIGHUP) {
+      wd_log_info("serve: SIGHUP: reopening the log");
+      open_log(cfg->log_file);
+    }
+    wd_worker_stats_t st;
+    wd_worker_stats(sm.worker, &st);
+    const double age = now_s() - wd_worker_heartbeat(sm.worker);
+    if (watchdog && age < wd_fresh)
+      sd_notify(0, "WATCHDOG=1");
+    else if (watchdog)
+      wd_log_warning("serve: the worker has shown no progress for %.0f s", age);
+    sd_notifyf(0, "STATUS=Ready: %d queued, %d running, %llu done, %llu failed", st.queued,
+               st.running, (unsigned long long)st.jobs_done, (unsigned long long)st.jobs_failed);
+  }
+  sd_notify(0, "STOPPING=1\nSTATUS=Draining");
+  status = 0;
+out:
+  wd_server_set_ready(srv, 0);
+  wd_server_quiesce(srv);
+  if (rt)
+    wd_worker_drain(wd_runtime_worker(rt), cfg->shutdown_grace_s);
+  wd_server_free(srv, 5.0); /* answers still going out get a few seconds */
+  wd_runtime_close(rt);
+  free(aliases);
+  wd_log_info("serve: stopped");
+  return status;
+}
