@@ -70,6 +70,25 @@ def test_transcriptions_defaults_mp3_and_fields(daemon):
     assert doc["language"] == "english" and doc["segments"], doc
 
 
+def test_large_upload_expect_100_continue(daemon, tmp_path):
+    """Over 1 MiB curl asks `Expect: 100-continue` first: jfk.wav four
+    times (44 s, 1.4 MB, two windows) must still be read and transcribed."""
+    import wave
+    with wave.open(JFK_WAV, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    big = tmp_path / "jfk4.wav"
+    with wave.open(str(big), "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames * 4)
+    assert big.stat().st_size > 1 << 20
+    r = curl(f"{daemon.url}/v1/audio/transcriptions", "-F", f"file=@{big}", "-F", "model=whisper-1",
+             "-F", "response_format=verbose_json")
+    assert r.status == 200, r
+    doc = r.json()
+    assert abs(doc["duration"] - 44.0) < 0.01, doc
+    assert " ".join(wd_api.words(doc["text"])).count("ask not what your country") >= 3, doc
+
+
 def test_transcriptions_stream(daemon):
     r = curl(f"{daemon.url}/v1/audio/transcriptions", "-F", f"file=@{JFK_WAV}",
              "-F", "model=whisper-1", "-F", "stream=true")

@@ -180,3 +180,14 @@ def test_unsupported_container_named_wav(daemon):
     if r.status != 200:
         check_error(r, 400, any_param=True)
     assert_healthy(daemon)
+
+
+def test_multipart_variants_accepted(daemon):
+    """What RFC 7578 allows and clients send: a quoted boundary, the file
+    part first, an unknown extra field (ignored, as peers do)."""
+    fields = [jfk_part(), ("model", "whisper-1"), ("response_format", "json"),
+              ("chunking_strategy", "auto"), ("x_unknown", "1")]
+    body, ctype = multipart(fields, boundary="wd-quoted:boundary")
+    r = request(daemon.port, "POST", TRANSCRIBE, body,
+                {"Content-Type": 'multipart/form-data; boundary="wd-quoted:boundary"'})
+    wd_api.assert_jfk_json(r)

@@ -85,5 +85,9 @@ def test_errors_as_sdk_exceptions(daemon):
         c.audio.transcriptions.create(model="whisper-1", file=f, response_format="json",
                                       timestamp_granularities=["word"])
     assert e.value.param == "timestamp_granularities", e.value.body
+    with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
+        c.audio.transcriptions.create(model="whisper-1", file=f, response_format="verbose_json",
+                                      timestamp_granularities=["word", "segment"])
+    assert e.value.param == "timestamp_granularities", e.value.body
     models = c.models.list()
     assert "whisper-1" in [m.id for m in models.data]

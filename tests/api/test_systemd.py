@@ -163,3 +163,23 @@ def test_sigterm_grace_expires():
     finally:
         rc = d.stop(timeout=60)
     assert rc == 0, d.log_tail()
+
+
+def test_sigterm_with_a_stalled_upload():
+    """A client stuck halfway through its upload does not hold the daemon
+    past the grace: exit 0 soon after SIGTERM."""
+    d = wd_api.start_daemon(args=["--shutdown-grace", "3"])
+    s = socket.create_connection(("127.0.0.1", d.port))
+    try:
+        body, ctype = wd_api.multipart(wd_api.audio_fields())
+        s.sendall((f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\n"
+                   f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                  + body[:len(body) // 2])
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        rc = d.stop(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        s.close()
+    assert rc == 0, d.log_tail()
+    assert took < 3 + 10, f"exit took {took:.1f} s with a 3 s grace"
