@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release asan
+# The API suite's Python venv (build/venv) and Node SDK (tests/api/node).
+scripts/install-test-deps.sh
 if [ -x scripts/fetch-model.sh ]; then
   scripts/fetch-model.sh tiny.en || echo "test.sh: tiny.en unavailable; model tests will skip"
   scripts/fetch-model.sh base || echo "test.sh: base unavailable; model tests will skip"

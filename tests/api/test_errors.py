@@ -1,0 +1,193 @@
+"""Every request error the daemon answers on its own, each checked for its
+status and the OpenAI error body {"error":{"message","type","param","code"}},
+and after each group the daemon still transcribes jfk.wav correctly."""
+
+import pytest
+
+import wd_api
+from wd_api import JFK_WAV, assert_healthy, check_error, multipart, post_audio, request
+
+TRANSCRIBE = "/v1/audio/transcriptions"
+
+
+def post_fields(port, fields, path=TRANSCRIBE, headers=None):
+    body, ctype = multipart(fields)
+    h = {"Content-Type": ctype}
+    h.update(headers or {})
+    return request(port, "POST", path, body, h)
+
+
+def jfk_part():
+    return ("file", ("jfk.wav", wd_api.read_file(JFK_WAV), "audio/wav"))
+
+
+# --- fields ------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [TRANSCRIBE, "/v1/audio/translations"])
+def test_missing_file(daemon, path):
+    check_error(post_fields(daemon.port, [("model", "whisper-1")], path), 400, param="file")
+
+
+@pytest.mark.parametrize("path", [TRANSCRIBE, "/v1/audio/translations"])
+def test_missing_model(daemon, path):
+    check_error(post_fields(daemon.port, [jfk_part()], path), 400, param="model")
+
+
+@pytest.mark.parametrize("model", ["no-such-model", "whisper-2", "tiny", ""])
+def test_unknown_model(daemon, model):
+    r = post_fields(daemon.port, [("model", model), jfk_part()])
+    if model == "":
+        # An empty value is no model at all: 400 (or 404 unknown).
+        assert r.status in (400, 404), r
+        check_error(r, r.status, param=(None, "model"))
+        return
+    # OpenAI answers model_not_found with param null.
+    check_error(r, 404, param=(None, "model"), code="model_not_found")
+
+
+@pytest.mark.parametrize("fmt", ["xml", "diarized_json", "JSON"])
+def test_bad_response_format(daemon, fmt):
+    r = post_audio(daemon.port, response_format=fmt)
+    check_error(r, 400, param="response_format")
+
+
+@pytest.mark.parametrize("fmt,grans", [
+    ("json", ["word"]),
+    ("json", ["segment", "word"]),
+    ("text", ["word"]),
+    ("verbose_json", ["word"]),          # word timestamps: not implemented (yet)
+    ("verbose_json", ["syllable"]),
+])
+def test_timestamp_granularities(daemon, fmt, grans):
+    r = post_audio(daemon.port, response_format=fmt,
+                   fields=[("timestamp_granularities[]", g) for g in grans])
+    check_error(r, 400, param="timestamp_granularities")
+
+
+@pytest.mark.parametrize("temp", ["abc", "-1", "1.5", "nan", "0.2x"])
+def test_bad_temperature(daemon, temp):
+    check_error(post_audio(daemon.port, temperature=temp), 400, param="temperature")
+
+
+@pytest.mark.parametrize("lang", ["xx", "zz-top", "de"])
+def test_bad_language(daemon, lang):
+    # "de" is a real language, but tiny.en is English-only.
+    check_error(post_audio(daemon.port, language=lang), 400, param="language")
+
+
+def test_bad_stream_value(daemon):
+    check_error(post_audio(daemon.port, stream="maybe"), 400, param="stream")
+
+
+def test_daemon_fine_after_field_errors(daemon):
+    assert_healthy(daemon)
+
+
+# --- methods and routes --------------------------------------------------------
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", TRANSCRIBE),
+    ("GET", "/v1/audio/translations"),
+    ("PUT", TRANSCRIBE),
+    ("DELETE", "/v1/models"),
+    ("POST", "/v1/models"),
+    ("POST", "/health"),
+    ("POST", "/ready"),
+    ("POST", "/metrics"),
+])
+def test_wrong_method(daemon, method, path):
+    r = request(daemon.port, method, path, body=b"" if method in ("POST", "PUT") else None)
+    check_error(r, 405, param=None)
+    assert "allow" in r.headers, f"405 without Allow: {r!r} {r.headers}"
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/"),
+    ("GET", "/v1/nope"),
+    ("GET", "/v1/audio"),
+    ("POST", "/v1/audio/speech"),
+    ("POST", "/v1/audio/transcriptions/extra"),
+    ("GET", "/v2/models"),
+])
+def test_unknown_route(daemon, method, path):
+    r = request(daemon.port, method, path, body=b"" if method == "POST" else None)
+    check_error(r, 404, param=None)
+
+
+# --- bodies --------------------------------------------------------------------
+
+def test_malformed_multipart(daemon):
+    p = daemon.port
+    body, ctype = multipart([("model", "whisper-1"), jfk_part()])
+    # Not multipart at all.
+    check_error(request(p, "POST", TRANSCRIBE, b'{"model":"whisper-1"}',
+                        {"Content-Type": "application/json"}), 400, any_param=True)
+    # No Content-Type.
+    check_error(request(p, "POST", TRANSCRIBE, body, {}), 400, any_param=True)
+    # multipart without a boundary parameter.
+    check_error(request(p, "POST", TRANSCRIBE, body, {"Content-Type": "multipart/form-data"}),
+                400, any_param=True)
+    # A boundary that the body never uses.
+    check_error(request(p, "POST", TRANSCRIBE, body,
+                        {"Content-Type": "multipart/form-data; boundary=nothere"}), 400,
+                any_param=True)
+    # The body cut in the middle of the file part (no closing boundary).
+    check_error(request(p, "POST", TRANSCRIBE, body[:len(body) // 2], {"Content-Type": ctype}),
+                400, any_param=True)
+    # A part without Content-Disposition, then garbage.
+    b = ctype.split("boundary=")[1]
+    junk = (f"--{b}\r\nX-Nothing: 1\r\n\r\nabc\r\n--{b}\r\n\x00\x01\x02garbage").encode()
+    check_error(request(p, "POST", TRANSCRIBE, junk, {"Content-Type": ctype}), 400, any_param=True)
+    # An empty body.
+    check_error(request(p, "POST", TRANSCRIBE, b"", {"Content-Type": ctype}), 400, any_param=True)
+    assert_healthy(daemon)
+
+
+@pytest.mark.parametrize("name,data", [
+    ("text.wav", b"This is a text file, not audio at all.\n" * 200),
+    ("zeros.mp3", bytes(20000)),
+    ("random.ogg", bytes((i * 7919 + 13) % 251 for i in range(30000))),
+    ("page.html", b"<!doctype html><html><body>hello</body></html>\n" * 50),
+    ("empty.wav", b""),
+])
+def test_not_audio(daemon, name, data):
+    r = post_audio(daemon.port, path=None, data=data, filename=name)
+    check_error(r, 400, any_param=True)
+
+
+def test_truncated_wav(daemon):
+    wav = wd_api.read_file(JFK_WAV)
+    # Cut inside the RIFF header, and a header with no samples at all.
+    for n in (12, 30, 44):
+        r = post_audio(daemon.port, path=None, data=wav[:n], filename="cut.wav")
+        check_error(r, 400, any_param=True)
+    # Cut in the samples (the header still claims 11 s): either refused, or
+    # the first part transcribed; never a 5xx.
+    r = post_audio(daemon.port, path=None, data=wav[:len(wav) // 2], filename="half.wav")
+    if r.status == 200:
+        got = wd_api.words(r.json()["text"])
+        assert got[:4] == ["and", "so", "my", "fellow"], r
+    else:
+        check_error(r, 400, any_param=True)
+    assert_healthy(daemon)
+
+
+def test_unsupported_container_named_wav(daemon):
+    """An MP4 (AAC) file given a .wav name: the daemon looks at the bytes,
+    not the name, so it decodes (ffmpeg) or refuses it (400), never 5xx."""
+    data = wd_api.read_file(f"{wd_api.AUDIO}/formats/aac_16k.mp4")
+    r = post_audio(daemon.port, path=None, data=data, filename="speech.wav")
+    if r.status != 200:
+        check_error(r, 400, any_param=True)
+    assert_healthy(daemon)
+
+
+def test_multipart_variants_accepted(daemon):
+    """What RFC 7578 allows and clients send: a quoted boundary, the file
+    part first, an unknown extra field (ignored, as peers do)."""
+    fields = [jfk_part(), ("model", "whisper-1"), ("response_format", "json"),
+              ("chunking_strategy", "auto"), ("x_unknown", "1")]
+    body, ctype = multipart(fields, boundary="wd-quoted:boundary")
+    r = request(daemon.port, "POST", TRANSCRIBE, body,
+                {"Content-Type": 'multipart/form-data; boundary="wd-quoted:boundary"'})
+    wd_api.assert_jfk_json(r)

@@ -1,0 +1,190 @@
+"""Body, audio and connection limits, with --max-body-mb 1, --idle-timeout 3,
+--max-audio-s 20 and --max-connections 8: an oversize body is refused with
+413 whether it comes with a Content-Length or chunked; audio over the cap
+gets 400; a client that stalls mid-upload (or never sends a full request)
+is dropped after the idle timeout; connections over the cap are refused;
+the daemon serves others meanwhile and after."""
+
+import http.client
+import io
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import wave
+
+import pytest
+
+import wd_api
+from wd_api import JFK_WAV, assert_healthy, check_error, multipart, send_streaming
+
+IDLE_S = 3
+MAX_MB = 1
+MAX_AUDIO_S = 20
+MAX_CONN = 8
+TRANSCRIBE = "/v1/audio/transcriptions"
+
+
+@pytest.fixture(scope="module")
+def lim_daemon():
+    d = wd_api.start_daemon(args=["--max-body-mb", str(MAX_MB), "--idle-timeout", str(IDLE_S),
+                                      "--max-audio-s", str(MAX_AUDIO_S),
+                                      "--max-connections", str(MAX_CONN)])
+    yield d
+    wd_api.stop_daemon(d)
+
+
+def big_wav(seconds=70):
+    """A real WAV of jfk.wav repeated (16 kHz s16 mono: 32 KB/s)."""
+    with wave.open(JFK_WAV, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        pcm = frames * (int(seconds * 16000 * 2) // len(frames) + 1)
+        w.writeframes(pcm[:int(seconds * 16000) * 2])
+    return out.getvalue()
+
+
+def chunks(data, size=65536):
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def head(port, ctype, extra):
+    return (f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Type: {ctype}\r\n{extra}\r\n").encode()
+
+
+def check_413(r, sent, total):
+    assert r is not None, f"no answer to an oversize body (sent {sent} of {total} bytes)"
+    check_error(r, 413, any_param=True)
+
+
+def test_oversize_with_content_length(lim_daemon):
+    body, ctype = multipart(wd_api.audio_fields(path=None, data=big_wav(), filename="big.wav"))
+    assert len(body) > 2 * MAX_MB << 20
+    r, sent, _ = send_streaming(lim_daemon.port, head(lim_daemon.port, ctype,
+                                                      f"Content-Length: {len(body)}\r\n"),
+                                chunks(body))
+    check_413(r, sent, len(body))
+
+
+def test_oversize_content_length_refused_before_the_body(lim_daemon):
+    """A Content-Length over the cap is refused from the headers: the
+    answer comes although the body never does."""
+    _, ctype = multipart([("model", "whisper-1")])
+    r, _, _ = send_streaming(lim_daemon.port, head(lim_daemon.port, ctype,
+                                                   f"Content-Length: {100 << 20}\r\n"), [],
+                             timeout=IDLE_S + 10)
+    check_413(r, 0, 100 << 20)
+
+
+def test_oversize_chunked(lim_daemon):
+    body, ctype = multipart(wd_api.audio_fields(path=None, data=big_wav(), filename="big.wav"))
+    framed = [b"%x\r\n%s\r\n" % (len(c), c) for c in chunks(body)] + [b"0\r\n\r\n"]
+    r, sent, _ = send_streaming(lim_daemon.port, head(lim_daemon.port, ctype,
+                                                      "Transfer-Encoding: chunked\r\n"), framed)
+    check_413(r, sent, len(body))
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_oversize_curl(lim_daemon):
+    """curl sends `Expect: 100-continue` for a large file and gets the 413
+    instead of the 100."""
+    with tempfile.NamedTemporaryFile(suffix=".wav") as f:
+        f.write(big_wav())
+        f.flush()
+        p = subprocess.run(["curl", "-sS", "--max-time", "60", "-w", "\n%{http_code}",
+                            "-F", f"file=@{f.name}", "-F", "model=whisper-1",
+                            f"{lim_daemon.url}{TRANSCRIBE}"], capture_output=True, text=True)
+    body, _, code = p.stdout.rpartition("\n")
+    assert code == "413", (p.returncode, p.stdout, p.stderr)
+    assert '"error"' in body, body
+
+
+def test_under_the_cap_still_served(lim_daemon):
+    # jfk.wav (344 KiB) is well under 1 MiB.
+    assert_healthy(lim_daemon)
+
+
+def closed_after(sock, limit):
+    """Seconds until the peer closes sock (or answers and closes), None if
+    it is still open after limit seconds."""
+    t0 = time.monotonic()
+    sock.settimeout(0.5)
+    while time.monotonic() - t0 < limit:
+        try:
+            b = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - t0
+        if not b:
+            return time.monotonic() - t0
+    return None
+
+
+@pytest.mark.parametrize("what", ["half_body", "half_headers", "nothing", "chunked_half"])
+def test_stalled_client_dropped(lim_daemon, what):
+    body, ctype = multipart(wd_api.audio_fields())
+    s = socket.create_connection(("127.0.0.1", lim_daemon.port))
+    try:
+        if what == "half_body":
+            s.sendall(head(lim_daemon.port, ctype, f"Content-Length: {len(body)}\r\n")
+                      + body[:len(body) // 2])
+        elif what == "half_headers":
+            s.sendall(f"POST {TRANSCRIBE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty".encode())
+        elif what == "chunked_half":
+            s.sendall(head(lim_daemon.port, ctype, "Transfer-Encoding: chunked\r\n")
+                      + b"%x\r\n%s\r\n" % (len(body) // 2, body[:len(body) // 2]))
+        t = closed_after(s, IDLE_S + 20)
+    finally:
+        s.close()
+    assert t is not None, f"{what}: a stalled connection still open after {IDLE_S + 20} s"
+    assert t >= IDLE_S - 1.5, f"{what}: dropped after {t:.1f} s, before the {IDLE_S} s idle timeout"
+    assert lim_daemon.alive()
+
+
+def test_stall_does_not_block_others(lim_daemon):
+    body, ctype = multipart(wd_api.audio_fields())
+    stalled = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", lim_daemon.port))
+            s.sendall(head(lim_daemon.port, ctype, f"Content-Length: {len(body)}\r\n")
+                      + body[:1000])
+            stalled.append(s)
+        assert_healthy(lim_daemon)
+    finally:
+        for s in stalled:
+            s.close()
+    assert_healthy(lim_daemon)
+
+
+def test_audio_over_max_audio_s(lim_daemon):
+    data = big_wav(seconds=MAX_AUDIO_S + 5)          # 25 s: 800 KB, under the body cap
+    assert len(data) < MAX_MB << 20
+    r = wd_api.post_audio(lim_daemon.port, path=None, data=data, filename="long.wav")
+    check_error(r, 400, any_param=True)
+    assert_healthy(lim_daemon)
+
+
+def test_connections_over_the_cap(lim_daemon):
+    """--max-connections 8: with 8 open, a 9th gets no service (closed at
+    once, 503, or left waiting unaccepted); once they go, requests are served
+    again."""
+    socks = [socket.create_connection(("127.0.0.1", lim_daemon.port)) for _ in range(MAX_CONN)]
+    try:
+        time.sleep(0.3)
+        try:
+            r = wd_api.request(lim_daemon.port, "GET", "/health", timeout=IDLE_S - 1)
+            assert r.status == 503, f"connection {MAX_CONN + 1} of {MAX_CONN} served: {r!r}"
+        except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError, TimeoutError,
+                http.client.RemoteDisconnected):
+            pass
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(0.5)
+    assert_healthy(lim_daemon)

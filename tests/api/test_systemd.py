@@ -1,0 +1,185 @@
+"""systemd integration, with this test standing in for systemd: the
+sd_notify protocol on a NOTIFY_SOCKET of our own (READY=1 only once /ready
+answers 200, STATUS= lines, WATCHDOG=1 when WATCHDOG_USEC is set and only
+then, STOPPING=1 on SIGTERM), socket activation through
+systemd-socket-activate, and SIGTERM with jobs in flight (running ones
+finish with 200, queued ones get 503, exit 0)."""
+
+import io
+import os
+import shutil
+import signal
+import socket
+import time
+import wave
+
+import pytest
+
+import wd_api
+from wd_api import (Background, JFK_WAV, NotifyListener, assert_healthy, assert_jfk_json, check_error,
+                    request, wait_counts)
+
+SOCKET_ACTIVATE = shutil.which("systemd-socket-activate") or "/usr/bin/systemd-socket-activate"
+WATCHDOG_USEC = 5_000_000
+
+
+@pytest.fixture
+def notify():
+    nl = NotifyListener()
+    yield nl
+    nl.close()
+
+
+def test_notify_ready_status_watchdog_stopping(notify):
+    d = wd_api.Daemon(env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": str(WATCHDOG_USEC)})
+    d.start(wait=False)
+    try:
+        seen = []                                     # /ready answers before READY=1
+        deadline = time.monotonic() + wd_api.READY_TIMEOUT_S
+        while not notify.find("READY=1"):
+            assert d.alive(), f"whisperd exited:\n{d.log_tail()}"
+            assert time.monotonic() < deadline, "no READY=1:\n" + d.log_tail()
+            try:
+                st = request(d.port, "GET", "/ready", timeout=5).status
+                if not notify.find("READY=1"):
+                    seen.append(st)
+            except OSError:
+                pass
+            time.sleep(0.02)
+        # The moment READY=1 is there, /ready says 200.
+        r = request(d.port, "GET", "/ready")
+        assert r.status == 200, f"READY=1 sent while /ready answers {r!r}"
+        assert 503 in seen, f"/ready never answered 503 before READY=1 (saw {set(seen)})"
+        assert request(d.port, "GET", "/health").status == 200
+        t_ready = notify.find("READY=1")[0][0]
+        status = [m for t, m in notify.find("STATUS=") if t <= t_ready]
+        assert status and all(len(m) > len("STATUS=") for m in status), notify.messages
+        # Watchdog pings, idle and while a job runs.
+        time.sleep(2 * WATCHDOG_USEC / 1e6 * 0.6)
+        assert_healthy(d)
+        time.sleep(1)
+        pings = [t for t, m in notify.messages if m == "WATCHDOG=1" and t >= t_ready]
+        assert len(pings) >= 3, notify.messages
+        gaps = [b - a for a, b in zip([t_ready] + pings, pings)]
+        assert max(gaps) < WATCHDOG_USEC / 1e6, f"watchdog gaps {gaps}"
+        assert len(notify.find("READY=1")) == 1, notify.messages
+    finally:
+        rc = d.stop()
+    t_stop = time.monotonic()
+    assert rc == 0, d.log_tail()
+    stopping = notify.find("STOPPING=1")
+    assert stopping and stopping[0][0] <= t_stop, notify.messages
+
+
+@pytest.mark.skipif(not os.access(SOCKET_ACTIVATE, os.X_OK),
+                    reason="systemd-socket-activate missing (Debian package systemd)")
+def test_socket_activation(notify):
+    p, q = wd_api.free_port(), wd_api.free_port()
+    argv = [SOCKET_ACTIVATE, "-l", f"127.0.0.1:{p}", "-E", f"NOTIFY_SOCKET={notify.path}",
+            wd_api.WHISPERD, "serve", "--model", wd_api.TINY_EN, "--host", "127.0.0.1",
+            "--port", str(q), "--log-level", "info"]
+    d = wd_api.Daemon(argv=argv, port=p)
+    d.start()      # the first connection to p makes systemd-socket-activate exec whisperd
+    try:
+        exe = os.readlink(f"/proc/{d.pid}/exe")
+        assert os.path.basename(exe) == "whisperd", exe
+        assert notify.wait_for(lambda m: m == "READY=1", 30), notify.messages
+        # It serves on the socket it was handed, not on its own --port.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", q), timeout=5).close()
+        assert_healthy(d)
+        r = request(d.port, "GET", "/v1/models")
+        assert r.status == 200, r
+        # No WATCHDOG_USEC in the environment: no watchdog pings.
+        assert not notify.find("WATCHDOG=1"), notify.messages
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log_tail()
+    assert notify.find("STOPPING=1"), notify.messages
+
+
+def test_sigterm_finishes_running_refuses_queued(notify):
+    d = wd_api.start_daemon(args=["--max-batch", "1", "--queue-max", "4",
+                                  "--shutdown-grace", "120"], env={"NOTIFY_SOCKET": notify.path})
+    try:
+        a = Background(d.port)
+        wait_counts(d.port, lambda c: c["running"] == 1, what="first job running")
+        rest = [Background(d.port) for _ in range(2)]
+        wait_counts(d.port, lambda c: c["queued"] == 2, what="two jobs queued")
+        d.proc.send_signal(signal.SIGTERM)
+        for b in rest:
+            r = b.response(timeout=30)
+            check_error(r, 503, param=None, etype=r.json()["error"]["type"])
+        # No new work once draining: refused, or answered 503.
+        try:
+            r = wd_api.post_audio(d.port, timeout=10)
+            assert r.status == 503, r
+        except (ConnectionRefusedError, ConnectionResetError, OSError):
+            pass
+        assert_jfk_json(a.response())
+    finally:
+        rc = d.stop(timeout=120)
+    assert rc == 0, d.log_tail()
+    assert notify.find("STOPPING=1"), notify.messages
+
+
+def test_sigterm_batch_in_flight_all_finish():
+    d = wd_api.start_daemon(args=["--shutdown-grace", "120"])
+    try:
+        bs = [Background(d.port) for _ in range(3)]
+        wait_counts(d.port, lambda c: c["running"] == 3, what="three jobs running together")
+        d.proc.send_signal(signal.SIGTERM)
+        for b in bs:
+            assert_jfk_json(b.response())
+    finally:
+        rc = d.stop(timeout=120)
+    assert rc == 0, d.log_tail()
+
+
+def long_wav(seconds=90):
+    with wave.open(JFK_WAV, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        for _ in range(seconds // 11 + 1):
+            w.writeframes(frames)
+    return out.getvalue()
+
+
+def test_sigterm_grace_expires():
+    """A job longer than --shutdown-grace is cut at the grace: 503, exit 0."""
+    d = wd_api.start_daemon(args=["--shutdown-grace", "1"])
+    try:
+        b = Background(d.port, path=None, data=long_wav(), filename="long.wav")
+        wait_counts(d.port, lambda c: c["running"] == 1, what="job running")
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        r = b.response(timeout=60)
+        took = time.monotonic() - t0
+        check_error(r, 503, param=None, etype=r.json()["error"]["type"])
+        assert took < 1 + 15, f"answered {took:.1f} s after SIGTERM with a 1 s grace"
+    finally:
+        rc = d.stop(timeout=60)
+    assert rc == 0, d.log_tail()
+
+
+def test_sigterm_with_a_stalled_upload():
+    """A client stuck halfway through its upload does not hold the daemon
+    past the grace: exit 0 soon after SIGTERM."""
+    d = wd_api.start_daemon(args=["--shutdown-grace", "3"])
+    s = socket.create_connection(("127.0.0.1", d.port))
+    try:
+        body, ctype = wd_api.multipart(wd_api.audio_fields())
+        s.sendall((f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\n"
+                   f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                  + body[:len(body) // 2])
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        rc = d.stop(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        s.close()
+    assert rc == 0, d.log_tail()
+    assert took < 3 + 10, f"exit took {took:.1f} s with a 3 s grace"

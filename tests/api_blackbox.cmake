@@ -1,0 +1,24 @@
+# The black-box API suite (tests/api/test_*.py, label `api`, named
+# api_py_<file>; the C tests beside them are api_test_*): the real
+# `whisperd serve` with the real tiny.en on 127.0.0.1, driven by curl, raw
+# sockets and the official OpenAI Python and Node SDKs. One CTest test per
+# pytest file; each skips (77) while the venv (scripts/install-test-deps.sh),
+# the binary or models/ggml-tiny.en.bin is missing.
+#
+# Registered in the plain build trees only: under ASan/TSan the Vulkan engine
+# on lavapipe is too slow for the suite's time limits.
+if(WD_ASAN OR WD_TSAN OR WD_UBSAN)
+  return()
+endif()
+set(WD_API_VENV "${PROJECT_SOURCE_DIR}/build/venv" CACHE PATH
+    "Python venv with the OpenAI SDK and pytest for tests/api")
+file(GLOB wd_api_tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/api/test_*.py)
+foreach(f IN LISTS wd_api_tests)
+  get_filename_component(n ${f} NAME_WE)
+  add_test(NAME api_py_${n}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api/run.sh ${WD_API_VENV}
+                   $<TARGET_FILE:whisperd> ${f})
+  # One daemon-driving file at a time: they measure timeouts and queue depths.
+  set_tests_properties(api_py_${n} PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 900
+                       RESOURCE_LOCK whisperd_api)
+endforeach()
