@@ -221,22 +221,8 @@ WD_TEST(hang_up_cancels_the_job) {
   char err[256];
   WD_CHECK_EQ_INT(wd_audio_decode(g.jfk_wav.p, g.jfk_wav.len, NULL, &pcm, &n, err, sizeof err), 0);
   th_buf_t wav = { 0 };
-  const uint32_t reps = 11, samples = (uint32_t)n * reps, data = samples * 2;
-  unsigned char h[44] = { 'R', 'I', 'F', 'F' };
-  const uint32_t riff = 36 + data, fmt_len = 16, rate = 16000, byte_rate = 32000;
-  const uint16_t pcm_fmt = 1, ch = 1, align = 2, bits = 16;
-  memcpy(h + 4, &riff, 4);
-  memcpy(h + 8, "WAVEfmt ", 8);
-  memcpy(h + 16, &fmt_len, 4);
-  memcpy(h + 20, &pcm_fmt, 2);
-  memcpy(h + 22, &ch, 2);
-  memcpy(h + 24, &rate, 4);
-  memcpy(h + 28, &byte_rate, 4);
-  memcpy(h + 32, &align, 2);
-  memcpy(h + 34, &bits, 2);
-  memcpy(h + 36, "data", 4);
-  memcpy(h + 40, &data, 4);
-  th_buf_add(&wav, h, sizeof h);
+  const uint32_t reps = 11;
+  th_wav_header(&wav, (uint32_t)n * reps);
   for (uint32_t r = 0; r < reps; r++)
     for (size_t i = 0; i < n; i++) {
       const float x = pcm[i] * 32767.0f;
