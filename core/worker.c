@@ -14,7 +14,8 @@
  *      ONE window, the one of the job encoded least recently (round-robin:
  *      a long file's next window waits behind a new file's first); then one
  *      engine step over the next token of every job that needs a step, and
- *      each job's logits rows back to its decoder.
+ *      each job's logits rows back to its decoder (the decoders filter and
+ *      sample in parallel on a small pool, core/pool.h).
  * Callbacks are always called without the mutex held, so they may call
  * wd_worker_submit or wd_worker_cancel (an HTTP layer holding its own
  * request lock around submit would otherwise deadlock against on_done).
@@ -32,10 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "decoder.h"
 #include "error.h"
 #include "log.h"
+#include "pool.h"
 
 #define WD_WORKER_MAX_RUN 16 /* = the engines' sequence slots */
 
@@ -54,6 +57,7 @@ typedef struct wd_job {
 struct wd_worker {
   wd_worker_opts_t o;
   int cap;                  /* running jobs at most */
+  wd_pool_t *pool;          /* samples the rows of a step in parallel */
   pthread_t thread;
   int thread_started;
   pthread_mutex_t mu;
@@ -136,6 +140,18 @@ static void report_segments(wd_job_t *j) {
     for (int i = j->n_reported; i < n; i++)
       j->cb.on_segment(j->cb.ud, &s[i], wd_decoder_done_s(j->dec), wd_decoder_total_s(j->dec));
   j->n_reported = n;
+}
+
+/* One job's share of the work after a step: its decoder takes its rows. */
+typedef struct {
+  wd_decoder_t *dec;
+  const float *rows[WD_DECODER_MAX_ROWS];
+  int rc;
+} wd_advance_t;
+
+static void advance_one(void *arg, int i) {
+  wd_advance_t *a = (wd_advance_t *)arg + i;
+  a->rc = wd_decoder_advance(a->dec, a->rows);
 }
 
 /* The running part of one turn (see the file comment). No lock held. */
@@ -229,15 +245,22 @@ static void run_turn(wd_worker_t *w) {
     w->st.steps_by_rows[rows <= 16 ? rows : 16]++;
     w->st.busy_s += dt;
     pthread_mutex_unlock(&w->mu);
-    for (int i = 0; i < n_owner && rc == 0; i++) {
-      wd_job_t *j = owner[i];
-      const float *rowp[WD_DECODER_MAX_ROWS];
-      for (int r = 0; r < count[i]; r++)
-        rowp[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
-      const int arc = wd_decoder_advance(j->dec, rowp);
-      report_segments(j);
-      if (arc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
-        run_finish(w, j, arc);
+    if (rc == 0) {
+      /* Each job's rows are filtered and sampled on the pool (independent
+       * decoders, so the same bits on any thread); callbacks stay here. */
+      wd_advance_t adv[WD_WORKER_MAX_RUN];
+      for (int i = 0; i < n_owner; i++) {
+        adv[i].dec = owner[i]->dec;
+        for (int r = 0; r < count[i]; r++)
+          adv[i].rows[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
+      }
+      wd_pool_run(w->pool, n_owner, advance_one, adv);
+      for (int i = 0; i < n_owner; i++) {
+        wd_job_t *j = owner[i];
+        report_segments(j);
+        if (adv[i].rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
+          run_finish(w, j, adv[i].rc);
+      }
     }
   }
   if (rc < 0) {
@@ -353,6 +376,14 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
     w->cap = e->max_audio;
   if (w->cap > WD_WORKER_MAX_RUN)
     w->cap = WD_WORKER_MAX_RUN;
+  /* Sampling threads: one per running job at most, and no more than the
+   * processors (the worker thread itself is one of them). */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int extra = (cpus > 0 && cpus < w->cap ? (int)cpus : w->cap) - 1;
+  if (wd_pool_new(extra > 0 ? extra : 0, &w->pool) < 0) {
+    free(w);
+    return WD_ENOMEM;
+  }
   w->accepting = 1;
   w->next_id = 1;
   w->st.queue_max = opts->queue_max;
@@ -361,6 +392,7 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
   int ok = pthread_mutex_init(&w->mu, NULL) == 0;
   ok = ok && pthread_cond_init(&w->wake, NULL) == 0 && pthread_cond_init(&w->idle, NULL) == 0;
   if (!ok || pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    wd_pool_free(w->pool);
     free(w);
     return WD_ENOMEM;
   }
@@ -379,6 +411,7 @@ void wd_worker_free(wd_worker_t *w) {
   pthread_mutex_unlock(&w->mu);
   if (w->thread_started)
     pthread_join(w->thread, NULL);
+  wd_pool_free(w->pool);
   pthread_cond_destroy(&w->wake);
   pthread_cond_destroy(&w->idle);
   pthread_mutex_destroy(&w->mu);
