@@ -475,20 +475,6 @@ def metrics(port, headers=None):
     return out
 
 
-def metric(m, *names, default=None):
-    """The first of names present in m (metric names differ between
-    versions: give all the spellings accepted)."""
-    for n in names:
-        if n in m:
-            return m[n]
-    return default
-
-
-def metric_sum(m, prefix):
-    """Sum over every label set of metric `prefix`."""
-    return sum(v for k, v in m.items() if k == prefix or k.startswith(prefix + "{"))
-
-
 def job_counts(port):
     """Job figures from /metrics: running and queued (gauges), done and
     failed (counters; failed includes cancelled), cancelled where the daemon
@@ -532,13 +518,12 @@ class Daemon:
 
     live = []  # every Daemon started in this process, for failure reports
 
-    def __init__(self, model=TINY_EN, args=(), env=None, port=None, cmd_prefix=None,
-                 log_level="info", argv=None):
+    def __init__(self, model=TINY_EN, args=(), env=None, port=None, log_level="info",
+                 argv=None):
         self.model = model
         self.args = list(args)
         self.env = env
         self.port = port
-        self.cmd_prefix = list(cmd_prefix or [])
         self.log_level = log_level
         self.argv = argv             # a whole command line of one's own (port must be given)
         self.proc = None
@@ -551,7 +536,7 @@ class Daemon:
             return list(self.argv)
         cmd = [WHISPERD, "serve", "--model", self.model, "--host", "127.0.0.1",
                "--port", str(self.port), "--log-level", self.log_level]
-        return self.cmd_prefix + cmd + self.args
+        return cmd + self.args
 
     def start(self, wait=True):
         for attempt in range(3):
