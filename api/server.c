@@ -9,6 +9,14 @@
  * freed in the NOTIFY_COMPLETED callback, which also records the request in
  * the metrics and the access log.
  *
+ * Limits on clients: idle_timeout_s (MHD's connection timeout) cuts off a
+ * silent client in any phase; max_connections caps sockets; a request body
+ * must arrive within body_timeout_s (checked as data arrives, so a trickle
+ * is cut off at the next byte after the deadline). The header phase has no
+ * total deadline of its own: MHD gives the access handler nothing before
+ * the headers are complete; it is bounded by the idle timeout per byte and
+ * MHD's per-connection memory limit (32 KiB) on the header size.
+ *
  * Ownership: the server copies the options' strings; the model handed to
  * wd_server_attach is borrowed until wd_server_free.
  */
@@ -23,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,6 +56,7 @@ typedef struct {
   char method[16];
   char *path;
   wd_transcription_t *tr;    /* audio routes */
+  int deferred;              /* no body: answer on the next call */
 } wd_req_t;
 
 double wd__server_now(void) {
@@ -177,8 +188,23 @@ static int auth_ok(const wd_server_t *s, struct MHD_Connection *c, int *ret_miss
 
 /* ---- the MHD callbacks ------------------------------------------------- */
 
-static enum MHD_Result on_first_call(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
-                                     const char *method, const char *url) {
+/* 1 when the request announces a body (Content-Length > 0 or chunked). */
+static int has_body(struct MHD_Connection *c) {
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+  if (cl && strtoull(cl, NULL, 10) > 0)
+    return 1;
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") != NULL;
+}
+
+/*
+ * Routes the request and answers it, or hands it to a transcription. Called
+ * on the first handler call for requests with a body (an answer then means
+ * the body is refused, and MHD closes the connection after it), and on the
+ * second call for requests without one: MHD keeps a connection alive only
+ * when the answer comes after the whole request was read.
+ */
+static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
+                               const char *method, const char *url, int body_read) {
   wd_api_error_t e;
   const char *allow = NULL, *id = NULL;
   const int found = wd_route_match(method, url, &r->route, &allow, &id);
@@ -221,7 +247,13 @@ static enum MHD_Result on_first_call(wd_server_t *s, struct MHD_Connection *c, w
       wd_api_error_set(&e, 500, NULL, NULL, "The server ran out of memory.");
       return reply_error(c, r, &e, NULL);
     }
-    return wd_transcription_handle(r->tr, NULL, NULL, 1);
+    if (!body_read)
+      return wd_transcription_handle(r->tr, NULL, NULL, 1);
+    /* No body follows: headers and end of body in this one call. */
+    if (wd_transcription_handle(r->tr, NULL, NULL, 1) == MHD_NO)
+      return MHD_NO;
+    size_t zero = 0;
+    return wd_transcription_handle(r->tr, NULL, &zero, 0);
   default:
     return MHD_NO;
   }
@@ -245,7 +277,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     pthread_mutex_lock(&s->mu);
     s->n_active++;
     pthread_mutex_unlock(&s->mu);
-    return on_first_call(s, c, r, method, url);
+    if (has_body(c))
+      return respond(s, c, r, method, url, 0);
+    r->deferred = 1;
+    return MHD_YES;
+  }
+  if (r->deferred) {
+    r->deferred = 0;
+    return respond(s, c, r, method, url, 1);
   }
   if (r->tr)
     return wd_transcription_handle(r->tr, upload_data, upload_data_size, 0);
@@ -320,6 +359,21 @@ static int fail(char *err, size_t err_len, int rc, const char *fmt, ...) {
     va_end(ap);
   }
   return rc;
+}
+
+/* The port of the listening socket: asked from the socket itself, since
+ * MHD 0.9.75 does not know it for an adopted socket. */
+static int bound_port(struct MHD_Daemon *d, int fallback) {
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (!di || getsockname(di->listen_fd, (struct sockaddr *)&ss, &len) != 0)
+    return fallback;
+  if (ss.ss_family == AF_INET)
+    return ntohs(((const struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6)
+    return ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port);
+  return fallback;
 }
 
 /* Frees what wd_server_start built; the MHD daemon must be stopped. */
@@ -414,8 +468,7 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
                 start_errno ? strerror(start_errno) : "libmicrohttpd failed to start");
     goto fail;
   }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : o->port;
+  s->port = bound_port(s->mhd, o->port);
   wd_log_info("api: listening on %s port %d (%d HTTP threads, body limit %zu bytes)",
               o->listen_fd >= 0 ? "an inherited socket" : s->host, s->port,
               o->threads > 1 ? o->threads : 1, o->max_body);

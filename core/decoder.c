@@ -108,8 +108,11 @@ static double logsumexp(const float *x, int n) {
   return mx + log(s);
 }
 
-/* ApplyTimestampRules on d->logits for the sampled tokens seq[0..n). */
-static void apply_timestamp_rules(wd_decoder_t *d, const int32_t *seq, int n) {
+/* ApplyTimestampRules on d->logits for the sampled tokens seq[0..n).
+ * Returns logsumexp of the filtered logits when the last rule left them as
+ * they were when it computed it (the caller's log-probability reuses it:
+ * one pass of 52k exp() per row and step instead of two), else NAN. */
+static double apply_timestamp_rules(wd_decoder_t *d, const int32_t *seq, int n) {
   const wd_special_tokens_t *sp = d->sp;
   float *lg = d->logits;
   const int nv = sp->n_vocab, tb = sp->ts_begin;
@@ -153,9 +156,11 @@ static void apply_timestamp_rules(wd_decoder_t *d, const int32_t *seq, int n) {
   for (int i = 0; i < tb; i++)
     if (lg[i] > max_text)
       max_text = lg[i];
-  if (ts_lp > (double)max_text - lse_all)
-    for (int i = 0; i < tb; i++)
-      lg[i] = -INFINITY;
+  if (!(ts_lp > (double)max_text - lse_all))
+    return lse_all;
+  for (int i = 0; i < tb; i++)
+    lg[i] = -INFINITY;
+  return NAN;
 }
 
 /* The filters, then the greedy choice; adds its log-probability. */
@@ -169,13 +174,14 @@ static int32_t sample_greedy(wd_decoder_t *d, const float *lg) {
   }
   for (int i = 0; i < d->n_suppress; i++)
     d->logits[d->suppress[i]] = -INFINITY;
+  double lse = NAN;
   if (!d->opts.without_timestamps)
-    apply_timestamp_rules(d, d->tokens.v, d->tokens.n);
+    lse = apply_timestamp_rules(d, d->tokens.v, d->tokens.n);
   int32_t best = 0;
   for (int i = 1; i < nv; i++)
     if (d->logits[i] > d->logits[best])
       best = i;
-  d->sum_logprob += (double)d->logits[best] - logsumexp(d->logits, nv);
+  d->sum_logprob += (double)d->logits[best] - (isnan(lse) ? logsumexp(d->logits, nv) : lse);
   return best;
 }
 

@@ -39,22 +39,24 @@ int wd_vk_buffer_new(wd_vk_device_t *d, uint64_t size, unsigned usage, wd_vk_mem
 
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
-  int type = -1;
-  if (mem == WD_VK_MEM_HOST) {
-    /* Prefer memory that is also device-local (BAR / unified), then any. */
-    type = wd__vk_memory_type(d, req.memoryTypeBits,
-                              VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                                  VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-    if (type < 0)
-      type = wd__vk_memory_type(d, req.memoryTypeBits,
-                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
-  } else {
-    type = wd__vk_memory_type(d, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-    if (type < 0)
-      type = wd__vk_memory_type(d, req.memoryTypeBits, 0);
+  /* Each kind's preferred memory properties, then what it settles for.
+   * HOST prefers memory that is also device-local (BAR / unified): the GPU
+   * reads it every step. READBACK prefers system memory the CPU caches: the
+   * GPU writes it once per step over PCIe, the host then scans it several
+   * times (filters, sampling); BAR memory is read uncached. */
+  enum { HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT };
+  static const VkMemoryPropertyFlags want[3][2] = {
+    [WD_VK_MEM_DEVICE] = { VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0 },
+    [WD_VK_MEM_HOST] = { HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV },
+    [WD_VK_MEM_READBACK] = { HV | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, HV },
+  };
+  if ((unsigned)mem > WD_VK_MEM_READBACK) {
+    rc = WD_EINVAL;
+    goto fail;
   }
+  int type = wd__vk_memory_type(d, req.memoryTypeBits, want[mem][0]);
+  if (type < 0)
+    type = wd__vk_memory_type(d, req.memoryTypeBits, want[mem][1]);
   if (type < 0) {
     wd_log_debug("%s: no memory type for %llu bytes (bits 0x%x)", __func__,
                  (unsigned long long)size, req.memoryTypeBits);

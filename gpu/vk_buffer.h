@@ -29,7 +29,10 @@ enum {
 
 typedef enum {
   WD_VK_MEM_DEVICE = 0, /* device-local: what kernels read fastest */
-  WD_VK_MEM_HOST = 1,   /* host-visible + coherent, always mapped: per-step params, readback */
+  WD_VK_MEM_HOST = 1,   /* host-visible + coherent, always mapped: per-step params the GPU reads */
+  WD_VK_MEM_READBACK = 2, /* host-visible + coherent, cached when the device offers it: results
+                           * the host reads (logits). On a discrete GPU WD_VK_MEM_HOST picks
+                           * BAR memory, which the CPU reads uncached over PCIe. */
 } wd_vk_mem_t;
 
 int wd_vk_buffer_new(wd_vk_device_t *dev, uint64_t size, unsigned usage, wd_vk_mem_t mem,

@@ -681,7 +681,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, S * 3 * d, D, &e->qkv)) ||
       (rc = buf(e, S * 4 * d, D, &e->f)) || (rc = buf(e, L * S * C * d, D, &e->kc)) ||
       (rc = buf(e, L * S * C * d, D, &e->vc)) ||
-      (rc = buf(e, S * (uint64_t)hp->n_vocab, H, &e->logits))) {
+      (rc = buf(e, S * (uint64_t)hp->n_vocab, WD_VK_MEM_READBACK, &e->logits))) {
     snprintf(err, err_len, "allocating %.1f MiB of activations failed: %s",
              (double)e->act_bytes / 1048576.0, wd_strerror(rc));
     goto fail;

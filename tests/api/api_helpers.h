@@ -265,8 +265,9 @@ static inline void th_form_file(th_buf_t *b, const char *name, const void *data,
 static inline void th_form_end(th_buf_t *b) { th_buf_str(b, "--" TH_BOUNDARY "--\r\n"); }
 
 /* A 16 kHz mono 16-bit PCM WAV of a 440 Hz tone. */
-static inline void th_wav(th_buf_t *b, double seconds) {
-  const uint32_t n = (uint32_t)(seconds * 16000), data = n * 2;
+/* The 44-byte header of a 16 kHz mono s16 WAV with n samples. */
+static inline void th_wav_header(th_buf_t *b, uint32_t n) {
+  const uint32_t data = n * 2;
   unsigned char h[44];
   memcpy(h, "RIFF", 4);
   const uint32_t riff = 36 + data, fmt_len = 16, rate = 16000, byte_rate = 32000;
@@ -283,6 +284,11 @@ static inline void th_wav(th_buf_t *b, double seconds) {
   memcpy(h + 36, "data", 4);
   memcpy(h + 40, &data, 4);
   th_buf_add(b, h, sizeof h);
+}
+
+static inline void th_wav(th_buf_t *b, double seconds) {
+  const uint32_t n = (uint32_t)(seconds * 16000);
+  th_wav_header(b, n);
   for (uint32_t i = 0; i < n; i++) {
     const int16_t v = (int16_t)(8000 * sin(2 * 3.14159265358979 * 440 * i / 16000.0));
     th_buf_add(b, &v, 2);

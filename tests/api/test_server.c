@@ -415,6 +415,21 @@ static void check_error(const th_resp_t *r, int status, const char *code, const 
 
 #define F(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
+/* 1 when /metrics shows needle within 2 s: a request is counted when MHD
+ * completes it, which may be just after the client read its answer. */
+static int metrics_show(int port, const char *needle) {
+  for (int i = 0; i < 200; i++) {
+    th_resp_t r = th_request(port, "GET", "/metrics", NULL, NULL, 0);
+    const int found = r.body && strstr(r.body, needle);
+    th_resp_free(&r);
+    if (found)
+      return 1;
+    th_sleep_ms(10);
+  }
+  fprintf(stderr, "/metrics never showed '%s'\n", needle);
+  return 0;
+}
+
 /* ======================= tests: no model yet ============================= */
 
 WD_TEST(before_attach_health_ready_metrics) {
@@ -436,7 +451,7 @@ WD_TEST(before_attach_health_ready_metrics) {
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_ready 0\n"));
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_model_loaded 0\n"));
   WD_CHECK(r.body && !strstr(r.body, "whisperd_queue_depth"));
-  WD_CHECK(r.body && strstr(r.body, "whisperd_http_requests_total{route=\"ready\",code=\"503\"} 1"));
+  WD_CHECK(metrics_show(port, "whisperd_http_requests_total{route=\"ready\",code=\"503\"} 1"));
   WD_CHECK(r.body && strstr(r.body, "# TYPE whisperd_http_request_duration_seconds histogram"));
   WD_CHECK(strncmp(nz(th_header(&r, "Content-Type")), "text/plain; version=0.0.4", 25) == 0);
   th_resp_free(&r);
@@ -1032,10 +1047,10 @@ WD_TEST(concurrent_clients_and_metrics) {
     ok += args[i].ok;
   }
   WD_CHECK_EQ_INT(ok, N * 5);
+  WD_CHECK(metrics_show(wd_server_port(s), "whisperd_http_requests_total{route=\"transcriptions\","
+                                           "code=\"200\"} 40\n"));
   th_resp_t r = th_request(wd_server_port(s), "GET", "/metrics", NULL, NULL, 0);
   WD_CHECK_EQ_INT(r.status, 200);
-  WD_CHECK(r.body && strstr(r.body, "whisperd_http_requests_total{route=\"transcriptions\","
-                                    "code=\"200\"} 40\n"));
   WD_CHECK(r.body && strstr(r.body, "whisperd_http_request_duration_seconds_count"
                                     "{route=\"transcriptions\"} 40\n"));
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_queue_depth 0\n"));
@@ -1106,6 +1121,75 @@ WD_TEST(start_errors) {
   o.max_body = 0;
   WD_CHECK_EQ_INT(wd_server_start(&o, &s2, err, sizeof err), WD_EINVAL);
   wd_server_free(s, 0);
+}
+
+WD_TEST(keep_alive_and_adopted_listen_socket) {
+  /* A socket bound and listening already, as systemd hands it over. */
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = { .sin_family = AF_INET };
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  WD_CHECK_EQ_INT(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+  WD_CHECK_EQ_INT(listen(lfd, 16), 0);
+  WD_CHECK_EQ_INT(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+  wd_server_opts_t o = default_opts();
+  o.listen_fd = lfd;
+  o.port = 1; /* ignored */
+  wd_server_t *s = start(&o, 1);
+  if (!s)
+    return;
+  WD_CHECK_EQ_INT(wd_server_port(s), ntohs(a.sin_port));
+  /* Several requests on one connection: per-request state starts afresh. */
+  int fd = th_connect(wd_server_port(s));
+  th_buf_t b = { 0 };
+  form(&b, "whisper-1", F("response_format", "text"), 0.5);
+  char head[512];
+  const int hn = snprintf(head, sizeof head, "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x"
+                          "\r\n" TH_MULTIPART "Content-Length: %zu\r\n\r\n", b.len);
+  for (int i = 0; i < 3; i++) {
+    th_send_all(fd, head, (size_t)hn);
+    th_send_all(fd, b.p, b.len);
+    th_resp_t r = th_read_response(fd, 0, 5000);
+    WD_CHECK_EQ_INT(r.status, 200);
+    WD_CHECK_EQ_STR(r.body, "Hello there. General Kenobi.\n");
+    th_resp_free(&r);
+    const char get[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    th_send_all(fd, get, sizeof get - 1);
+    r = th_read_response(fd, 0, 5000);
+    WD_CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+  }
+  close(fd);
+  th_buf_free(&b);
+  stop(s); /* closes the adopted socket */
+}
+
+WD_TEST(connection_limit) {
+  wd_server_opts_t o = default_opts();
+  o.max_connections = 2;
+  wd_server_t *s = start(&o, 1);
+  if (!s)
+    return;
+  const int port = wd_server_port(s);
+  int fds[2] = { th_connect(port), th_connect(port) };
+  th_sleep_ms(100);
+  /* The third is accepted and closed at once, without an answer. */
+  int fd3 = th_connect(port);
+  if (fd3 >= 0) {
+    const char get[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    th_send_all(fd3, get, sizeof get - 1);
+    th_resp_t r = th_read_response(fd3, 0, 2000);
+    WD_CHECK_EQ_INT(r.status, 0);
+    th_resp_free(&r);
+    close(fd3);
+  }
+  close(fds[0]);
+  close(fds[1]);
+  th_sleep_ms(100);
+  th_resp_t r = th_request(port, "GET", "/health", NULL, NULL, 0);
+  WD_CHECK_EQ_INT(r.status, 200);
+  th_resp_free(&r);
+  stop(s);
 }
 
 WD_TEST(cleanup) {
