@@ -6,6 +6,8 @@ Standard library only, so the benchmark (tests/bench/load.py) can use it
 without the venv.
 """
 
+import atexit
+import ctypes
 import http.client
 import json
 import os
@@ -510,6 +512,22 @@ class DaemonError(Exception):
     pass
 
 
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process dies, so that
+    a killed or crashed test run leaves no daemon behind."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@atexit.register
+def _kill_leftovers():
+    for d in Daemon.live:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+
+
 class Daemon:
     """One whisperd serve process on 127.0.0.1:<free port>.
 
@@ -550,7 +568,8 @@ class Daemon:
             env.update(self.env or {})
             logf = open(self.log_path, "ab")
             self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         preexec_fn=_die_with_parent)
             logf.close()
             Daemon.live.append(self)
             if not wait:
