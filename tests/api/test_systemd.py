@@ -35,6 +35,7 @@ def test_notify_ready_status_watchdog_stopping(notify):
     d.start(wait=False)
     try:
         seen = []                                     # /ready answers before READY=1
+        early = None                                  # a transcription sent before ready
         deadline = time.monotonic() + wd_api.READY_TIMEOUT_S
         while not notify.find("READY=1"):
             assert d.alive(), f"whisperd exited:\n{d.log_tail()}"
@@ -43,9 +44,19 @@ def test_notify_ready_status_watchdog_stopping(notify):
                 st = request(d.port, "GET", "/ready", timeout=5).status
                 if not notify.find("READY=1"):
                     seen.append(st)
+                if st == 503 and early is None:
+                    early = wd_api.post_audio(d.port)
             except OSError:
                 pass
             time.sleep(0.02)
+        # Audio before the model is ready: 503 with Retry-After (or, if it
+        # became ready meanwhile, the right answer).
+        assert early is not None
+        if early.status == 503:
+            check_error(early, 503, param=None, etype="server_error")
+            assert early.headers.get("retry-after", "").isdigit(), early.headers
+        else:
+            assert_jfk_json(early)
         # The moment READY=1 is there, /ready says 200.
         r = request(d.port, "GET", "/ready")
         assert r.status == 200, f"READY=1 sent while /ready answers {r!r}"

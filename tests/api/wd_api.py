@@ -6,6 +6,8 @@ Standard library only, so the benchmark (tests/bench/load.py) can use it
 without the venv.
 """
 
+import atexit
+import ctypes
 import http.client
 import json
 import os
@@ -475,20 +477,6 @@ def metrics(port, headers=None):
     return out
 
 
-def metric(m, *names, default=None):
-    """The first of names present in m (metric names differ between
-    versions: give all the spellings accepted)."""
-    for n in names:
-        if n in m:
-            return m[n]
-    return default
-
-
-def metric_sum(m, prefix):
-    """Sum over every label set of metric `prefix`."""
-    return sum(v for k, v in m.items() if k == prefix or k.startswith(prefix + "{"))
-
-
 def job_counts(port):
     """Job figures from /metrics: running and queued (gauges), done and
     failed (counters; failed includes cancelled), cancelled where the daemon
@@ -524,6 +512,22 @@ class DaemonError(Exception):
     pass
 
 
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process dies, so that
+    a killed or crashed test run leaves no daemon behind."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@atexit.register
+def _kill_leftovers():
+    for d in Daemon.live:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+
+
 class Daemon:
     """One whisperd serve process on 127.0.0.1:<free port>.
 
@@ -532,13 +536,12 @@ class Daemon:
 
     live = []  # every Daemon started in this process, for failure reports
 
-    def __init__(self, model=TINY_EN, args=(), env=None, port=None, cmd_prefix=None,
-                 log_level="info", argv=None):
+    def __init__(self, model=TINY_EN, args=(), env=None, port=None, log_level="info",
+                 argv=None):
         self.model = model
         self.args = list(args)
         self.env = env
         self.port = port
-        self.cmd_prefix = list(cmd_prefix or [])
         self.log_level = log_level
         self.argv = argv             # a whole command line of one's own (port must be given)
         self.proc = None
@@ -551,7 +554,7 @@ class Daemon:
             return list(self.argv)
         cmd = [WHISPERD, "serve", "--model", self.model, "--host", "127.0.0.1",
                "--port", str(self.port), "--log-level", self.log_level]
-        return self.cmd_prefix + cmd + self.args
+        return cmd + self.args
 
     def start(self, wait=True):
         for attempt in range(3):
@@ -565,7 +568,8 @@ class Daemon:
             env.update(self.env or {})
             logf = open(self.log_path, "ab")
             self.proc = subprocess.Popen(self.command(), stdout=logf, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, env=env)
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         preexec_fn=_die_with_parent)
             logf.close()
             Daemon.live.append(self)
             if not wait:

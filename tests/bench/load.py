@@ -15,8 +15,9 @@ Bounded in count and in time: each (daemon, file, N) point stops starting
 requests after --requests requests (at least one per client) or --seconds
 seconds, whichever comes first, and waits for those in flight. Loopback only.
 
-  python3 tests/bench/load.py                     # the whole grid (~10+ min on lavapipe)
-  python3 tests/bench/load.py --ns 1,4,16 --seconds 20 --long-ns 1,4
+  python3 tests/bench/load.py                     # defaults: ~12 min on lavapipe (2 cores)
+  python3 tests/bench/load.py --long-ns 1,2,4,8,16  # the whole grid (~35 min on lavapipe)
+  python3 tests/bench/load.py --ns 1,4,16 --long-ns 1 --seconds 10   # ~5 min
   python3 tests/bench/load.py --url http://127.0.0.1:8080   # a running daemon, one pass
 """
 
@@ -154,11 +155,12 @@ def main():
     ap.add_argument("--model", default=wd_api.TINY_EN)
     ap.add_argument("--whisperd", default=wd_api.WHISPERD)
     ap.add_argument("--ns", default="1,2,4,8,16", help="client counts for jfk.wav")
-    ap.add_argument("--long-ns", default="1,2,4,8,16", help="client counts for the long file")
+    ap.add_argument("--long-ns", default="1,2,4",
+                    help="client counts for the long file (each client sends at least one)")
     ap.add_argument("--long-s", type=float, default=120, help="length of the long file (s); 0 = none")
     ap.add_argument("--requests", type=int, default=16,
                     help="requests per point (at least one per client)")
-    ap.add_argument("--seconds", type=float, default=30,
+    ap.add_argument("--seconds", type=float, default=15,
                     help="no new request after this many seconds of a point (one per client always)")
     ap.add_argument("--timeout", type=float, default=900, help="one request's limit (s)")
     ap.add_argument("--batch", type=int, default=8, help="--max-batch of the batching daemon")
