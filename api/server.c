@@ -522,9 +522,9 @@ static void wait_zero(wd_server_t *s, const int *count, double deadline) {
   }
 }
 
-void wd_server_free(wd_server_t *s, double wait_s) {
+int wd_server_free(wd_server_t *s, double wait_s) {
   if (!s)
-    return;
+    return 0;
   if (s->mhd) {
     wd_server_quiesce(s);
     pthread_mutex_lock(&s->mu);
@@ -546,10 +546,11 @@ void wd_server_free(wd_server_t *s, double wait_s) {
     if (left > 0) {
       wd_log_error("api: %d job%s never ended; leaving the HTTP server running", left,
                    left == 1 ? "" : "s");
-      return;
+      return WD_EBUSY;
     }
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
   }
   server_destroy(s);
+  return 0;
 }

@@ -76,8 +76,11 @@ void wd_server_quiesce(wd_server_t *s);
  * wd_worker_drain() before this and wd_worker_free() after. Jobs still
  * running are cancelled and waited for (their callbacks point into the
  * server), up to wait_s + 10 s; if the worker never ends them, the server
- * is leaked rather than freed under its feet, with an error logged.
+ * is leaked rather than freed under its feet, with an error logged, and
+ * WD_EBUSY is returned: its threads still run and may call the worker, so
+ * the caller must then leave the worker and the model alone (and exit).
+ * Returns 0 otherwise.
  */
-void wd_server_free(wd_server_t *s, double wait_s);
+int wd_server_free(wd_server_t *s, double wait_s);
 
 #endif

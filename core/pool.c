@@ -5,10 +5,11 @@
  * A loop is a generation: wd_pool_run publishes (fn, arg, n), bumps the
  * generation and wakes the threads; every thread, the caller included,
  * claims indices from an atomic counter until they run out. A thread counts
- * itself busy (under the mutex) before it touches a loop and idle after, and
- * the caller returns only when every index is done and no thread is busy:
- * so (fn, arg, n) never change under a thread that is reading them, and a
- * thread that wakes late simply joins whatever loop is current. Threads
+ * itself busy (under the mutex) before it touches a loop and idle after; the
+ * caller publishes a loop only when no thread is busy and returns only when
+ * every index is done and no thread is busy. So (fn, arg, n) never change
+ * under a thread that is reading them, and a thread that wakes late simply
+ * joins whatever loop is current. Threads
  * sleep on a condition variable between loops: an idle pool costs nothing.
  */
 #include "pool.h"
@@ -117,6 +118,11 @@ void wd_pool_run(wd_pool_t *p, int n, void (*fn)(void *arg, int i), void *arg) {
     return;
   }
   pthread_mutex_lock(&p->mu);
+  /* A thread that woke late for the last loop may still be inside drain():
+   * publishing now would let it read the new (fn, arg, n) half way through
+   * a claim and run an index twice. */
+  while (p->busy > 0)
+    pthread_cond_wait(&p->done, &p->mu);
   p->fn = fn;
   p->arg = arg;
   p->n = n;

@@ -68,6 +68,7 @@ struct wd_worker {
   int n_queued;
   wd_job_t *run[WD_WORKER_MAX_RUN];
   int n_running;
+  int n_ending;             /* unlinked, their on_done not yet returned */
   uint64_t next_id;
   int accepting, draining, stop;
   int cancels;              /* a cancel arrived: sweep the queue */
@@ -91,14 +92,19 @@ static void beat(wd_worker_t *w) {
   atomic_store(&w->heartbeat_ns, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
 }
 
-/* Calls on_done and frees the job; the job is unlinked, no lock held. */
-static void job_end(wd_job_t *j, int rc, wd_transcript_t *t) {
+/* Calls on_done and frees the job; the job is unlinked (and counted in
+ * n_ending), no lock held. A drain returns only after this. */
+static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
   if (j->cb.on_done)
     j->cb.on_done(j->cb.ud, rc, t);
   else if (t)
     wd_transcript_free(t);
   wd_decoder_free(j->dec);
   free(j);
+  pthread_mutex_lock(&w->mu);
+  w->n_ending--;
+  pthread_cond_broadcast(&w->idle);
+  pthread_mutex_unlock(&w->mu);
 }
 
 /* ---- the worker thread ------------------------------------------------- */
@@ -118,6 +124,7 @@ static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
   } else {
     w->st.jobs_failed++;
   }
+  w->n_ending++;
   pthread_mutex_unlock(&w->mu);
   w->seq_used &= ~(1u << j->seq);
   w->audio_used &= ~(1u << j->audio);
@@ -129,7 +136,7 @@ static void run_finish(wd_worker_t *w, wd_job_t *j, int rc) {
   if (rc == 0)
     rc = wd_decoder_take_result(j->dec, &t);
   run_remove(w, j, rc, rc == 0 ? t.duration : 0.0);
-  job_end(j, rc, rc == 0 ? &t : NULL);
+  job_end(w, j, rc, rc == 0 ? &t : NULL);
 }
 
 /* Passes the segments finalised since the last call to on_segment. */
@@ -172,7 +179,7 @@ static void run_turn(wd_worker_t *w) {
     const int rc = atomic_load(&j->cancel) ? WD_ECANCELED
                    : (j->deadline > 0 && now >= j->deadline) ? WD_ETIMEDOUT
                    : shutdown ? WD_ESHUTDOWN : 0;
-    if (rc < 0)
+    if (rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE) /* done: e.g. < 10 ms of audio */
       run_finish(w, j, rc);
     else
       jobs[live++] = j;
@@ -196,9 +203,10 @@ static void run_turn(wd_worker_t *w) {
     w->st.encodes++;
     w->st.busy_s += dt;
     pthread_mutex_unlock(&w->mu);
-    if (rc < 0) {
+    if (rc < 0)
       wd_log_warning("worker: job %llu: encode failed: %s", (unsigned long long)enc->id,
                      wd_strerror(rc));
+    if (rc < 0 || wd_decoder_need(enc->dec) == WD_DEC_DONE) {
       for (int i = 0; i < live; i++)
         if (jobs[i] == enc)
           jobs[i] = jobs[--live];
@@ -310,6 +318,7 @@ static void *worker_main(void *arg) {
         if (w->tail == j)
           w->tail = prev;
         w->n_queued--;
+        w->n_ending++;
         w->st.jobs_failed++;
         ended_rc[n_ended] = rc;
         ended[n_ended++] = j;
@@ -318,7 +327,7 @@ static void *worker_main(void *arg) {
         w->cancels = 1; /* more may be left: look again next turn */
     }
     /* Admit while slots are free. */
-    while (w->head && w->n_running < w->cap) {
+    while (!w->draining && w->head && w->n_running < w->cap) {
       wd_job_t *j = w->head;
       w->head = j->next;
       if (!w->head)
@@ -344,7 +353,7 @@ static void *worker_main(void *arg) {
     }
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < n_ended; i++)
-      job_end(ended[i], ended_rc[i], NULL);
+      job_end(w, ended[i], ended_rc[i], NULL);
     run_turn(w);
     pthread_mutex_lock(&w->mu);
     w->st.queued = w->n_queued;
@@ -512,7 +521,7 @@ void wd_worker_drain(wd_worker_t *w, double grace_s) {
     w->grace_deadline = now_s() + (grace_s > 0 ? grace_s : 0.0);
   }
   pthread_cond_broadcast(&w->wake);
-  while (w->n_queued > 0 || w->n_running > 0)
+  while (w->n_queued > 0 || w->n_running > 0 || w->n_ending > 0)
     pthread_cond_wait(&w->idle, &w->mu);
   pthread_mutex_unlock(&w->mu);
 }

@@ -73,6 +73,20 @@ static int model_names(const char *model_name, char *aliases, const char **names
 }
 
 /* STATUS=what: detail (one line for systemctl status). */
+/* A stop signal (SIGTERM, SIGINT) already pending: start-up checks between
+ * phases, since the main loop's sigtimedwait only runs once the daemon is
+ * ready. */
+static int stop_pending(const sigset_t *sigs) {
+  const struct timespec zero = { 0 };
+  int sig;
+  while ((sig = sigtimedwait(sigs, NULL, &zero)) > 0)
+    if (sig == SIGTERM || sig == SIGINT) {
+      wd_log_notice("serve: %s during start-up: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      return 1;
+    }
+  return 0;
+}
+
 static void notify_status(const char *what, const char *detail) {
   sd_notifyf(0, "STATUS=%s: %s", what, detail);
 }
@@ -142,12 +156,21 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),
               (now_s() - t0) * 1e3);
 
+  if (stop_pending(&sigs)) {
+    status = 0;
+    goto out;
+  }
+
   /* 4. Warm-up, then ready. */
   notify_status("Warming up", wd_model_name(m));
   int rc = wd_runtime_warmup(rt);
   if (rc < 0) {
     wd_log_error("serve: warm-up failed: %s", wd_strerror(rc));
     notify_status("Failed: warm-up", wd_strerror(rc));
+    goto out;
+  }
+  if (stop_pending(&sigs)) {
+    status = 0;
     goto out;
   }
   wd_server_set_ready(srv, 1);
@@ -186,7 +209,12 @@ out:
   wd_server_quiesce(srv);
   if (rt)
     wd_worker_drain(wd_runtime_worker(rt), cfg->shutdown_grace_s);
-  wd_server_free(srv, 5.0); /* answers still going out get a few seconds */
+  /* Answers still going out get a few seconds. A server that could not stop
+   * still runs threads that use the worker and the model: leave them be. */
+  if (wd_server_free(srv, 5.0) < 0) {
+    wd_log_error("serve: exiting without freeing the engine");
+    return 1;
+  }
   wd_runtime_close(rt);
   free(aliases);
   wd_log_info("serve: stopped");

@@ -169,6 +169,38 @@ WD_TEST(queue_full_cancel_timeout_drain) {
   rig_close(&g);
 }
 
+/* Under 10 ms of audio has no mel frame to decode: the decoder is done at
+ * creation, and the job must still end (it once stayed running for ever,
+ * with the worker spinning). */
+WD_TEST(audio_shorter_than_a_frame_ends_empty) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  if (rig_open(&g, TINY, 2) < 0) {
+    WD_CHECK(0);
+    return;
+  }
+  wd_worker_t *w = rig_worker(&g, 4, 2);
+  outcome_t o[2];
+  for (int i = 0; i < 2; i++) {
+    outcome_init(&o[i]);
+    float *pcm = calloc(100, sizeof *pcm);
+    wd_job_params_t p = { .timeout_s = 30,
+                          .cb = { .ud = &o[i], .on_segment = on_segment, .on_done = on_done } };
+    wd_decode_opts_default(&p.decode);
+    WD_CHECK_EQ_INT(wd_worker_submit(w, pcm, i == 0 ? 100 : 0, &p, NULL), 0);
+  }
+  wait_done(o, 2);
+  for (int i = 0; i < 2; i++) {
+    WD_CHECK_EQ_INT(o[i].rc, 0);
+    WD_CHECK_EQ_INT(o[i].t.n_segments, 0);
+    WD_CHECK(o[i].t.text && o[i].t.text[0] == '\0');
+    wd_transcript_free(&o[i].t);
+  }
+  wd_worker_free(w);
+  rig_close(&g);
+}
+
 WD_TEST(bad_options_refused_at_submit) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
