@@ -233,7 +233,9 @@ static inline th_resp_t th_request(int port, const char *method, const char *pat
     n += snprintf(head + n, sizeof head - (size_t)n, "Content-Length: %zu\r\n", len);
   n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
   if (th_send_all(fd, head, (size_t)n) == 0 && (!body || th_send_all(fd, body, len) == 0))
-    r = th_read_response(fd, strcmp(method, "HEAD") == 0, 20000);
+    /* A bound for a hung server, not a speed check: four parallel model
+     * requests on lavapipe take over 20 s on a busy 2-core machine. */
+    r = th_read_response(fd, strcmp(method, "HEAD") == 0, 180000);
   close(fd);
   return r;
 }
