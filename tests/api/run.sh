@@ -9,6 +9,8 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "SKIP: no Python venv at $venv (run scripts/install-test-deps.sh)"
   exit 77
 fi
+venv=$(cd "$venv" && pwd)
+case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
 export WHISPERD_BIN="$bin" PYTHONDONTWRITEBYTECODE=1
 cd "$(dirname "$file")" || exit 1
 "$venv/bin/python" -m pytest -x -q -rs -p no:cacheprovider "$(basename "$file")" "$@"
