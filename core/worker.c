@@ -219,7 +219,7 @@ static void run_turn(wd_worker_t *w) {
   int32_t tokens[WD_WORKER_MAX_RUN * WD_DECODER_MAX_ROWS];
   wd_job_t *owner[WD_WORKER_MAX_RUN];
   int first[WD_WORKER_MAX_RUN], count[WD_WORKER_MAX_RUN];
-  int n_owner = 0, rows = 0, rc = 0;
+  int n_owner = 0, rows = 0;
   for (int i = 0; i < live; i++) {
     wd_job_t *j = jobs[i];
     if (wd_decoder_need(j->dec) != WD_DEC_STEP)
@@ -230,9 +230,9 @@ static void run_turn(wd_worker_t *w) {
       run_finish(w, j, WD_EINTERNAL);
       continue;
     }
-    if (reset && (rc = e->seq_reset(e->self, j->seq, j->audio)) < 0) {
-      run_finish(w, j, rc);
-      rc = 0;
+    const int rrc = reset ? e->seq_reset(e->self, j->seq, j->audio) : 0;
+    if (rrc < 0) {
+      run_finish(w, j, rrc);
       continue;
     }
     seqs[rows] = j->seq;
@@ -241,37 +241,36 @@ static void run_turn(wd_worker_t *w) {
     count[n_owner++] = k;
     rows += k;
   }
-  if (rc == 0 && rows > 0) {
-    const float *lg = NULL;
-    const double t0 = now_s();
-    rc = e->step(e->self, rows, seqs, tokens, &lg);
-    const double dt = now_s() - t0;
-    beat(w);
-    pthread_mutex_lock(&w->mu);
-    w->st.steps++;
-    w->st.rows += (uint64_t)rows;
-    w->st.steps_by_rows[rows <= 16 ? rows : 16]++;
-    w->st.busy_s += dt;
-    pthread_mutex_unlock(&w->mu);
-    if (rc == 0) {
-      /* Each job's rows are filtered and sampled on the pool (independent
-       * decoders, so the same bits on any thread); callbacks stay here. */
-      wd_advance_t adv[WD_WORKER_MAX_RUN];
-      for (int i = 0; i < n_owner; i++) {
-        adv[i].dec = owner[i]->dec;
-        for (int r = 0; r < count[i]; r++)
-          adv[i].rows[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
-      }
-      wd_pool_run(w->pool, n_owner, advance_one, adv);
-      for (int i = 0; i < n_owner; i++) {
-        wd_job_t *j = owner[i];
-        report_segments(j);
-        if (adv[i].rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
-          run_finish(w, j, adv[i].rc);
-      }
+  if (rows == 0)
+    return;
+  const float *lg = NULL;
+  const double t0 = now_s();
+  const int rc = e->step(e->self, rows, seqs, tokens, &lg);
+  const double dt = now_s() - t0;
+  beat(w);
+  pthread_mutex_lock(&w->mu);
+  w->st.steps++;
+  w->st.rows += (uint64_t)rows;
+  w->st.steps_by_rows[rows <= 16 ? rows : 16]++;
+  w->st.busy_s += dt;
+  pthread_mutex_unlock(&w->mu);
+  if (rc == 0) {
+    /* Each job's rows are filtered and sampled on the pool (independent
+     * decoders, so the same bits on any thread); callbacks stay here. */
+    wd_advance_t adv[WD_WORKER_MAX_RUN];
+    for (int i = 0; i < n_owner; i++) {
+      adv[i].dec = owner[i]->dec;
+      for (int r = 0; r < count[i]; r++)
+        adv[i].rows[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
     }
-  }
-  if (rc < 0) {
+    wd_pool_run(w->pool, n_owner, advance_one, adv);
+    for (int i = 0; i < n_owner; i++) {
+      wd_job_t *j = owner[i];
+      report_segments(j);
+      if (adv[i].rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
+        run_finish(w, j, adv[i].rc);
+    }
+  } else {
     /* The step failed: every job that was in it. */
     wd_log_warning("worker: decoder step failed: %s", wd_strerror(rc));
     for (int i = 0; i < n_owner; i++)

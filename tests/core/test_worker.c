@@ -28,15 +28,27 @@
 #define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
 #define BASE WD_SOURCE_DIR "/models/ggml-base.bin"
 
-/* A model with its tokenizer, mel front end and reference engine. */
+/* A model with its tokenizer, mel front end, reference engine and worker. */
 typedef struct {
   wd_model_t *m;
   wd_tokenizer_t *tok;
   wd_mel_t *mel;
   wd_ref_engine_t *r;
+  wd_worker_t *w;
 } rig_t;
 
-static int rig_open(rig_t *g, const char *path, int slots) {
+static void rig_stop(rig_t *g) {
+  wd_worker_free(g->w); /* before the engine it drives */
+  wd_ref_engine_free(g->r);
+  wd_mel_free(g->mel);
+  wd_tokenizer_free(g->tok);
+  wd_model_free(g->m);
+}
+
+/* Loads path and starts a worker on `slots` engine slots (max_batch too)
+ * with queue_max places. Returns 0; on failure the check has failed, the
+ * rig is released and -1 comes back. */
+static int rig_start(rig_t *g, const char *path, int slots, int queue_max) {
   memset(g, 0, sizeof *g);
   char err[256] = "";
   int n_mel = 0, n_fft = 0, rc = wd_model_load(path, &g->m, err, sizeof err);
@@ -44,37 +56,26 @@ static int rig_open(rig_t *g, const char *path, int slots) {
   if (rc == 0) rc = wd_mel_new(wd_model_hparams(g->m)->n_mels,
                                wd_model_mel_filters(g->m, &n_mel, &n_fft), &g->mel);
   if (rc == 0) rc = wd_ref_engine_new(g->m, slots, slots, &g->r);
-  if (rc < 0)
-    fprintf(stderr, "rig %s: %s %s\n", path, wd_strerror(rc), err);
-  return rc;
-}
-
-static void rig_close(rig_t *g) {
-  wd_ref_engine_free(g->r);
-  wd_mel_free(g->mel);
-  wd_tokenizer_free(g->tok);
-  wd_model_free(g->m);
-}
-
-static wd_worker_t *rig_worker(rig_t *g, int queue_max, int max_batch) {
-  const wd_worker_opts_t o = { .engine = wd_ref_engine_iface(g->r), .tok = g->tok,
-                               .mel = g->mel, .queue_max = queue_max, .max_batch = max_batch };
-  wd_worker_t *w = NULL;
-  WD_CHECK_EQ_INT(wd_worker_new(&o, &w), 0);
-  return w;
+  if (rc == 0) {
+    const wd_worker_opts_t o = { .engine = wd_ref_engine_iface(g->r), .tok = g->tok,
+                                 .mel = g->mel, .queue_max = queue_max, .max_batch = slots };
+    rc = wd_worker_new(&o, &g->w);
+  }
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0)
+    return 0;
+  fprintf(stderr, "rig %s: %s %s\n", path, wd_strerror(rc), err);
+  rig_stop(g);
+  return -1;
 }
 
 /* Runs every clip alone, then all at once, and compares. */
 static void check_identity(const char *model, const clip_t *clips, int n) {
   rig_t g;
-  if (rig_open(&g, model, n) < 0) {
-    WD_CHECK(0);
+  if (rig_start(&g, model, n, 16) < 0)
     return;
-  }
-  wd_worker_t *w = rig_worker(&g, 16, n);
-  wd_check_identity(w, clips, n, model);
-  wd_worker_free(w);
-  rig_close(&g);
+  wd_check_identity(g.w, clips, n, model);
+  rig_stop(&g);
 }
 
 WD_TEST(identity_alone_vs_batched_tiny_en) {
@@ -101,13 +102,11 @@ WD_TEST(queue_full_cancel_timeout_drain) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   rig_t g;
-  if (rig_open(&g, TINY, 1) < 0) {
-    WD_CHECK(0);
+  if (rig_start(&g, TINY, 1, 1) < 0)
     return;
-  }
   /* One running slot and one queue place: of three quick submits one runs,
    * one waits, and at least one is refused at once. */
-  wd_worker_t *w = rig_worker(&g, 1, 1);
+  wd_worker_t *w = g.w;
   outcome_t o[4];
   uint64_t id[4] = { 0 };
   int rc[4], busy = 0;
@@ -165,8 +164,7 @@ WD_TEST(queue_full_cancel_timeout_drain) {
   WD_CHECK_EQ_INT(st.queued, 0);
   WD_CHECK_EQ_INT(st.running, 0);
   WD_CHECK(st.jobs_failed >= 3);
-  wd_worker_free(w);
-  rig_close(&g);
+  rig_stop(&g);
 }
 
 /* Under 10 ms of audio has no mel frame to decode: the decoder is done at
@@ -176,11 +174,9 @@ WD_TEST(audio_shorter_than_a_frame_ends_empty) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   rig_t g;
-  if (rig_open(&g, TINY, 2) < 0) {
-    WD_CHECK(0);
+  if (rig_start(&g, TINY, 2, 4) < 0)
     return;
-  }
-  wd_worker_t *w = rig_worker(&g, 4, 2);
+  wd_worker_t *w = g.w;
   outcome_t o[2];
   for (int i = 0; i < 2; i++) {
     outcome_init(&o[i]);
@@ -197,19 +193,16 @@ WD_TEST(audio_shorter_than_a_frame_ends_empty) {
     WD_CHECK(o[i].t.text && o[i].t.text[0] == '\0');
     wd_transcript_free(&o[i].t);
   }
-  wd_worker_free(w);
-  rig_close(&g);
+  rig_stop(&g);
 }
 
 WD_TEST(bad_options_refused_at_submit) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   rig_t g;
-  if (rig_open(&g, TINY, 1) < 0) {
-    WD_CHECK(0);
+  if (rig_start(&g, TINY, 1, 4) < 0)
     return;
-  }
-  wd_worker_t *w = rig_worker(&g, 4, 1);
+  wd_worker_t *w = g.w;
   outcome_t o;
   outcome_init(&o);
   /* English-only model: another language, or translation, is refused. */
@@ -221,8 +214,7 @@ WD_TEST(bad_options_refused_at_submit) {
   p.decode.translate = 1;
   WD_CHECK_EQ_INT(wd_worker_submit(w, pcm, n, &p, NULL), WD_EINVAL);
   WD_CHECK_EQ_INT(o.done, 0);
-  wd_worker_free(w);
-  rig_close(&g);
+  rig_stop(&g);
 }
 
 int main(void) { return wd_test_main(); }
