@@ -38,6 +38,47 @@ typedef struct {
    * WD_EINVAL for a duplicate or out-of-range slot. */
   int (*step)(void *self, int n, const int *seqs, const int32_t *tokens,
               const float **ret_logits);
+
+  /* ---- optional (NULL / 0 when an engine lacks them; decoding falls back
+   * to what step() can do) ---- */
+
+  /* Most tokens one prefill() or align() takes (>= 256 when non-zero: a
+   * prompt is at most <|startofprev|> + 223 tokens + SOT sequence, an
+   * alignment at most SOT sequence + <|notimestamps|> + 224 + EOT). */
+  int max_prefill;
+
+  /* Appends tokens[0..n) (1 <= n <= max_prefill) to slot s in one submit,
+   * as n step() calls would (each token attends causally to everything
+   * before it), and sets *ret_logits to the n_vocab logits after the last
+   * token, valid until the next call. Used for the prompt and SOT sequence
+   * of each window: one submit instead of up to 227 steps. The logits may
+   * differ from n step() calls in the last bits (other kernels), but equal
+   * inputs always give equal outputs. */
+  int (*prefill)(void *self, int s, int n, const int32_t *tokens, const float **ret_logits);
+
+  /* For i in 0..n: slot dst[i] becomes a copy of what slot src[i] held
+   * before the call (its cached keys and values, its length, its audio
+   * slot). dst[] are distinct; a slot may be both a source and a
+   * destination (a beam reorder: dst {0,1} src {1,0} swaps two beams);
+   * dst[i] == src[i] leaves slot dst[i] as it is. No host round trip of the
+   * caches. A copy then continues exactly as its source would have. */
+  int (*seq_copy)(void *self, int n, const int *dst, const int *src);
+
+  /* Word alignment (openai timing.py find_alignment): runs tokens[0..n)
+   * (n <= max_prefill) as a fresh sequence over audio slot a, without
+   * touching any sequence slot, and writes
+   *   qk[h][i][t]  (n_heads, n, n_audio_ctx): the cross-attention scores
+   *                q.k / sqrt(d_head), before softmax, of alignment head h
+   *                (layer heads[h][0], head heads[h][1]) for token i and
+   *                audio position t;
+   *   probs[i]     (n - 1): softmax over ids [0, n_text) of the logits
+   *                after token i, taken at tokens[i + 1] (0 when
+   *                tokens[i + 1] >= n_text); n_text is the EOT id, as
+   *                openai's logits[:, :eot].softmax().
+   * WD_EINVAL for a head out of range or n too large. */
+  int (*align)(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
+               const int (*heads)[2], float *qk, float *probs);
+  int n_audio_ctx; /* 1500 */
 } wd_engine_t;
 
 #endif
