@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "timing.h"
 #include "tokenizer.h"
 
 typedef struct {
@@ -36,7 +37,7 @@ typedef struct {
 /* openai/whisper's defaults for transcribe(). */
 void wd_decode_opts_default(wd_decode_opts_t *o);
 
-typedef struct {
+typedef struct wd_segment {
   int id;
   int seek;                    /* window start, in mel frames */
   double start, end;           /* seconds */
@@ -47,6 +48,8 @@ typedef struct {
   float avg_logprob;           /* per window, as openai */
   float compression_ratio;     /* per window */
   float no_speech_prob;        /* per window */
+  wd_word_t *words;            /* word timestamps (core/timing.h), owned; NULL when off */
+  int n_words;
 } wd_segment_t;
 
 typedef struct {
