@@ -512,15 +512,20 @@ int wd_timing_median_filter(float *x, int rows, int len, int width) {
 }
 
 /*
- * The matrix find_alignment runs DTW on, before its negation:
+ * The matrix find_alignment runs DTW on, before its negation (timing.h):
  *   w = softmax(qk[:, :, :m] * qk_scale) over audio positions
  *   w = (w - mean) / std over tokens (std_mean, unbiased=False)
  *   w = median_filter(w, width)
  *   matrix = mean over heads of w[:, n_sot:n_tokens-1, :]
  * Writes matrix (n_tokens - n_sot - 1, m).
  */
-static int alignment_matrix(const float *qk, int n_heads, int n_tokens, int n_audio_ctx, int m,
-                            int n_sot, float qk_scale, int width, float *matrix) {
+int wd_timing_attention_matrix(const float *qk, int n_heads, int n_tokens, int n_audio_ctx,
+                               int n_sot, int num_frames, float qk_scale, int width,
+                               float *matrix) {
+  if (!qk || !matrix || n_heads < 1 || n_sot < 1 || n_tokens < n_sot + 2 || num_frames < 0 ||
+      num_frames / 2 > n_audio_ctx || width <= 0 || width % 2 == 0)
+    return WD_EINVAL;
+  const int m = num_frames / 2;
   const size_t T = (size_t)n_tokens, M = (size_t)m, H = (size_t)n_heads;
   const size_t N = T - (size_t)n_sot - 1; /* rows kept: <|notimestamps|> .. last text token */
   float *w = malloc(H * T * M * sizeof *w + 1);
@@ -701,8 +706,8 @@ int wd_timing_find_alignment(const wd_tokenizer_t *tok, const char *language,
     rc = WD_ENOMEM;
     goto done;
   }
-  rc = alignment_matrix(qk, n_heads, n_tokens, n_audio_ctx, m, n_sot, opts->qk_scale,
-                        opts->medfilt_width, matrix);
+  rc = wd_timing_attention_matrix(qk, n_heads, n_tokens, n_audio_ctx, n_sot, num_frames,
+                                  opts->qk_scale, opts->medfilt_width, matrix);
   if (rc != 0)
     goto done;
   for (size_t k = 0; k < (size_t)N * (size_t)m; k++)

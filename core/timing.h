@@ -192,6 +192,20 @@ void wd_words_free(wd_word_t *w, int n);
  */
 int wd_timing_dtw(const float *x, int n, int m, int *text_idx, int *time_idx);
 
+/*
+ * The matrix find_alignment runs DTW on (negated), from the engine's qk
+ * (n_heads, n_tokens, n_audio_ctx): softmax(qk * qk_scale) over the first
+ * num_frames / 2 audio positions, standardised per head and position across
+ * all n_tokens tokens (std_mean, unbiased=False), median-filtered along
+ * audio positions (width), averaged over heads, and kept for the rows
+ * n_sot .. n_tokens - 2 (<|notimestamps|> and the text tokens). Writes
+ * matrix (n_tokens - n_sot - 1, num_frames / 2). Returns 0, WD_EINVAL,
+ * WD_ENOMEM.
+ */
+int wd_timing_attention_matrix(const float *qk, int n_heads, int n_tokens, int n_audio_ctx,
+                               int n_sot, int num_frames, float qk_scale, int width,
+                               float *matrix);
+
 /* timing.py median_filter along the last axis of x (rows, len), in place:
  * reflect padding of width / 2, the median of each window (NaN sorts last);
  * rows no longer than width / 2 are left as they are. width odd. */
