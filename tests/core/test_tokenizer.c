@@ -16,90 +16,9 @@
 #include "languages.h"
 #include "tokenizer.h"
 #include "wd_test.h"
+#include "wd_tiktoken.h"
 
-/* A vocabulary read from a .tiktoken file: tokens[rank], lens[rank]. */
-typedef struct {
-  char **tokens;
-  size_t *lens;
-  int n;
-} vocab_t;
-
-static int b64_val(int c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+')
-    return 62;
-  if (c == '/')
-    return 63;
-  return -1;
-}
-
-/* Decodes standard base64 (padding optional) into out; returns the length or -1. */
-static long b64_decode(const char *s, size_t n, unsigned char *out) {
-  long o = 0;
-  unsigned acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n && s[i] != '='; i++) {
-    const int v = b64_val((unsigned char)s[i]);
-    if (v < 0)
-      return -1;
-    acc = (acc << 6) | (unsigned)v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (unsigned char)((acc >> bits) & 0xffu);
-    }
-  }
-  return o;
-}
-
-/* Loads a .tiktoken file; ranks must be 0..n-1, each once. Returns 0 or -1. */
-static int vocab_load(const char *name, vocab_t *v) {
-  FILE *f = fopen(wd_test_data(name), "r");
-  if (!f)
-    return -1;
-  int cap = 60000;
-  v->tokens = calloc((size_t)cap, sizeof(char *));
-  v->lens = calloc((size_t)cap, sizeof(size_t));
-  v->n = 0;
-  char line[512];
-  int ok = 0;
-  while (fgets(line, sizeof line, f)) {
-    char *sp = strchr(line, ' ');
-    if (!sp)
-      goto done;
-    const long rank = strtol(sp + 1, NULL, 10);
-    if (rank < 0 || rank >= cap || v->tokens[rank])
-      goto done;
-    unsigned char buf[512];
-    const long l = b64_decode(line, (size_t)(sp - line), buf);
-    if (l < 0)
-      goto done;
-    v->tokens[rank] = malloc((size_t)l + 1);
-    memcpy(v->tokens[rank], buf, (size_t)l);
-    v->lens[rank] = (size_t)l;
-    if (rank + 1 > v->n)
-      v->n = (int)rank + 1;
-  }
-  ok = 1;
-  for (int i = 0; i < v->n; i++)
-    if (!v->tokens[i])
-      ok = 0;
-done:
-  fclose(f);
-  return ok ? 0 : -1;
-}
-
-static void vocab_free(vocab_t *v) {
-  for (int i = 0; i < v->n; i++)
-    free(v->tokens[i]);
-  free(v->tokens);
-  free(v->lens);
-}
+typedef wd_tiktoken_t vocab_t;
 
 static vocab_t g_gpt2, g_multi;
 static wd_tokenizer_t *g_en, *g_ml, *g_v3;
@@ -110,8 +29,8 @@ static int setup(void) {
   if (done)
     return ok;
   done = 1;
-  if (vocab_load("tokenizer/gpt2.tiktoken", &g_gpt2) < 0 ||
-      vocab_load("tokenizer/multilingual.tiktoken", &g_multi) < 0)
+  if (wd_tiktoken_load(wd_test_data("tokenizer/gpt2.tiktoken"), &g_gpt2) < 0 ||
+      wd_tiktoken_load(wd_test_data("tokenizer/multilingual.tiktoken"), &g_multi) < 0)
     return 0;
   ok = wd_tokenizer_new((const char *const *)g_gpt2.tokens, g_gpt2.lens, g_gpt2.n, 51864, &g_en) == 0 &&
        wd_tokenizer_new((const char *const *)g_multi.tokens, g_multi.lens, g_multi.n, 51865, &g_ml) == 0 &&
@@ -598,8 +517,8 @@ WD_TEST(teardown) {
   wd_tokenizer_free(g_ml);
   wd_tokenizer_free(g_v3);
   g_en = g_ml = g_v3 = NULL;
-  vocab_free(&g_gpt2);
-  vocab_free(&g_multi);
+  wd_tiktoken_free(&g_gpt2);
+  wd_tiktoken_free(&g_multi);
 }
 
 int main(void) { return wd_test_main(); }
