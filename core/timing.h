@@ -149,7 +149,7 @@ typedef struct {
   int content_frames;         /* mel frames of the whole file (no padding) */
   int single_timestamp_ending;
   double last_speech_timestamp; /* the carry before this window */
-  double hallucination_silence_threshold; /* seconds; <= 0 or NaN: off */
+  double hallucination_silence_threshold; /* seconds; negative or NaN: off (None) */
 } wd_timing_seek_in_t;
 
 /*
@@ -216,8 +216,9 @@ int wd_timing_median_filter(float *x, int rows, int len, int width);
  * (text tokens, usually followed by EOT): at each complete UTF-8 character
  * for zh, ja, th, lo, my and yue, else at spaces, punctuation and special
  * tokens. Words are the decoded text with U+FFFD where bytes are invalid, as
- * Python's decode(errors="replace"). Sets *ret_words (tok_begin / n_tok set,
- * times 0) and *ret_n; returns 0, WD_EINVAL or WD_ENOMEM.
+ * Python's decode(errors="replace"); a NUL byte in a token ends its word's
+ * string (C strings). Sets *ret_words (tok_begin / n_tok set, times 0) and
+ * *ret_n; returns 0, WD_EINVAL or WD_ENOMEM.
  */
 int wd_timing_split_words(const wd_tokenizer_t *tok, const char *language, const int32_t *ids,
                           int n, wd_timing_word_t **ret_words, int *ret_n);
