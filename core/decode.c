@@ -31,6 +31,60 @@ void wd_decode_opts_default(wd_decode_opts_t *o) {
   };
 }
 
+int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc) {
+  if (!(t >= 0.0f && t <= 1.0f) || !(inc <= 1.0f) || isnan(inc))
+    return WD_EINVAL;
+  o->n_temperatures = 0;
+  if (inc <= 0.0f) {
+    o->temperatures[o->n_temperatures++] = t;
+    return 0;
+  }
+  for (int i = 0; i < WD_DECODE_MAX_TEMPS; i++) {
+    /* computed from t each time, as arange does, not accumulated */
+    const double v = (double)t + (double)i * (double)inc;
+    if (v > 1.0 + 1e-6)
+      break;
+    o->temperatures[o->n_temperatures++] = (float)v;
+  }
+  return 0;
+}
+
+int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
+                          int *ret_n) {
+  *ret_ids = NULL;
+  *ret_n = 0;
+  if (!tok || !text)
+    return WD_EINVAL;
+  const char *s = text;
+  size_t n = strlen(s);
+  while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
+    s++;
+    n--;
+  }
+  while (n > 0 && strchr(" \t\n\r\v\f", s[n - 1]))
+    n--;
+  char *buf = malloc(n + 2);
+  if (!buf)
+    return WD_ENOMEM;
+  buf[0] = ' ';
+  memcpy(buf + 1, s, n);
+  buf[n + 1] = '\0';
+  int need = 0;
+  int rc = wd_tokenizer_encode(tok, buf, n + 1, NULL, 0, &need);
+  if (rc == 0 || rc == WD_ERANGE) {
+    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+    rc = ids ? wd_tokenizer_encode(tok, buf, n + 1, ids, need, &need) : WD_ENOMEM;
+    if (rc == 0) {
+      *ret_ids = ids;
+      *ret_n = need;
+    } else {
+      free(ids);
+    }
+  }
+  free(buf);
+  return rc;
+}
+
 float wd_compression_ratio(const char *text, size_t len) {
   if (len == 0)
     return 0.0f;

@@ -49,6 +49,7 @@ typedef struct {
   const int32_t *prompt;       /* initial prompt tokens (already encoded), or NULL */
   int n_prompt;
   int carry_initial_prompt;    /* keep the initial prompt in front of every window's context */
+  int word_timestamps;         /* time every word (openai timing.py) */
   const int32_t *prefix;       /* tokens every window starts with (openai `prefix`), or NULL */
   int n_prefix;
   /* clip_timestamps: seconds as start,end,start,end...; an odd count ends at
@@ -59,6 +60,11 @@ typedef struct {
 
 /* openai/whisper's defaults for transcribe(). */
 void wd_decode_opts_default(wd_decode_opts_t *o);
+
+/* The temperature schedule of openai's CLI: t, t + inc, ... up to 1.0
+ * (numpy.arange(t, 1.0 + 1e-6, inc)); inc <= 0 gives (t) alone, no
+ * fallback. WD_EINVAL unless 0 <= t <= 1 and inc <= 1. */
+int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc);
 
 typedef struct {
   int id;
@@ -98,6 +104,12 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
                          int n_frames, const wd_decode_opts_t *opts, wd_transcript_t *out);
 
 void wd_transcript_free(wd_transcript_t *t); /* accepts NULL and zeroed */
+
+/* Tokens of a prompt or prefix as openai/whisper builds them:
+ * encode(" " + text.strip()) (ASCII white space stripped). *ret_ids is
+ * malloc'd (the caller frees it). Returns 0, WD_EINVAL or WD_ENOMEM. */
+int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
+                          int *ret_n);
 
 /* len(utf8) / len(zlib.compress(utf8)) as openai/whisper utils.py. */
 float wd_compression_ratio(const char *text, size_t len);
