@@ -69,6 +69,16 @@ static int toks_append(wd_toks_t *t, const int32_t *ids, int n) {
   return rc;
 }
 
+/* A decoded window between its segmenting and its commit (word timing may
+ * come between them and move the seek). */
+typedef struct {
+  int n_seg_before;            /* its segments are out.segments[n_seg_before..] */
+  int next_seek;               /* where the next window starts */
+  int single_ts_ending;
+  double time_offset;          /* seconds */
+  float temperature;
+} wd_window_end_t;
+
 struct wd_decoder {
   const wd_tokenizer_t *tok;
   const wd_special_tokens_t *sp;
@@ -102,6 +112,7 @@ struct wd_decoder {
   float no_speech_prob;
   int t_idx;                   /* the attempt's temperature in opts.temperatures */
   wd_search_t search;
+  wd_window_end_t win;         /* the window's result, until committed */
 
   wd_transcript_t out;
 };
@@ -174,18 +185,37 @@ static int add_segment(wd_decoder_t *d, double start, double end, const int32_t 
     free(s->text);
     return WD_ENOMEM;
   }
-  /* An instantaneous segment, or one without text, is kept but blanked:
-   * no text, no tokens (so none in the next window's prompt either). */
-  const char *b, *e;
-  strip_span(s->text, &b, &e);
-  if (start == end || b == e) {
-    s->text[0] = '\0';
-    n = 0;
-  }
   memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
   s->n_tokens = n;
   t->n_segments++;
   return 0;
+}
+
+static int next_window(wd_decoder_t *d);
+
+/* The window's segments are final (word times included): an instantaneous
+ * segment, or one without text, is kept but blanked (no text, no tokens, so
+ * none in the next prompt either); their tokens join the context; the seek
+ * moves on. */
+static int commit_window(wd_decoder_t *d) {
+  int rc = 0;
+  for (int i = d->win.n_seg_before; i < d->out.n_segments && rc == 0; i++) {
+    wd_segment_t *s = &d->out.segments[i];
+    const char *b, *e;
+    strip_span(s->text, &b, &e);
+    if (s->start == s->end || b == e) {
+      s->text[0] = '\0';
+      s->n_tokens = 0;
+    }
+    rc = toks_append(&d->all, s->tokens, s->n_tokens);
+  }
+  if (rc < 0)
+    return rc;
+  /* A hot window (temperature > 0.5) is not trusted as context. */
+  if (!d->opts.condition_on_previous_text || d->win.temperature > 0.5f)
+    d->prompt_reset_since = d->all.n;
+  d->seek = d->win.next_seek;
+  return next_window(d);
 }
 
 /* Copies mel[:, seek:seek+size] into the 3000-frame window, zero-padded
@@ -265,6 +295,7 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
   const double time_offset = d->seek * 0.01;
   const int single_ts_ending = n >= 2 && tk[n - 2] < tb && tk[n - 1] >= tb;
   const int n_seg_before = d->out.n_segments;
+  int next_seek = d->seek + d->segment_size;
   int last_slice = 0, any_consecutive = 0, rc = 0;
   for (int i = 1; i < n && rc == 0; i++) {
     if (!(tk[i - 1] >= tb && tk[i] >= tb))
@@ -281,12 +312,12 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
       rc = add_segment(d, time_offset + (tk[last_slice] - tb) * WD_TIME_PRECISION,
                        time_offset + (tk[n - 1] - tb) * WD_TIME_PRECISION, tk + last_slice,
                        n - last_slice, ws);
-      d->seek += d->segment_size;
     } else {
       /* Resume at the last closed timestamp; the tail is decoded again. */
       const int advance = (tk[last_slice - 1] - tb) * WD_INPUT_STRIDE;
       /* Never stall: a window that closes no time moves on entirely. */
-      d->seek += advance > 0 ? advance : d->segment_size;
+      if (advance > 0)
+        next_seek = d->seek + advance;
     }
   } else if (rc == 0) {
     double duration = d->segment_size * 0.01;
@@ -297,17 +328,13 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
         break;
       }
     rc = add_segment(d, time_offset, time_offset + duration, tk, n, ws);
-    d->seek += d->segment_size;
   }
   if (rc < 0)
     return rc;
-  for (int s = n_seg_before; s < d->out.n_segments; s++)
-    if ((rc = toks_append(&d->all, d->out.segments[s].tokens, d->out.segments[s].n_tokens)) < 0)
-      return rc;
-  /* A hot window (temperature > 0.5) is not trusted as context. */
-  if (!o->condition_on_previous_text || ws->temperature > 0.5f)
-    d->prompt_reset_since = d->all.n;
-  return next_window(d);
+  d->win = (wd_window_end_t){ .n_seg_before = n_seg_before, .next_seek = next_seek,
+                              .single_ts_ending = single_ts_ending,
+                              .time_offset = time_offset, .temperature = ws->temperature };
+  return commit_window(d);
 }
 
 /* Starts decoding the encoded window at temperature opts.temperatures[t_idx]. */
