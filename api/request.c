@@ -5,6 +5,8 @@
  */
 #include "request.h"
 
+#include "decode.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -287,6 +289,10 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
     if (!m->multilingual)
       return wd_api_error_set(err, 400, "model", "unsupported_model",
                               "Model `%.128s` is English-only and cannot translate.", r->model);
+    if (m->no_translate)
+      return wd_api_error_set(err, 400, "model", "unsupported_model",
+                              "Model `%.128s` (large-v3-turbo) was not trained to translate.",
+                              r->model);
     return 0;
   }
   int rc = check_language(r, m, err);
@@ -345,36 +351,5 @@ int wd_request_prompt_tokens(const wd_request_t *r, const wd_tokenizer_t *tok, i
   *ret_n = 0;
   if (!r->prompt)
     return 0;
-  if (!tok)
-    return WD_EINVAL;
-  /* " " + prompt.strip(), as openai/whisper transcribe() builds it (ASCII
-   * white space only: Python also strips Unicode spaces). */
-  const char *s = r->prompt;
-  size_t n = strlen(s);
-  while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
-    s++;
-    n--;
-  }
-  while (n > 0 && strchr(" \t\n\r\v\f", s[n - 1]))
-    n--;
-  char *text = malloc(n + 2);
-  if (!text)
-    return WD_ENOMEM;
-  text[0] = ' ';
-  memcpy(text + 1, s, n);
-  text[n + 1] = '\0';
-  int need = 0;
-  int rc = wd_tokenizer_encode(tok, text, n + 1, NULL, 0, &need);
-  if (rc == 0 || rc == WD_ERANGE) {
-    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
-    rc = ids ? wd_tokenizer_encode(tok, text, n + 1, ids, need, &need) : WD_ENOMEM;
-    if (rc == 0) {
-      *ret_ids = ids;
-      *ret_n = need;
-    } else {
-      free(ids);
-    }
-  }
-  free(text);
-  return rc;
+  return wd_decode_encode_text(tok, r->prompt, ret_ids, ret_n);
 }

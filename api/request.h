@@ -34,6 +34,7 @@ typedef struct {
   int n_names;
   int multilingual;          /* 0: English-only (no language, no translation) */
   int n_langs;               /* language tokens (99, or 100 with "yue"); 0 = no limit */
+  int no_translate;          /* large-v3-turbo: multilingual, not trained to translate */
 } wd_request_model_t;
 
 typedef struct {

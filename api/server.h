@@ -61,6 +61,12 @@ typedef struct {
   int multilingual;          /* translations and language need it */
   const char *const *names;
   int n_names;
+  int no_translate;          /* large-v3-turbo cannot translate */
+  /* Decoding defaults (beam_size, best_of, the temperature schedule...),
+   * or NULL for openai transcribe()'s; temperature_inc builds a request's
+   * schedule from its `temperature` (0: that temperature alone). */
+  const wd_decode_opts_t *decode;
+  float temperature_inc;
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

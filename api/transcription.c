@@ -447,7 +447,14 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
                               int32_t *prompt, int n_prompt) {
   wd_server_t *s = t->s;
   wd_job_params_t p = { 0 };
-  wd_decode_opts_default(&p.decode);
+  if (s->model.decode)
+    p.decode = *s->model.decode;
+  else
+    wd_decode_opts_default(&p.decode);
+  /* temperature 0 (or none): the configured schedule; T > 0: from T up. */
+  if (req->has_temperature && req->temperature > 0)
+    (void)wd_decode_set_temperature(&p.decode, (float)req->temperature,
+                                    s->model.decode ? s->model.temperature_inc : 0.2f);
   /* English-only models take no language token at all. */
   p.decode.language = s->model.multilingual ? req->language : NULL;
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
@@ -528,7 +535,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     return answer_error(t, &e);
   }
   const wd_request_model_t m = { s->model.names, s->model.n_names, s->model.multilingual,
-                                 s->n_langs };
+                                 s->n_langs, s->model.no_translate };
   wd_request_t req;
   if (wd_request_parse(form, t->task, &m, &req, &e) != 0) {
     wd_multipart_free(form);

@@ -8,6 +8,7 @@
  */
 #include "decode.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -23,7 +24,65 @@ void wd_decode_opts_default(wd_decode_opts_t *o) {
     .condition_on_previous_text = 1,
     .no_speech_threshold = 0.6f,
     .logprob_threshold = -1.0f,
+    .compression_ratio_threshold = 2.4f,
+    .temperatures = { 0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f },
+    .n_temperatures = 6,
+    .length_penalty = NAN,
   };
+}
+
+int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc) {
+  if (!(t >= 0.0f && t <= 1.0f) || !(inc <= 1.0f) || isnan(inc))
+    return WD_EINVAL;
+  o->n_temperatures = 0;
+  if (inc <= 0.0f) {
+    o->temperatures[o->n_temperatures++] = t;
+    return 0;
+  }
+  for (int i = 0; i < WD_DECODE_MAX_TEMPS; i++) {
+    /* computed from t each time, as arange does, not accumulated */
+    const double v = (double)t + (double)i * (double)inc;
+    if (v > 1.0 + 1e-6)
+      break;
+    o->temperatures[o->n_temperatures++] = (float)v;
+  }
+  return 0;
+}
+
+int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
+                          int *ret_n) {
+  *ret_ids = NULL;
+  *ret_n = 0;
+  if (!tok || !text)
+    return WD_EINVAL;
+  const char *s = text;
+  size_t n = strlen(s);
+  while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
+    s++;
+    n--;
+  }
+  while (n > 0 && strchr(" \t\n\r\v\f", s[n - 1]))
+    n--;
+  char *buf = malloc(n + 2);
+  if (!buf)
+    return WD_ENOMEM;
+  buf[0] = ' ';
+  memcpy(buf + 1, s, n);
+  buf[n + 1] = '\0';
+  int need = 0;
+  int rc = wd_tokenizer_encode(tok, buf, n + 1, NULL, 0, &need);
+  if (rc == 0 || rc == WD_ERANGE) {
+    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+    rc = ids ? wd_tokenizer_encode(tok, buf, n + 1, ids, need, &need) : WD_ENOMEM;
+    if (rc == 0) {
+      *ret_ids = ids;
+      *ret_n = need;
+    } else {
+      free(ids);
+    }
+  }
+  free(buf);
+  return rc;
 }
 
 float wd_compression_ratio(const char *text, size_t len) {
@@ -54,8 +113,8 @@ void wd_transcript_free(wd_transcript_t *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Runs one decoder alone on sequence slot 0 and audio slot 0: the worker's
- * loop (worker.c) for a single job, without threads. */
+/* Runs one decoder alone on sequence slots 0.. and audio slot 0: the
+ * worker's loop (worker.c) for a single job, without threads. */
 int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const float *mel,
                          int n_frames, const wd_decode_opts_t *opts, wd_transcript_t *out) {
   memset(out, 0, sizeof *out);
@@ -69,25 +128,38 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
     return WD_ENOMEM;
   memcpy(copy, mel, bytes);
   wd_decoder_t *d = NULL;
-  int rc = wd_decoder_new(tok, e->n_mels, e->n_text_ctx, copy, n_frames, opts, &d);
-  const int seq0 = 0;
+  int rc = wd_decoder_new(tok, e, copy, n_frames, opts, &d);
+  if (rc == 0 && wd_decoder_n_rows(d) > e->max_seqs)
+    rc = WD_ERANGE;
   for (wd_dec_need_t need; rc == 0 && (need = wd_decoder_need(d)) != WD_DEC_DONE;) {
     if (need == WD_DEC_ENCODE) {
       if ((rc = e->encode(e->self, 0, wd_decoder_window(d))) == 0)
         rc = wd_decoder_encoded(d);
       continue;
     }
-    int32_t tokens[WD_DECODER_MAX_ROWS];
-    int reset = 0;
+    /* rows are slots */
+    wd_dec_work_t w;
+    wd_decoder_work(d, &w);
     const float *lg = NULL;
-    if (wd_decoder_rows(d, tokens, &reset) != 1) {
+    if (w.reset && (rc = e->seq_reset(e->self, 0, 0)) < 0)
+      break;
+    if (w.n_copy > 0 && (rc = e->seq_copy(e->self, w.n_copy, w.copy_dst, w.copy_src)) < 0)
+      break;
+    if (w.n_prefill > 0) {
+      if ((rc = e->prefill(e->self, 0, w.n_prefill, w.prefill, &lg)) == 0)
+        rc = wd_decoder_advance(d, &lg);
+      continue;
+    }
+    if (w.n < 1) {
       rc = WD_EINTERNAL;
       break;
     }
-    if (reset && (rc = e->seq_reset(e->self, 0, 0)) < 0)
+    if ((rc = e->step(e->self, w.n, w.rows, w.tokens, &lg)) < 0)
       break;
-    if ((rc = e->step(e->self, 1, &seq0, tokens, &lg)) == 0)
-      rc = wd_decoder_advance(d, &lg);
+    const float *rows[WD_DECODE_MAX_ROWS];
+    for (int i = 0; i < w.n; i++)
+      rows[i] = lg + (size_t)i * (size_t)e->n_vocab;
+    rc = wd_decoder_advance(d, rows);
   }
   if (rc == 0)
     rc = wd_decoder_take_result(d, out);

@@ -3,13 +3,16 @@
  * whole file, driven through a wd_engine_t.
  *
  * wd_decode_transcribe() runs one file alone; the server steps many files
- * together through core/decoder.h and core/worker.h. Decoding is greedy
- * (temperature 0) with timestamps, the logit filters SuppressBlank, SuppressTokens("-1") and ApplyTimestampRules
- * (max_initial_timestamp 1.0), language detection, the no-speech rule, the
- * 30 s seek loop with segmenting at consecutive timestamps and
- * condition_on_previous_text. Beam search, best_of sampling and temperature
- * fallback come with the decoding issue; the result fields they fill
- * (avg_logprob, compression_ratio, temperature) are already computed.
+ * together through core/decoder.h and core/worker.h. Each 30 s window is
+ * decoded as openai/whisper's DecodingTask: greedy, best_of sampling or beam
+ * search, the logit filters SuppressBlank, SuppressTokens("-1") and
+ * ApplyTimestampRules, ranking by length-normalised log-probability; and
+ * re-decoded at the next temperature of the schedule when its compression
+ * ratio or average log-probability says so (decode_with_fallback). Around it,
+ * transcribe()'s loop: language detection, the no-speech rule, segmenting at
+ * consecutive timestamps, the seek update, condition_on_previous_text with
+ * its reset above temperature 0.5, carry_initial_prompt, prefix and
+ * clip_timestamps.
  * ref: openai/whisper decoding.py, transcribe.py (v20250625).
  */
 #ifndef WD_DECODE_H
@@ -21,6 +24,9 @@
 #include "timing.h"
 #include "tokenizer.h"
 
+#define WD_DECODE_MAX_TEMPS 16
+#define WD_DECODE_MAX_ROWS 8 /* beam_size and best_of at most (whisper.cpp's limit too) */
+
 typedef struct {
   const char *language;        /* ISO code, or NULL / "auto" to detect */
   int translate;               /* task = translate instead of transcribe */
@@ -29,13 +35,37 @@ typedef struct {
   int suppress_blank;          /* default 1 */
   int condition_on_previous_text; /* default 1 */
   float no_speech_threshold;   /* 0.6 */
-  float logprob_threshold;     /* -1.0 */
+  float logprob_threshold;     /* -1.0; NAN: never fall back on it */
+  float compression_ratio_threshold; /* 2.4; NAN: never fall back on it */
+  /* The temperature schedule (openai transcribe()'s tuple): each window is
+   * decoded at temperatures[0]; a result that is too repetitive or too
+   * unlikely is decoded again at the next one. Default 0, 0.2, ... 1.0. */
+  float temperatures[WD_DECODE_MAX_TEMPS];
+  int n_temperatures;
+  int beam_size;               /* at temperature 0: 0 or 1 greedy, else beam search */
+  float patience;              /* beam search: finished candidates = round(beam_size * patience); 0 = 1.0 */
+  float length_penalty;        /* ranking: NAN = divide by length (openai's None), else ((5+len)/6)^p */
+  int best_of;                 /* at temperature > 0: samples per window, the likeliest kept; 0 = 1 */
+  uint64_t seed;               /* sampling: the same seed gives the same samples */
   const int32_t *prompt;       /* initial prompt tokens (already encoded), or NULL */
   int n_prompt;
+  int carry_initial_prompt;    /* keep the initial prompt in front of every window's context */
+  int word_timestamps;         /* time every word (openai timing.py) */
+  const int32_t *prefix;       /* tokens every window starts with (openai `prefix`), or NULL */
+  int n_prefix;
+  /* clip_timestamps: seconds as start,end,start,end...; an odd count ends at
+   * the end of the audio. NULL / 0: the whole file. */
+  const float *clips;
+  int n_clips;
 } wd_decode_opts_t;
 
 /* openai/whisper's defaults for transcribe(). */
 void wd_decode_opts_default(wd_decode_opts_t *o);
+
+/* The temperature schedule of openai's CLI: t, t + inc, ... up to 1.0
+ * (numpy.arange(t, 1.0 + 1e-6, inc)); inc <= 0 gives (t) alone, no
+ * fallback. WD_EINVAL unless 0 <= t <= 1 and inc <= 1. */
+int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc);
 
 typedef struct wd_segment {
   int id;
@@ -58,6 +88,12 @@ typedef struct {
   char *text;                  /* all segments' text, concatenated */
   char language[8];            /* ISO code used or detected */
   float language_prob;         /* detection probability, 1 if given */
+  /* Detection only: the likeliest languages, most probable first. */
+  struct {
+    char code[8];
+    float prob;
+  } language_probs[5];
+  int n_language_probs;
   double duration;             /* seconds of audio */
 } wd_transcript_t;
 
@@ -71,6 +107,12 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
                          int n_frames, const wd_decode_opts_t *opts, wd_transcript_t *out);
 
 void wd_transcript_free(wd_transcript_t *t); /* accepts NULL and zeroed */
+
+/* Tokens of a prompt or prefix as openai/whisper builds them:
+ * encode(" " + text.strip()) (ASCII white space stripped). *ret_ids is
+ * malloc'd (the caller frees it). Returns 0, WD_EINVAL or WD_ENOMEM. */
+int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
+                          int *ret_n);
 
 /* len(utf8) / len(zlib.compress(utf8)) as openai/whisper utils.py. */
 float wd_compression_ratio(const char *text, size_t len);

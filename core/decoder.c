@@ -1,24 +1,26 @@
 /*
- * decoder.c - greedy Whisper decoding of one file as a state machine (see
- * decoder.h).
+ * decoder.c - openai/whisper's transcribe() for one file as a state machine
+ * (see decoder.h).
  *
  * Phases, in order:
  *   DETECT_ENCODE, DETECT_STEP   language detection (multilingual models
  *                                without a language): encode pad_or_trim of
  *                                the whole padded mel, one SOT step.
- *   WINDOW                       pick the next window at seek; done at the
- *                                end of the audio.
- *   ENCODE                       the window needs encoding.
- *   FEED                         initial tokens, one per step (init[fed]).
- *   SAMPLE                       the last step's logits choose the next token.
- * After a window's last token: the no-speech rule, segmenting at consecutive
- * timestamps, the seek update and the carried context, then WINDOW again.
+ *   ENCODE                       the window at seek needs encoding.
+ *   FEED                         the initial tokens go into row 0: a prefill
+ *                                of [<|startofprev|> prompt] SOT (its logits
+ *                                give no_speech_prob), a prefill of the rest
+ *                                of the SOT sequence and the prefix; or one
+ *                                step per token on an engine without prefill.
+ *   SAMPLE                       the search steps its rows until done.
+ * After a search: the fallback test (another attempt at the next
+ * temperature, FEED again), or the no-speech rule, segmenting at consecutive
+ * timestamps, the seek update and the carried context, and the next window.
  *
  * Ownership: the decoder owns the mel, its copies of the options, and the
  * transcript until wd_decoder_take_result() moves it out.
- * ref: openai/whisper decoding.py (DecodingTask, ApplyTimestampRules,
- * SuppressBlank, SuppressTokens, GreedyDecoder, detect_language) and
- * transcribe.py (the seek loop and segmenting), v20250625.
+ * ref: openai/whisper decoding.py (DecodingTask, detect_language) and
+ * transcribe.py (decode_with_fallback, the seek loop, segmenting), v20250625.
  */
 #include "decoder.h"
 
@@ -28,15 +30,17 @@
 #include <string.h>
 
 #include "error.h"
+#include "filters.h"
+#include "search.h"
 
 #define WD_N_FRAMES 3000        /* mel frames per 30 s window */
-#define WD_SAMPLE_LEN 224       /* n_text_ctx / 2: most tokens sampled per window */
 #define WD_PROMPT_MAX 223       /* n_text_ctx / 2 - 1 */
 #define WD_TIME_PRECISION 0.02  /* seconds per timestamp token */
 #define WD_INPUT_STRIDE 2       /* mel frames per audio token */
 #define WD_SUPPRESS_MAX 512
+#define WD_MAX_CLIPS 64
 
-typedef enum { PH_DETECT_ENCODE, PH_DETECT_STEP, PH_WINDOW, PH_ENCODE, PH_FEED, PH_SAMPLE,
+typedef enum { PH_DETECT_ENCODE, PH_DETECT_STEP, PH_ENCODE, PH_FEED, PH_SAMPLE,
                PH_DONE } wd_phase_t;
 
 /* Growable token list. */
@@ -58,132 +62,60 @@ static int toks_push(wd_toks_t *t, int32_t id) {
   return 0;
 }
 
+static int toks_append(wd_toks_t *t, const int32_t *ids, int n) {
+  int rc = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    rc = toks_push(t, ids[i]);
+  return rc;
+}
+
+/* A decoded window between its segmenting and its commit (word timing may
+ * come between them and move the seek). */
+typedef struct {
+  int n_seg_before;            /* its segments are out.segments[n_seg_before..] */
+  int next_seek;               /* where the next window starts */
+  int single_ts_ending;
+  double time_offset;          /* seconds */
+  float temperature;
+} wd_window_end_t;
+
 struct wd_decoder {
   const wd_tokenizer_t *tok;
   const wd_special_tokens_t *sp;
-  wd_decode_opts_t opts;       /* language and prompt point into the copies below */
-  char language[16];
-  int32_t *prompt;
-  int n_mels, n_text_ctx;
+  wd_decode_opts_t opts;       /* pointers cleared: the copies live below */
+  int32_t *prefix;
+  int n_prefix;
+  int clip[WD_MAX_CLIPS][2];   /* seek clips in frames: [start, end) */
+  int n_clips, clip_idx;
+  int n_mels, n_text_ctx, max_prefill, n_rows;
   float *mel;                  /* (n_mels, n_frames), owned */
   int n_frames, content_frames;
   float *window;               /* (n_mels, 3000) the window to encode */
-  float *logits;               /* (n_vocab) working copy, filtered in place */
+  float *work;                 /* (n_vocab) filter scratch */
   int32_t suppress[WD_SUPPRESS_MAX]; /* SuppressTokens("-1") ids */
-  int n_suppress;
+  wd_filter_t filt;
   int32_t sot_seq[3];
   int n_sot;
+  uint64_t rng;                /* sampling state, seeded by opts.seed */
 
   wd_phase_t phase;
   int window0_encoded;         /* detection's encode is the first window's */
   /* the seek loop (transcribe.py) */
   int seek, segment_size;
   wd_toks_t all;               /* the initial prompt, then every segment's tokens */
+  int n_initial_prompt;
   int prompt_reset_since;
   /* the window being decoded (DecodingTask) */
   wd_toks_t init;              /* initial tokens */
   int sot_index, fed;          /* init[fed] is fed next */
-  wd_toks_t tokens;            /* sampled, without the final EOT */
-  double sum_logprob;
+  int reset;                   /* the next work starts row 0 afresh */
   float no_speech_prob;
-  int32_t next;                /* SAMPLE: the token fed at the next step */
-  int reset;                   /* the next step starts a sequence */
+  int t_idx;                   /* the attempt's temperature in opts.temperatures */
+  wd_search_t search;
+  wd_window_end_t win;         /* the window's result, until committed */
 
   wd_transcript_t out;
 };
-
-/* ---- filters (decoding.py) -------------------------------------------- */
-
-/* log(sum(exp(x))) over x[0..n) with -inf entries allowed. */
-static double logsumexp(const float *x, int n) {
-  float mx = -INFINITY;
-  for (int i = 0; i < n; i++)
-    if (x[i] > mx)
-      mx = x[i];
-  if (mx == -INFINITY)
-    return -INFINITY;
-  double s = 0.0;
-  for (int i = 0; i < n; i++)
-    s += exp((double)x[i] - mx);
-  return mx + log(s);
-}
-
-/* ApplyTimestampRules on d->logits for the sampled tokens seq[0..n).
- * Returns logsumexp of the filtered logits when the last rule left them as
- * they were when it computed it (the caller's log-probability reuses it:
- * one pass of 52k exp() per row and step instead of two), else NAN. */
-static double apply_timestamp_rules(wd_decoder_t *d, const int32_t *seq, int n) {
-  const wd_special_tokens_t *sp = d->sp;
-  float *lg = d->logits;
-  const int nv = sp->n_vocab, tb = sp->ts_begin;
-  lg[sp->notimestamps] = -INFINITY;
-  const int last_ts = n >= 1 && seq[n - 1] >= tb;
-  const int penult_ts = n < 2 || seq[n - 2] >= tb;
-  if (last_ts) {
-    if (penult_ts) /* a pair just closed: text (or EOT) must follow */
-      for (int i = tb; i < nv; i++)
-        lg[i] = -INFINITY;
-    else /* an opening timestamp needs its closing one: no text */
-      for (int i = 0; i < sp->eot; i++)
-        lg[i] = -INFINITY;
-  }
-  /* Timestamps never decrease, and a segment has non-zero length. */
-  int32_t ts_last = -1;
-  for (int i = n - 1; i >= 0; i--)
-    if (seq[i] >= tb) {
-      ts_last = seq[i];
-      break;
-    }
-  if (ts_last >= 0) {
-    const int32_t upto = (last_ts && !penult_ts) ? ts_last : ts_last + 1;
-    for (int i = tb; i < upto && i < nv; i++)
-      lg[i] = -INFINITY;
-  }
-  if (n == 0) {
-    /* The first token is a timestamp, at most max_initial_timestamp in. */
-    for (int i = 0; i < tb; i++)
-      lg[i] = -INFINITY;
-    if (d->opts.max_initial_timestamp > 0) {
-      const int idx = (int)lround(d->opts.max_initial_timestamp / WD_TIME_PRECISION);
-      for (int i = tb + idx + 1; i < nv; i++)
-        lg[i] = -INFINITY;
-    }
-  }
-  /* If timestamps together are likelier than any single text token, take one. */
-  const double lse_all = logsumexp(lg, nv);
-  const double ts_lp = logsumexp(lg + tb, nv - tb) - lse_all;
-  float max_text = -INFINITY;
-  for (int i = 0; i < tb; i++)
-    if (lg[i] > max_text)
-      max_text = lg[i];
-  if (!(ts_lp > (double)max_text - lse_all))
-    return lse_all;
-  for (int i = 0; i < tb; i++)
-    lg[i] = -INFINITY;
-  return NAN;
-}
-
-/* The filters, then the greedy choice; adds its log-probability. */
-static int32_t sample_greedy(wd_decoder_t *d, const float *lg) {
-  const wd_special_tokens_t *sp = d->sp;
-  const int nv = sp->n_vocab;
-  memcpy(d->logits, lg, (size_t)nv * sizeof *d->logits);
-  if (d->opts.suppress_blank && d->tokens.n == 0) {
-    d->logits[220] = -INFINITY; /* encode(" ") is [220] in both vocabularies */
-    d->logits[sp->eot] = -INFINITY;
-  }
-  for (int i = 0; i < d->n_suppress; i++)
-    d->logits[d->suppress[i]] = -INFINITY;
-  double lse = NAN;
-  if (!d->opts.without_timestamps)
-    lse = apply_timestamp_rules(d, d->tokens.v, d->tokens.n);
-  int32_t best = 0;
-  for (int i = 1; i < nv; i++)
-    if (d->logits[i] > d->logits[best])
-      best = i;
-  d->sum_logprob += (double)d->logits[best] - (isnan(lse) ? logsumexp(d->logits, nv) : lse);
-  return best;
-}
 
 /* ---- text and segments ------------------------------------------------- */
 
@@ -212,9 +144,25 @@ static char *tokens_text(const wd_tokenizer_t *tok, const int32_t *ids, int n, i
   return s;
 }
 
+static int is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* [*b, *e) is s without white space at either end (Python's str.strip()
+ * for ASCII white space). */
+static void strip_span(const char *s, const char **b, const char **e) {
+  const char *p = s, *q = s + strlen(s);
+  while (p < q && is_space(*p))
+    p++;
+  while (q > p && is_space(q[-1]))
+    q--;
+  *b = p;
+  *e = q;
+}
+
 /* Window-wide values every segment of a window shares. */
 typedef struct {
-  float avg_logprob, compression_ratio, no_speech_prob;
+  float temperature, avg_logprob, compression_ratio, no_speech_prob;
 } wd_window_stats_t;
 
 static int add_segment(wd_decoder_t *d, double start, double end, const int32_t *ids, int n,
@@ -227,7 +175,7 @@ static int add_segment(wd_decoder_t *d, double start, double end, const int32_t 
   wd_segment_t *s = &segs[t->n_segments];
   *s = (wd_segment_t){
     .id = t->n_segments, .seek = d->seek, .start = start, .end = end,
-    .temperature = 0.0f, .avg_logprob = w->avg_logprob,
+    .temperature = w->temperature, .avg_logprob = w->avg_logprob,
     .compression_ratio = w->compression_ratio, .no_speech_prob = w->no_speech_prob,
   };
   s->tokens = malloc(((size_t)n + 1) * sizeof *s->tokens);
@@ -241,6 +189,33 @@ static int add_segment(wd_decoder_t *d, double start, double end, const int32_t 
   s->n_tokens = n;
   t->n_segments++;
   return 0;
+}
+
+static int next_window(wd_decoder_t *d);
+
+/* The window's segments are final (word times included): an instantaneous
+ * segment, or one without text, is kept but blanked (no text, no tokens, so
+ * none in the next prompt either); their tokens join the context; the seek
+ * moves on. */
+static int commit_window(wd_decoder_t *d) {
+  int rc = 0;
+  for (int i = d->win.n_seg_before; i < d->out.n_segments && rc == 0; i++) {
+    wd_segment_t *s = &d->out.segments[i];
+    const char *b, *e;
+    strip_span(s->text, &b, &e);
+    if (s->start == s->end || b == e) {
+      s->text[0] = '\0';
+      s->n_tokens = 0;
+    }
+    rc = toks_append(&d->all, s->tokens, s->n_tokens);
+  }
+  if (rc < 0)
+    return rc;
+  /* A hot window (temperature > 0.5) is not trusted as context. */
+  if (!d->opts.condition_on_previous_text || d->win.temperature > 0.5f)
+    d->prompt_reset_since = d->all.n;
+  d->seek = d->win.next_seek;
+  return next_window(d);
 }
 
 /* Copies mel[:, seek:seek+size] into the 3000-frame window, zero-padded
@@ -275,45 +250,52 @@ static int finish(wd_decoder_t *d) {
 
 /* ---- the seek loop (transcribe.py) ------------------------------------ */
 
-/* Moves to the window at seek (encoding it unless detection already did),
- * or finishes at the end of the audio. */
+/* Moves to the window at seek within the clips (encoding it unless
+ * detection already did), or finishes at the end of the last clip. */
 static int next_window(wd_decoder_t *d) {
-  if (d->seek >= d->content_frames)
-    return finish(d);
-  const int left = d->content_frames - d->seek;
-  d->segment_size = left < WD_N_FRAMES ? left : WD_N_FRAMES;
-  if (d->seek == 0 && d->window0_encoded) {
+  for (;;) {
+    if (d->clip_idx >= d->n_clips)
+      return finish(d);
+    const int start = d->clip[d->clip_idx][0], end = d->clip[d->clip_idx][1];
+    if (d->seek < start)
+      d->seek = start;
+    if (d->seek >= end) {
+      if (++d->clip_idx < d->n_clips)
+        d->seek = d->clip[d->clip_idx][0];
+      continue;
+    }
+    break;
+  }
+  const int end = d->clip[d->clip_idx][1];
+  int size = d->content_frames - d->seek;
+  if (end - d->seek < size)
+    size = end - d->seek;
+  d->segment_size = size < WD_N_FRAMES ? size : WD_N_FRAMES;
+  if (d->seek == 0 && d->segment_size == WD_N_FRAMES && d->window0_encoded) {
     d->window0_encoded = 0;
     return wd_decoder_encoded(d); /* the audio slot still holds detection's encoding */
   }
+  d->window0_encoded = 0;
   extract_window(d, d->seek, d->segment_size);
   d->phase = PH_ENCODE;
   return 0;
 }
 
-/* The window's tokens are sampled: the no-speech rule, segments, seek. */
-static int end_window(wd_decoder_t *d) {
+/* The window's result: the no-speech rule, segments, seek, context. */
+static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_stats_t *ws) {
   const wd_decode_opts_t *o = &d->opts;
-  const int32_t *tk = d->tokens.v;
-  const int n = d->tokens.n, tb = d->sp->ts_begin;
-  const wd_window_stats_t w = {
-    .avg_logprob = (float)(d->sum_logprob / (n + 1)), .no_speech_prob = d->no_speech_prob,
-  };
+  const int32_t *tk = best->tok;
+  const int n = best->n, tb = d->sp->ts_begin;
   /* The no-speech rule: skip a silent window unless its text is confident. */
-  if (w.no_speech_prob > o->no_speech_threshold && !(w.avg_logprob > o->logprob_threshold)) {
+  if (!isnan(o->no_speech_threshold) && ws->no_speech_prob > o->no_speech_threshold &&
+      (isnan(o->logprob_threshold) || !(ws->avg_logprob > o->logprob_threshold))) {
     d->seek += d->segment_size;
     return next_window(d);
   }
-  char *wtext = tokens_text(d->tok, tk, n, d->sp->eot);
-  if (!wtext)
-    return WD_ENOMEM;
-  wd_window_stats_t ws = w;
-  ws.compression_ratio = wd_compression_ratio(wtext, strlen(wtext));
-  free(wtext);
-
   const double time_offset = d->seek * 0.01;
   const int single_ts_ending = n >= 2 && tk[n - 2] < tb && tk[n - 1] >= tb;
   const int n_seg_before = d->out.n_segments;
+  int next_seek = d->seek + d->segment_size;
   int last_slice = 0, any_consecutive = 0, rc = 0;
   for (int i = 1; i < n && rc == 0; i++) {
     if (!(tk[i - 1] >= tb && tk[i] >= tb))
@@ -322,20 +304,20 @@ static int end_window(wd_decoder_t *d) {
     any_consecutive = 1;
     rc = add_segment(d, time_offset + (tk[last_slice] - tb) * WD_TIME_PRECISION,
                      time_offset + (tk[i - 1] - tb) * WD_TIME_PRECISION, tk + last_slice,
-                     i - last_slice, &ws);
+                     i - last_slice, ws);
     last_slice = i;
   }
   if (rc == 0 && any_consecutive) {
     if (single_ts_ending) {
       rc = add_segment(d, time_offset + (tk[last_slice] - tb) * WD_TIME_PRECISION,
                        time_offset + (tk[n - 1] - tb) * WD_TIME_PRECISION, tk + last_slice,
-                       n - last_slice, &ws);
-      d->seek += d->segment_size;
+                       n - last_slice, ws);
     } else {
       /* Resume at the last closed timestamp; the tail is decoded again. */
       const int advance = (tk[last_slice - 1] - tb) * WD_INPUT_STRIDE;
       /* Never stall: a window that closes no time moves on entirely. */
-      d->seek += advance > 0 ? advance : d->segment_size;
+      if (advance > 0)
+        next_seek = d->seek + advance;
     }
   } else if (rc == 0) {
     double duration = d->segment_size * 0.01;
@@ -345,29 +327,150 @@ static int end_window(wd_decoder_t *d) {
           duration = (tk[i] - tb) * WD_TIME_PRECISION;
         break;
       }
-    rc = add_segment(d, time_offset, time_offset + duration, tk, n, &ws);
-    d->seek += d->segment_size;
+    rc = add_segment(d, time_offset, time_offset + duration, tk, n, ws);
   }
   if (rc < 0)
     return rc;
-  for (int s = n_seg_before; s < d->out.n_segments; s++)
-    for (int i = 0; i < d->out.segments[s].n_tokens; i++)
-      if ((rc = toks_push(&d->all, d->out.segments[s].tokens[i])) < 0)
-        return rc;
-  if (!o->condition_on_previous_text)
-    d->prompt_reset_since = d->all.n;
-  return next_window(d);
+  d->win = (wd_window_end_t){ .n_seg_before = n_seg_before, .next_seek = next_seek,
+                              .single_ts_ending = single_ts_ending,
+                              .time_offset = time_offset, .temperature = ws->temperature };
+  return commit_window(d);
+}
+
+/* Starts decoding the encoded window at temperature opts.temperatures[t_idx]. */
+static void begin_attempt(wd_decoder_t *d) {
+  const wd_decode_opts_t *o = &d->opts;
+  const float t = o->temperatures[d->t_idx];
+  wd_search_mode_t mode = WD_SEARCH_GREEDY;
+  int group = 1;
+  if (t > 0.0f) {
+    mode = WD_SEARCH_SAMPLE;
+    group = o->best_of > 1 ? o->best_of : 1;
+  } else if (o->beam_size > 1) {
+    mode = WD_SEARCH_BEAM;
+    group = o->beam_size;
+  }
+  /* openai stops once the whole sequence exceeds n_text_ctx, and samples at
+   * most sample_len tokens. */
+  const int max_len = d->n_text_ctx + 1 - d->init.n;
+  wd_search_begin(&d->search, mode, group, t, o->patience, o->length_penalty, max_len, &d->rng);
+  d->fed = 0;
+  d->reset = 1;
+  d->no_speech_prob = 0.0f;
+  d->phase = PH_FEED;
+}
+
+/* decode_with_fallback: keep this attempt, or decode again hotter. */
+static int end_attempt(wd_decoder_t *d) {
+  const wd_decode_opts_t *o = &d->opts;
+  const wd_hyp_t *best = wd_search_best(&d->search);
+  char *text = tokens_text(d->tok, best->tok, best->n, d->sp->eot);
+  if (!text)
+    return WD_ENOMEM;
+  const char *b, *e;
+  strip_span(text, &b, &e);
+  const wd_window_stats_t ws = {
+    .temperature = o->temperatures[d->t_idx],
+    .avg_logprob = (float)(best->sum_logprob / (best->n + 1)),
+    .compression_ratio = wd_compression_ratio(b, (size_t)(e - b)),
+    .no_speech_prob = d->no_speech_prob,
+  };
+  free(text);
+  int fallback = (!isnan(o->compression_ratio_threshold) &&
+                  ws.compression_ratio > o->compression_ratio_threshold) ||
+                 (!isnan(o->logprob_threshold) && ws.avg_logprob < o->logprob_threshold);
+  /* Silence: a low log-probability is expected, and no reason to retry. */
+  if (!isnan(o->no_speech_threshold) && ws.no_speech_prob > o->no_speech_threshold &&
+      !isnan(o->logprob_threshold) && ws.avg_logprob < o->logprob_threshold)
+    fallback = 0;
+  if (fallback && d->t_idx + 1 < o->n_temperatures) {
+    d->t_idx++;
+    begin_attempt(d);
+    return 0;
+  }
+  return end_window(d, best, &ws);
 }
 
 /* ---- public ------------------------------------------------------------ */
 
-int wd_decoder_new(const wd_tokenizer_t *tok, int n_mels, int n_text_ctx, float *mel,
-                   int n_frames, const wd_decode_opts_t *opts, wd_decoder_t **ret) {
+static int copy_tokens(const int32_t *src, int n, int32_t **ret) {
   *ret = NULL;
-  if (!tok || !mel || !opts || n_frames < WD_N_FRAMES || n_mels <= 0 || n_text_ctx <= 0 ||
-      opts->n_prompt < 0 || (opts->n_prompt > 0 && !opts->prompt)) {
+  if (n <= 0)
+    return 0;
+  if (!(*ret = malloc((size_t)n * sizeof **ret)))
+    return WD_ENOMEM;
+  memcpy(*ret, src, (size_t)n * sizeof **ret);
+  return 0;
+}
+
+/* Validates the search options and counts the rows they need. */
+static int check_search(const wd_decode_opts_t *o, int can_copy, int *ret_rows) {
+  if (o->n_temperatures < 1 || o->n_temperatures > WD_DECODE_MAX_TEMPS || o->beam_size < 0 ||
+      o->best_of < 0 || o->beam_size > WD_DECODE_MAX_ROWS || o->best_of > WD_DECODE_MAX_ROWS ||
+      o->patience < 0 || o->patience > 2.0f ||
+      (!isnan(o->length_penalty) && (o->length_penalty < 0 || o->length_penalty > 1)))
+    return WD_EINVAL;
+  int any_zero = 0, any_hot = 0;
+  for (int i = 0; i < o->n_temperatures; i++) {
+    const float t = o->temperatures[i];
+    if (!(t >= 0.0f && t <= 1.0f))
+      return WD_EINVAL;
+    any_zero |= t == 0.0f;
+    any_hot |= t > 0.0f;
+  }
+  /* openai: best_of needs sampling, patience needs beams. */
+  if ((o->best_of > 1 && !any_hot) || (o->patience > 0 && o->beam_size <= 1 && o->patience != 1.0f))
+    return WD_EINVAL;
+  int rows = 1;
+  if (any_zero && o->beam_size > rows)
+    rows = o->beam_size;
+  if (any_hot && o->best_of > rows)
+    rows = o->best_of;
+  if (rows > 1 && !can_copy)
+    return WD_EUNSUP;
+  *ret_rows = rows;
+  return 0;
+}
+
+/* clip_timestamps in seconds -> [start, end) pairs of frames. */
+static int set_clips(wd_decoder_t *d, const float *clips, int n) {
+  int pts[2 * WD_MAX_CLIPS], np = 0;
+  if (n < 0 || n > 2 * WD_MAX_CLIPS || (n > 0 && !clips))
+    return WD_EINVAL;
+  for (int i = 0; i < n; i++) {
+    if (!(clips[i] >= 0.0f) || clips[i] > 1e6f)
+      return WD_EINVAL;
+    pts[np++] = (int)lround((double)clips[i] * 100.0);
+  }
+  if (np == 0)
+    pts[np++] = 0;
+  if (np % 2 == 1) {
+    if (np == 2 * WD_MAX_CLIPS)
+      return WD_EINVAL;
+    pts[np++] = d->content_frames;
+  }
+  d->n_clips = np / 2;
+  for (int i = 0; i < d->n_clips; i++) {
+    d->clip[i][0] = pts[2 * i];
+    d->clip[i][1] = pts[2 * i + 1] < d->content_frames ? pts[2 * i + 1] : d->content_frames;
+  }
+  return 0;
+}
+
+int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, int n_frames,
+                   const wd_decode_opts_t *opts, wd_decoder_t **ret) {
+  *ret = NULL;
+  if (!tok || !e || !mel || !opts || n_frames < WD_N_FRAMES || e->n_mels <= 0 ||
+      e->n_text_ctx <= 0 || opts->n_prompt < 0 || (opts->n_prompt > 0 && !opts->prompt) ||
+      opts->n_prefix < 0 || (opts->n_prefix > 0 && !opts->prefix)) {
     free(mel);
     return WD_EINVAL;
+  }
+  int n_rows = 1;
+  int rc = check_search(opts, e->seq_copy != NULL, &n_rows);
+  if (rc < 0) {
+    free(mel);
+    return rc;
   }
   wd_decoder_t *d = calloc(1, sizeof *d);
   if (!d) {
@@ -378,26 +481,48 @@ int wd_decoder_new(const wd_tokenizer_t *tok, int n_mels, int n_text_ctx, float 
   d->tok = tok;
   d->sp = wd_tokenizer_special(tok);
   d->opts = *opts;
-  d->n_mels = n_mels;
-  d->n_text_ctx = n_text_ctx;
+  d->n_mels = e->n_mels;
+  d->n_text_ctx = e->n_text_ctx;
+  d->max_prefill = e->prefill ? e->max_prefill : 0;
+  d->n_rows = n_rows;
   d->n_frames = n_frames;
   d->content_frames = n_frames - WD_N_FRAMES;
   d->out.duration = d->content_frames * 160.0 / 16000.0;
-  int rc = 0;
-  d->window = malloc((size_t)n_mels * WD_N_FRAMES * sizeof *d->window);
-  d->logits = malloc((size_t)d->sp->n_vocab * sizeof *d->logits);
-  if (!d->window || !d->logits) {
+  d->rng = opts->seed;
+  d->window = malloc((size_t)d->n_mels * WD_N_FRAMES * sizeof *d->window);
+  d->work = malloc((size_t)d->sp->n_vocab * sizeof *d->work);
+  if (!d->window || !d->work) {
     rc = WD_ENOMEM;
     goto fail;
   }
-  if ((rc = wd_tokenizer_suppress_tokens(tok, d->suppress, WD_SUPPRESS_MAX, &d->n_suppress)) < 0)
+  int n_suppress = 0;
+  if ((rc = wd_tokenizer_suppress_tokens(tok, d->suppress, WD_SUPPRESS_MAX, &n_suppress)) < 0)
+    goto fail;
+  d->filt = (wd_filter_t){
+    .sp = d->sp, .suppress = d->suppress, .n_suppress = n_suppress,
+    .suppress_blank = opts->suppress_blank, .without_timestamps = opts->without_timestamps,
+    .max_initial_index = opts->max_initial_timestamp > 0
+                             ? (int)lround(opts->max_initial_timestamp / WD_TIME_PRECISION)
+                             : -1,
+  };
+  if ((rc = set_clips(d, opts->clips, opts->n_clips)) < 0)
     goto fail;
   /* The initial prompt comes first in the context of every window. */
-  for (int i = 0; i < opts->n_prompt; i++)
-    if ((rc = toks_push(&d->all, opts->prompt[i])) < 0)
-      goto fail;
+  if ((rc = toks_append(&d->all, opts->prompt, opts->n_prompt)) < 0)
+    goto fail;
+  d->n_initial_prompt = opts->n_prompt;
+  /* openai keeps the last n_text_ctx / 2 - sample_len tokens of the prefix,
+   * which Python's [-0:] makes all of them; at most a prompt's worth here. */
+  const int n_prefix = opts->n_prefix > WD_PROMPT_MAX ? WD_PROMPT_MAX : opts->n_prefix;
+  if ((rc = copy_tokens(opts->prefix + (opts->n_prefix - n_prefix), n_prefix, &d->prefix)) < 0)
+    goto fail;
+  d->n_prefix = n_prefix;
   d->opts.prompt = NULL;
   d->opts.n_prompt = 0;
+  d->opts.prefix = NULL;
+  d->opts.n_prefix = 0;
+  d->opts.clips = NULL;
+  d->opts.n_clips = 0;
 
   /* The SOT sequence: [SOT] for English-only models, else [SOT, lang, task]. */
   const char *lang = opts->language;
@@ -442,13 +567,15 @@ void wd_decoder_free(wd_decoder_t *d) {
     return;
   free(d->mel);
   free(d->window);
-  free(d->logits);
+  free(d->work);
+  free(d->prefix);
   free(d->all.v);
   free(d->init.v);
-  free(d->tokens.v);
   wd_transcript_free(&d->out);
   free(d);
 }
+
+int wd_decoder_n_rows(const wd_decoder_t *d) { return d->n_rows; }
 
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d) {
   switch (d->phase) {
@@ -470,104 +597,148 @@ int wd_decoder_encoded(wd_decoder_t *d) {
     d->reset = 1;
     return 0;
   }
-  /* initial tokens: [<|startofprev|> prompt[-223:]] sot_seq [<|notimestamps|>] */
+  /* initial tokens: [<|startofprev|> prompt[-223:]] sot_seq [<|notimestamps|>] [prefix] */
   const wd_special_tokens_t *sp = d->sp;
-  const int32_t *prompt = d->all.v + d->prompt_reset_since;
-  const int n_prompt = d->all.n - d->prompt_reset_since;
-  d->init.n = 0;
-  d->tokens.n = 0;
-  d->sum_logprob = 0.0;
-  d->no_speech_prob = 0.0f;
+  wd_toks_t prompt = { 0 };
   int rc = 0;
-  if (n_prompt > 0) {
-    rc = toks_push(&d->init, sp->startofprev);
-    for (int i = n_prompt > WD_PROMPT_MAX ? n_prompt - WD_PROMPT_MAX : 0; i < n_prompt && !rc; i++)
-      rc = toks_push(&d->init, prompt[i]);
+  if (d->opts.carry_initial_prompt) {
+    /* the initial prompt, then the newest context that fits beside it */
+    const int skip = d->n_initial_prompt > d->prompt_reset_since ? d->n_initial_prompt
+                                                                   : d->prompt_reset_since;
+    int room = WD_PROMPT_MAX - d->n_initial_prompt;
+    const int avail = d->all.n - skip;
+    room = room < 0 ? 0 : room > avail ? avail : room;
+    rc = toks_append(&prompt, d->all.v, d->n_initial_prompt);
+    if (!rc)
+      rc = toks_append(&prompt, d->all.v + d->all.n - room, room);
+  } else {
+    rc = toks_append(&prompt, d->all.v + d->prompt_reset_since, d->all.n - d->prompt_reset_since);
   }
+  d->init.n = 0;
+  if (!rc && prompt.n > 0) {
+    const int from = prompt.n > WD_PROMPT_MAX ? prompt.n - WD_PROMPT_MAX : 0;
+    rc = toks_push(&d->init, sp->startofprev);
+    if (!rc)
+      rc = toks_append(&d->init, prompt.v + from, prompt.n - from);
+  }
+  free(prompt.v);
   d->sot_index = d->init.n;
-  for (int i = 0; i < d->n_sot && !rc; i++)
-    rc = toks_push(&d->init, d->sot_seq[i]);
+  if (!rc)
+    rc = toks_append(&d->init, d->sot_seq, d->n_sot);
   if (d->opts.without_timestamps && !rc)
     rc = toks_push(&d->init, sp->notimestamps);
-  d->fed = 0;
-  d->reset = 1;
-  d->phase = PH_FEED;
-  return rc;
-}
-
-int wd_decoder_rows(const wd_decoder_t *d, int32_t *tokens, int *reset) {
-  *reset = d->reset;
-  switch (d->phase) {
-  case PH_DETECT_STEP:
-    tokens[0] = d->sp->sot;
-    return 1;
-  case PH_FEED:
-    tokens[0] = d->init.v[d->fed];
-    return 1;
-  case PH_SAMPLE:
-    tokens[0] = d->next;
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-/* After a step: the logits of the last fed position choose the next token. */
-static int sample_next(wd_decoder_t *d, const float *lg) {
-  const int32_t best = sample_greedy(d, lg);
-  if (best == d->sp->eot)
-    return end_window(d);
-  int rc = toks_push(&d->tokens, best);
+  if (!rc)
+    rc = toks_append(&d->init, d->prefix, d->n_prefix);
   if (rc < 0)
     return rc;
-  /* openai stops once the whole sequence exceeds n_text_ctx, and samples at
-   * most sample_len tokens. */
-  if (d->init.n + d->tokens.n > d->n_text_ctx || d->tokens.n >= WD_SAMPLE_LEN)
-    return end_window(d);
-  d->next = best;
-  d->phase = PH_SAMPLE;
+  d->t_idx = 0;
+  begin_attempt(d);
   return 0;
 }
 
-int wd_decoder_advance(wd_decoder_t *d, const float *const *logits) {
-  const float *lg = logits[0];
-  const wd_special_tokens_t *sp = d->sp;
-  const int nv = sp->n_vocab;
-  d->reset = 0;
-  int rc = 0;
+/* FEED: how many initial tokens the next work feeds. The chunk up to and
+ * including SOT ends where no_speech_prob is read, the rest ends where
+ * sampling starts; a chunk of two or more goes in one prefill. */
+static int feed_count(const wd_decoder_t *d) {
+  const int end = d->fed <= d->sot_index ? d->sot_index + 1 : d->init.n;
+  const int m = end - d->fed;
+  return m >= 2 && m <= d->max_prefill ? m : 1;
+}
+
+void wd_decoder_work(const wd_decoder_t *d, wd_dec_work_t *w) {
+  memset(w, 0, sizeof *w);
+  w->reset = d->reset;
   switch (d->phase) {
-  case PH_DETECT_STEP: {
-    /* detect_language: the logits after [SOT] alone, over language tokens. */
-    const int a = sp->lang_begin, b = sp->lang_begin + sp->n_langs;
-    int32_t best = a;
-    for (int i = a; i < b; i++)
-      if (lg[i] > lg[best])
-        best = i;
-    const char *code = wd_tokenizer_lang_code(d->tok, best);
-    snprintf(d->out.language, sizeof d->out.language, "%s", code ? code : "en");
-    d->out.language_prob = (float)exp((double)lg[best] - logsumexp(lg + a, b - a));
-    d->sot_seq[d->n_sot++] = best;
-    d->sot_seq[d->n_sot++] = d->opts.translate ? sp->translate : sp->transcribe;
-    /* The seek loop pads window 0 with zeros where detection read real
-     * padding frames: the same encoding only when the audio fills it. */
-    d->window0_encoded = d->content_frames >= WD_N_FRAMES;
-    rc = next_window(d);
+  case PH_DETECT_STEP:
+    w->rows[0] = 0;
+    w->tokens[0] = d->sp->sot;
+    w->n = 1;
+    break;
+  case PH_FEED: {
+    const int m = feed_count(d);
+    if (m > 1) {
+      w->prefill = d->init.v + d->fed;
+      w->n_prefill = m;
+    } else {
+      w->rows[0] = 0;
+      w->tokens[0] = d->init.v[d->fed];
+      w->n = 1;
+    }
     break;
   }
-  case PH_FEED:
-    if (d->fed == d->sot_index) /* no_speech_prob: softmax at SOT, before filters */
-      d->no_speech_prob = (float)exp((double)lg[sp->nospeech] - logsumexp(lg, nv));
-    if (++d->fed < d->init.n)
-      break;
-    rc = sample_next(d, lg);
-    break;
   case PH_SAMPLE:
-    rc = sample_next(d, lg);
+    w->n_copy = wd_search_copies(&d->search, w->copy_dst, w->copy_src);
+    w->n = wd_search_rows(&d->search, w->rows, w->tokens);
     break;
   default:
-    rc = WD_EINVAL;
+    break;
   }
-  return rc;
+}
+
+/* detect_language: the logits after [SOT] alone, over language tokens. */
+static int detected(wd_decoder_t *d, const float *lg) {
+  const wd_special_tokens_t *sp = d->sp;
+  const int a = sp->lang_begin, b = sp->lang_begin + sp->n_langs;
+  int32_t best = a;
+  for (int i = a; i < b; i++)
+    if (lg[i] > lg[best])
+      best = i;
+  const double lse = wd_logsumexp(lg + a, b - a);
+  const char *code = wd_tokenizer_lang_code(d->tok, best);
+  snprintf(d->out.language, sizeof d->out.language, "%s", code ? code : "en");
+  d->out.language_prob = (float)exp((double)lg[best] - lse);
+  /* the five likeliest, for verbose output */
+  const int k_max = (int)(sizeof d->out.language_probs / sizeof d->out.language_probs[0]);
+  int32_t top[8];
+  int k = 0;
+  for (int i = a; i < b; i++) {
+    if (k == k_max && !(lg[i] > lg[top[k - 1]]))
+      continue;
+    int p = k < k_max ? k++ : k - 1;
+    while (p > 0 && lg[i] > lg[top[p - 1]]) {
+      top[p] = top[p - 1];
+      p--;
+    }
+    top[p] = i;
+  }
+  for (int i = 0; i < k; i++) {
+    const char *c = wd_tokenizer_lang_code(d->tok, top[i]);
+    snprintf(d->out.language_probs[i].code, sizeof d->out.language_probs[i].code, "%s",
+             c ? c : "?");
+    d->out.language_probs[i].prob = (float)exp((double)lg[top[i]] - lse);
+  }
+  d->out.n_language_probs = k;
+  d->sot_seq[d->n_sot++] = best;
+  d->sot_seq[d->n_sot++] = d->opts.translate ? sp->translate : sp->transcribe;
+  /* The seek loop pads window 0 with zeros where detection read real
+   * padding frames: the same encoding only when the audio fills it. */
+  d->window0_encoded = d->content_frames >= WD_N_FRAMES;
+  return next_window(d);
+}
+
+int wd_decoder_advance(wd_decoder_t *d, const float *const *logits) {
+  const wd_special_tokens_t *sp = d->sp;
+  d->reset = 0;
+  switch (d->phase) {
+  case PH_DETECT_STEP:
+    return detected(d, logits[0]);
+  case PH_FEED:
+    d->fed += feed_count(d);
+    if (d->fed == d->sot_index + 1) /* no_speech_prob: softmax at SOT, before filters */
+      d->no_speech_prob =
+          (float)exp((double)logits[0][sp->nospeech] - wd_logsumexp(logits[0], sp->n_vocab));
+    if (d->fed < d->init.n)
+      return 0;
+    d->phase = PH_SAMPLE;
+    /* the last initial token's logits are the first sample's */
+    __attribute__((fallthrough));
+  case PH_SAMPLE:
+    if (wd_search_update(&d->search, &d->filt, d->work, logits))
+      return end_attempt(d);
+    return 0;
+  default:
+    return WD_EINVAL;
+  }
 }
 
 const wd_segment_t *wd_decoder_segments(const wd_decoder_t *d, int *ret_n) {

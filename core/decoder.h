@@ -8,16 +8,18 @@
  *
  *   WD_DEC_ENCODE  the window wd_decoder_window() must be encoded into the
  *                  job's audio slot; then call wd_decoder_encoded().
- *   WD_DEC_STEP    wd_decoder_rows() gives the token each of its sequences
- *                  feeds next (one sequence today; beams later) and whether
- *                  the sequences must first be emptied and attached to the
- *                  audio slot (start of a window); the caller runs one engine
- *                  step, possibly beside other jobs' rows, and hands the
- *                  logits of these rows to wd_decoder_advance().
+ *   WD_DEC_STEP    wd_decoder_work() says what the engine does next: reset
+ *                  row 0, copy rows' slots (beams), then either a prefill
+ *                  of row 0 or one step of some rows with a token each
+ *                  (beside other jobs' rows); the logits go back to
+ *                  wd_decoder_advance().
  *   WD_DEC_DONE    wd_decoder_take_result() gives the transcript.
  *
- * A window goes: encode, feed the initial tokens ([<|startofprev|> prompt]
- * SOT...) one step each, then sample until EOT; then the no-speech rule,
+ * A window goes: encode; feed the initial tokens ([<|startofprev|> prompt]
+ * SOT... [prefix]) to row 0, in one or two engine prefills when the engine
+ * has them, else one step each; then the search (search.h) steps its rows
+ * until it is done; if the result fails openai's fallback tests, the window
+ * is decoded again at the next temperature; then the no-speech rule,
  * segmenting and the seek update, and the next window. Language detection
  * is an encode plus one SOT step before the first window.
  *
@@ -36,20 +38,22 @@ typedef struct wd_decoder wd_decoder_t;
 
 typedef enum { WD_DEC_ENCODE, WD_DEC_STEP, WD_DEC_DONE } wd_dec_need_t;
 
-/* Most sequences one decoder steps at once (greedy: 1). */
-#define WD_DECODER_MAX_ROWS 1
-
 /*
  * mel: (n_mels, n_frames) from wd_mel_compute, including the 3000 frames of
- * padding; the decoder takes ownership (frees it). opts is copied (language
- * and prompt too). n_text_ctx is the engine's positions per sequence.
- * Returns WD_EINVAL for bad options (unknown language; translation or a
- * language other than English on an English-only model), WD_ENOMEM.
- * On error mel is freed too.
+ * padding; the decoder takes ownership (frees it). opts is copied (language,
+ * prompt, prefix and clips too). e is read for its shape and capabilities
+ * (n_mels, n_text_ctx, max_prefill, whether seq_copy exists) and never
+ * called. Returns WD_EINVAL for bad options (unknown language; translation
+ * or a language other than English on an English-only model; best_of with
+ * beam search at one temperature...), WD_EUNSUP for a beam or best_of on an
+ * engine without seq_copy, WD_ENOMEM. On error mel is freed too.
  */
-int wd_decoder_new(const wd_tokenizer_t *tok, int n_mels, int n_text_ctx, float *mel,
-                   int n_frames, const wd_decode_opts_t *opts, wd_decoder_t **ret);
+int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, int n_frames,
+                   const wd_decode_opts_t *opts, wd_decoder_t **ret);
 void wd_decoder_free(wd_decoder_t *d); /* accepts NULL */
+
+/* Sequence slots the decoder uses (its rows): 1, beam_size or best_of. */
+int wd_decoder_n_rows(const wd_decoder_t *d);
 
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d);
 
@@ -58,13 +62,23 @@ const float *wd_decoder_window(const wd_decoder_t *d);
 /* The window is encoded into this job's audio slot. Returns 0 or WD_ENOMEM. */
 int wd_decoder_encoded(wd_decoder_t *d);
 
-/* WD_DEC_STEP: fills tokens[0..n) (n <= WD_DECODER_MAX_ROWS) and returns n;
- * *reset is 1 when the rows' sequences must be emptied and attached to the
- * job's audio slot before this step. */
-int wd_decoder_rows(const wd_decoder_t *d, int32_t *tokens, int *reset);
+/* WD_DEC_STEP: what the engine does next for this decoder, in order. Rows
+ * are the decoder's own (0 .. n_rows); the caller maps them to slots. */
+typedef struct {
+  int reset;                  /* empty row 0's slot and attach it to the audio slot */
+  int n_copy;                 /* seq_copy: row copy_dst[i] <- row copy_src[i] */
+  int copy_dst[WD_DECODE_MAX_ROWS], copy_src[WD_DECODE_MAX_ROWS];
+  const int32_t *prefill;     /* n_prefill > 0: engine prefill of row 0 with these */
+  int n_prefill;
+  int n;                      /* else one step over these rows, beside other jobs' */
+  int rows[WD_DECODE_MAX_ROWS];
+  int32_t tokens[WD_DECODE_MAX_ROWS];
+} wd_dec_work_t;
 
-/* The logits of the rows of the last wd_decoder_rows(), each n_vocab floats.
- * Returns 0 or WD_ENOMEM. */
+void wd_decoder_work(const wd_decoder_t *d, wd_dec_work_t *w);
+
+/* The logits of the work just done: the n rows of the step in order, or
+ * the one row a prefill returns. Returns 0 or WD_ENOMEM. */
 int wd_decoder_advance(wd_decoder_t *d, const float *const *logits);
 
 /* Segments finalised so far (they stay valid until take_result). */

@@ -190,6 +190,16 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
     rc |= json_object_set_new(root, "language", json_text(name ? name : t->language,
                                                           strlen(name ? name : t->language)));
     rc |= json_object_set_new(root, "duration", json_real(t->duration));
+    /* Detected, not given: how sure, and the runners-up (not in OpenAI's
+     * schema; clients ignore fields they do not know). */
+    if (t->n_language_probs > 0) {
+      json_t *probs = json_object();
+      for (int i = 0; probs && i < t->n_language_probs; i++)
+        json_object_set_new(probs, t->language_probs[i].code,
+                            json_real((double)t->language_probs[i].prob));
+      rc |= json_object_set_new(root, "language_probability", json_real((double)t->language_prob));
+      rc |= probs ? json_object_set_new(root, "language_probabilities", probs) : -1;
+    }
   }
   if (!rc)
     rc |= json_object_set_new(root, "text", json_text(text, tn));

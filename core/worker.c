@@ -3,17 +3,20 @@
  *
  * Shapes: a FIFO of queued jobs (linked list, at most queue_max); run[] holds
  * the running jobs, at most cap = min(max_batch, engine max_seqs,
- * engine max_audio). A running job holds one sequence slot and one audio
- * slot of the engine for its whole life (greedy decoding has one sequence
- * and one window in flight per job).
+ * engine max_audio). A running job holds one audio slot and as many
+ * sequence slots as its decoder has rows (1, beam_size or best_of) for its
+ * whole life; admission is strictly FIFO, so a job that needs more slots
+ * than are free waits at the head instead of being overtaken forever.
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
  *      refused by a drain; admit queued jobs while slots are free;
  *   2. without it: end running jobs that were cancelled or timed out; encode
  *      ONE window, the one of the job encoded least recently (round-robin:
- *      a long file's next window waits behind a new file's first); then one
- *      engine step over the next token of every job that needs a step, and
+ *      a long file's next window waits behind a new file's first); the
+ *      prefills (a window's prompt in one submit) of the jobs that start a
+ *      window; then one engine step over the rows of every job that needs a
+ *      step (after the slot copies its beams asked for), and
  *      each job's logits rows back to its decoder (the decoders filter and
  *      sample in parallel on a small pool, core/pool.h).
  * Callbacks are always called without the mutex held, so they may call
@@ -48,7 +51,8 @@ typedef struct wd_job {
   wd_job_cb_t cb;
   double deadline;          /* CLOCK_MONOTONIC seconds, 0 = none */
   atomic_int cancel;        /* set by wd_worker_cancel */
-  int seq, audio;           /* engine slots while running */
+  int seq[WD_DECODE_MAX_ROWS]; /* engine sequence slot of each decoder row */
+  int n_rows, audio;        /* rows (slots held while running); audio slot */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
   struct wd_job *next;
@@ -126,7 +130,8 @@ static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
   }
   w->n_ending++;
   pthread_mutex_unlock(&w->mu);
-  w->seq_used &= ~(1u << j->seq);
+  for (int r = 0; r < j->n_rows; r++)
+    w->seq_used &= ~(1u << j->seq[r]);
   w->audio_used &= ~(1u << j->audio);
 }
 
@@ -152,13 +157,44 @@ static void report_segments(wd_job_t *j) {
 /* One job's share of the work after a step: its decoder takes its rows. */
 typedef struct {
   wd_decoder_t *dec;
-  const float *rows[WD_DECODER_MAX_ROWS];
+  const float *rows[WD_DECODE_MAX_ROWS];
   int rc;
 } wd_advance_t;
 
 static void advance_one(void *arg, int i) {
   wd_advance_t *a = (wd_advance_t *)arg + i;
   a->rc = wd_decoder_advance(a->dec, a->rows);
+}
+
+/* A job's slot work before its prefill or step: row 0 starts afresh on its
+ * audio slot, then the copies its search asked for (beams, samples). */
+static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
+  const wd_engine_t *e = w->o.engine;
+  int rc = wk->reset ? e->seq_reset(e->self, j->seq[0], j->audio) : 0;
+  if (rc == 0 && wk->n_copy > 0) {
+    int dst[WD_DECODE_MAX_ROWS], src[WD_DECODE_MAX_ROWS];
+    for (int i = 0; i < wk->n_copy; i++) {
+      dst[i] = j->seq[wk->copy_dst[i]];
+      src[i] = j->seq[wk->copy_src[i]];
+    }
+    rc = e->seq_copy ? e->seq_copy(e->self, wk->n_copy, dst, src) : WD_EUNSUP;
+  }
+  return rc;
+}
+
+/* A window's initial tokens into row 0 in one submit, and its logits back. */
+static int job_prefill(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
+  const wd_engine_t *e = w->o.engine;
+  const float *lg = NULL;
+  const double t0 = now_s();
+  int rc = e->prefill(e->self, j->seq[0], wk->n_prefill, wk->prefill, &lg);
+  const double dt = now_s() - t0;
+  beat(w);
+  pthread_mutex_lock(&w->mu);
+  w->st.prefills++;
+  w->st.busy_s += dt;
+  pthread_mutex_unlock(&w->mu);
+  return rc < 0 ? rc : wd_decoder_advance(j->dec, &lg);
 }
 
 /* The running part of one turn (see the file comment). No lock held. */
@@ -214,9 +250,9 @@ static void run_turn(wd_worker_t *w) {
     }
   }
 
-  /* One step over every job that needs one. */
-  int seqs[WD_WORKER_MAX_RUN * WD_DECODER_MAX_ROWS];
-  int32_t tokens[WD_WORKER_MAX_RUN * WD_DECODER_MAX_ROWS];
+  /* Slot work, prefills, and the rows of one step over every job. */
+  int seqs[WD_WORKER_MAX_RUN];
+  int32_t tokens[WD_WORKER_MAX_RUN];
   wd_job_t *owner[WD_WORKER_MAX_RUN];
   int first[WD_WORKER_MAX_RUN], count[WD_WORKER_MAX_RUN];
   int n_owner = 0, rows = 0;
@@ -224,22 +260,31 @@ static void run_turn(wd_worker_t *w) {
     wd_job_t *j = jobs[i];
     if (wd_decoder_need(j->dec) != WD_DEC_STEP)
       continue;
-    int reset = 0;
-    const int k = wd_decoder_rows(j->dec, tokens + rows, &reset);
-    if (k != 1) { /* one sequence per job until beams come */
-      run_finish(w, j, WD_EINTERNAL);
+    wd_dec_work_t wk;
+    wd_decoder_work(j->dec, &wk);
+    int rc = job_slot_work(w, j, &wk);
+    if (rc == 0 && wk.n_prefill > 0) {
+      rc = job_prefill(w, j, &wk);
+      report_segments(j);
+      if (rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
+        run_finish(w, j, rc);
       continue;
     }
-    const int rrc = reset ? e->seq_reset(e->self, j->seq, j->audio) : 0;
-    if (rrc < 0) {
-      run_finish(w, j, rrc);
+    /* slots never exceed WD_WORKER_MAX_RUN, so neither do rows */
+    if (rc == 0 && (wk.n < 1 || rows + wk.n > WD_WORKER_MAX_RUN))
+      rc = WD_EINTERNAL;
+    if (rc < 0) {
+      run_finish(w, j, rc);
       continue;
     }
-    seqs[rows] = j->seq;
+    for (int r = 0; r < wk.n; r++) {
+      seqs[rows + r] = j->seq[wk.rows[r]];
+      tokens[rows + r] = wk.tokens[r];
+    }
     owner[n_owner] = j;
     first[n_owner] = rows;
-    count[n_owner++] = k;
-    rows += k;
+    count[n_owner++] = wk.n;
+    rows += wk.n;
   }
   if (rows == 0)
     return;
@@ -288,6 +333,13 @@ static int take_slot(unsigned *mask, int n) {
   return -1;
 }
 
+static int free_slots(unsigned mask, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    k += !(mask & (1u << i));
+  return k;
+}
+
 static void *worker_main(void *arg) {
   wd_worker_t *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -326,14 +378,16 @@ static void *worker_main(void *arg) {
         w->cancels = 1; /* more may be left: look again next turn */
     }
     /* Admit while slots are free. */
-    while (!w->draining && w->head && w->n_running < w->cap) {
+    while (!w->draining && w->head && w->n_running < w->cap &&
+           w->head->n_rows <= free_slots(w->seq_used, w->o.engine->max_seqs)) {
       wd_job_t *j = w->head;
       w->head = j->next;
       if (!w->head)
         w->tail = NULL;
       w->n_queued--;
       j->next = NULL;
-      j->seq = take_slot(&w->seq_used, w->o.engine->max_seqs);
+      for (int r = 0; r < j->n_rows; r++)
+        j->seq[r] = take_slot(&w->seq_used, w->o.engine->max_seqs);
       j->audio = take_slot(&w->audio_used, w->o.engine->max_audio);
       j->last_encode = 0; /* admitted jobs encode before any second window */
       w->run[w->n_running++] = j;
@@ -453,10 +507,16 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
     return WD_ENOMEM;
   }
   const wd_engine_t *e = w->o.engine;
-  if ((rc = wd_decoder_new(w->o.tok, e->n_mels, e->n_text_ctx, mel, n_frames, &p->decode,
-                           &j->dec)) < 0) {
+  if ((rc = wd_decoder_new(w->o.tok, e, mel, n_frames, &p->decode, &j->dec)) < 0) {
     free(j);
     return rc;
+  }
+  /* More rows than the engine has slots could never be admitted. */
+  j->n_rows = wd_decoder_n_rows(j->dec);
+  if (j->n_rows > e->max_seqs || j->n_rows > WD_WORKER_MAX_RUN) {
+    wd_decoder_free(j->dec);
+    free(j);
+    return WD_ERANGE;
   }
   j->cb = p->cb;
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;

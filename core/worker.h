@@ -69,7 +69,9 @@ void wd_worker_free(wd_worker_t *w);
  * in every case (freed on error too). Computes the log-mel in the calling
  * thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue full),
  * WD_ESHUTDOWN (draining), WD_EINVAL (bad options: unknown language, a
- * multilingual option on an English-only model) or WD_ENOMEM.
+ * multilingual option on an English-only model), WD_ERANGE (a beam_size or
+ * best_of above the engine's sequence slots), WD_EUNSUP (beams or best_of
+ * on an engine without seq_copy) or WD_ENOMEM.
  */
 int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
                      uint64_t *ret_id);
@@ -86,6 +88,7 @@ typedef struct {
   uint64_t rows;                   /* sum of rows over steps (occupancy = rows / steps) */
   uint64_t steps_by_rows[17];      /* steps with r rows at [r], r <= 16 */
   uint64_t encodes;                /* windows encoded */
+  uint64_t prefills;               /* prompts fed in one submit */
   double audio_s;                  /* seconds of audio of completed jobs */
   double busy_s;                   /* worker time spent encoding and stepping */
 } wd_worker_stats_t;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "decode_cfg.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -122,6 +123,22 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .job_timeout_s = cfg->timeout_s, .body_timeout_s = cfg->body_timeout_s,
   };
   char err[1024] = "";
+  /* The decoding defaults requests start from: refused before anything
+   * starts when they cannot work. */
+  wd_decode_opts_t dopts;
+  if (wd_decode_cfg(cfg, &dopts, err, sizeof err) < 0 ||
+      (cfg->beam_size > cfg->max_batch &&
+       snprintf(err, sizeof err, "beam-size %d is more than max-batch %d sequences",
+                cfg->beam_size, cfg->max_batch) > 0) ||
+      (cfg->best_of > cfg->max_batch &&
+       snprintf(err, sizeof err, "best-of %d is more than max-batch %d sequences", cfg->best_of,
+                cfg->max_batch) > 0)) {
+    wd_log_error("serve: %s", err);
+    notify_status("Failed", err);
+    return 1;
+  }
+  dopts.language = NULL; /* from each request */
+  dopts.word_timestamps = 0;
   wd_server_t *srv = NULL;
   if (wd_server_start(&so, &srv, err, sizeof err) < 0) {
     wd_log_error("serve: %s", err);
@@ -150,6 +167,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   const wd_server_model_t sm = {
     .worker = wd_runtime_worker(rt), .tok = wd_runtime_tokenizer(rt),
     .multilingual = wd_model_is_multilingual(m), .names = names,
+    .no_translate = strcmp(wd_model_name(m), "large-v3-turbo") == 0, .decode = &dopts,
+    .temperature_inc = strtof(cfg->temperature_inc, NULL),
     .n_names = model_names(wd_model_name(m), aliases, names),
   };
   wd_server_attach(srv, &sm);

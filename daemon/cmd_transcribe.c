@@ -15,6 +15,7 @@
 #include "audio.h"
 #include "commands.h"
 #include "decode.h"
+#include "decode_cfg.h"
 #include "error.h"
 #include "log.h"
 #include "render.h"
@@ -59,7 +60,8 @@ static void on_done(void *ud, int rc, wd_transcript_t *t) {
 }
 
 /* Decodes the file and submits it; returns 0 or the error (logged). */
-static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, wd_file_job_t *f) {
+static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode_opts_t *opts,
+                       wd_file_job_t *f) {
   char err[512] = "";
   float *pcm = NULL;
   size_t n = 0;
@@ -71,12 +73,12 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, wd_file_job_t *
   }
   f->total_s = (double)n / WD_AUDIO_SAMPLE_RATE;
   wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
-  wd_decode_opts_default(&p.decode);
-  p.decode.language = cfg->language;
+  p.decode = *opts;
   if ((rc = wd_worker_submit(wd_runtime_worker(rt), pcm, n, &p, NULL)) < 0)
     wd_log_error("transcribe: '%s': %s", f->path,
-                 rc == WD_EINVAL ? "the model cannot decode with these options (language?)"
-                                 : wd_strerror(rc));
+                 rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
+                 : rc == WD_EINVAL ? "the model cannot decode with these options"
+                                   : wd_strerror(rc));
   return rc;
 }
 
@@ -122,10 +124,16 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
     wd_log_error("transcribe: unknown output format '%s'", cfg->output_format);
     return 2;
   }
+  char err[512] = "";
+  wd_decode_opts_t opts;
+  if (wd_decode_cfg(cfg, &opts, err, sizeof err) < 0) {
+    wd_log_error("transcribe: %s", err);
+    return 2;
+  }
   wd_file_job_t *jobs = calloc((size_t)n_files, sizeof *jobs);
   if (!jobs)
     return 1;
-  char err[512] = "";
+  int32_t *prompt = NULL;
   wd_runtime_t *rt = NULL;
   FILE *dst = out;
   int status = 1;
@@ -137,6 +145,28 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   wd_log_info("transcribe: model '%s' (%s) on %s ready in %.0f ms", cfg->model,
               wd_model_name(wd_runtime_model(rt)), wd_runtime_device(rt),
               (wd_now_s() - t0) * 1e3);
+  /* What the model cannot do is said once, before any file is decoded. */
+  const int multi = wd_tokenizer_is_multilingual(wd_runtime_tokenizer(rt));
+  if (!multi && (opts.translate || (opts.language && strcmp(opts.language, "en") != 0))) {
+    wd_log_error("transcribe: '%s' is an English-only model: it cannot %s", cfg->model,
+                 opts.translate ? "translate" : "transcribe other languages");
+    goto out;
+  }
+  if (opts.translate && strcmp(wd_model_name(wd_runtime_model(rt)), "large-v3-turbo") == 0) {
+    wd_log_error("transcribe: '%s' is large-v3-turbo, which was not trained to translate",
+                 cfg->model);
+    goto out;
+  }
+  if (!multi)
+    opts.language = NULL;
+  if (cfg->prompt && cfg->prompt[0]) {
+    if (wd_decode_encode_text(wd_runtime_tokenizer(rt), cfg->prompt, &prompt,
+                              &opts.n_prompt) < 0) {
+      wd_log_error("transcribe: the prompt could not be tokenized");
+      goto out;
+    }
+    opts.prompt = prompt;
+  }
   if (cfg->output && cfg->output[0] && !(dst = fopen(cfg->output, "w"))) {
     wd_log_error("transcribe: cannot write '%s'", cfg->output);
     dst = out;
@@ -146,7 +176,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   const double t1 = wd_now_s();
   for (int i = 0; i < n_files; i++) {
     jobs[i].path = cfg->args[i + 1];
-    if (submit_file(rt, cfg, &jobs[i]) < 0)
+    if (submit_file(rt, cfg, &opts, &jobs[i]) < 0)
       status = 1;
     else
       jobs[i].submitted = 1;
@@ -164,7 +194,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
       continue;
     }
     char *text = NULL;
-    if (wd_render(&f->t, fmt, "transcribe", &text) < 0) {
+    if (wd_render(&f->t, fmt, opts.translate ? "translate" : "transcribe", &text) < 0) {
       wd_log_error("transcribe: '%s': rendering failed", f->path);
       status = 1;
       continue;
@@ -190,5 +220,6 @@ out:
   for (int i = 0; i < n_files; i++)
     wd_transcript_free(&jobs[i].t);
   free(jobs);
+  free(prompt);
   return status;
 }

@@ -47,6 +47,15 @@ typedef struct {
   char *output;           /* -o for convert / transcribe */
   char *output_format;    /* txt, srt, vtt, json */
   char *language;         /* ISO-639-1 code or "auto" */
+  char *task;             /* transcribe or translate */
+  /* decoding (transcribe's flags; beam_size, best_of, temperature_inc are
+   * serve's defaults too) */
+  int beam_size, best_of;
+  char *temperature;      /* first temperature, as text */
+  char *temperature_inc;  /* fallback step, as text */
+  char *prompt;
+  bool word_timestamps, timestamps, condition;
+  int seed;
   /* where each value came from is kept for the dump */
   char *config_file;      /* the file read, or NULL */
 

@@ -85,6 +85,26 @@ static inline void wait_done(outcome_t *o, int n) {
   pthread_mutex_unlock(&g_mu);
 }
 
+/* Submits with decoding options d (NULL: openai's defaults). */
+static inline int submit_opts(wd_worker_t *w, const char *name, int repeat,
+                              const wd_decode_opts_t *d, double timeout_s, outcome_t *o,
+                              uint64_t *ret_id) {
+  size_t n = 0;
+  float *pcm = load_audio(name, repeat, &n);
+  if (!pcm)
+    return WD_EAUDIO;
+  wd_job_params_t p = { .timeout_s = timeout_s,
+                        .cb = { .ud = o, .on_segment = on_segment, .on_done = on_done } };
+  wd_decode_opts_default(&p.decode);
+  if (d)
+    p.decode = *d;
+  uint64_t id = 0;
+  const int rc = wd_worker_submit(w, pcm, n, &p, &id);
+  if (ret_id)
+    *ret_id = id;
+  return rc;
+}
+
 static inline int submit(wd_worker_t *w, const char *name, int repeat, const char *language,
                   double timeout_s, outcome_t *o, uint64_t *ret_id) {
   size_t n = 0;
@@ -129,7 +149,29 @@ static inline int have(const char *path) {
 typedef struct {
   const char *name;
   int repeat;
+  int beam_size;      /* 0: greedy at temperature 0 */
+  int best_of;        /* with temperature > 0: samples per window */
+  float temperature;  /* the schedule starts here (0: openai's default) */
 } clip_t;
+
+static inline void clip_opts(const clip_t *c, wd_decode_opts_t *d) {
+  wd_decode_opts_default(d);
+  d->beam_size = c->beam_size;
+  d->best_of = c->best_of;
+  d->seed = 1234;
+  if (c->temperature > 0)
+    wd_decode_set_temperature(d, c->temperature, 0.2f);
+}
+
+/* Sequence slots the clips need at once. */
+static inline int clips_rows(const clip_t *clips, int n) {
+  int rows = 0;
+  for (int i = 0; i < n; i++) {
+    const int r = clips[i].beam_size > clips[i].best_of ? clips[i].beam_size : clips[i].best_of;
+    rows += r > 1 ? r : 1;
+  }
+  return rows > 16 ? 16 : rows;
+}
 
 /* Runs every clip alone, then all at once on the same worker, and checks
  * that each job's transcript is bit-for-bit the same and that some steps
@@ -139,7 +181,9 @@ static inline void wd_check_identity(wd_worker_t *w, const clip_t *clips, int n,
   outcome_t alone[8], together[8];
   for (int i = 0; i < n; i++) {
     outcome_init(&alone[i]);
-    WD_CHECK_EQ_INT(submit(w, clips[i].name, clips[i].repeat, NULL, 0, &alone[i], NULL), 0);
+    wd_decode_opts_t d;
+    clip_opts(&clips[i], &d);
+    WD_CHECK_EQ_INT(submit_opts(w, clips[i].name, clips[i].repeat, &d, 0, &alone[i], NULL), 0);
     wait_done(&alone[i], 1);
     WD_CHECK_EQ_INT(alone[i].rc, 0);
   }
@@ -147,7 +191,10 @@ static inline void wd_check_identity(wd_worker_t *w, const clip_t *clips, int n,
   wd_worker_stats(w, &st0);
   for (int i = 0; i < n; i++) {
     outcome_init(&together[i]);
-    WD_CHECK_EQ_INT(submit(w, clips[i].name, clips[i].repeat, NULL, 0, &together[i], NULL), 0);
+    wd_decode_opts_t d;
+    clip_opts(&clips[i], &d);
+    WD_CHECK_EQ_INT(submit_opts(w, clips[i].name, clips[i].repeat, &d, 0, &together[i], NULL),
+                    0);
   }
   wait_done(together, n);
   wd_worker_stats(w, &st);
@@ -168,8 +215,11 @@ static inline void wd_check_identity(wd_worker_t *w, const clip_t *clips, int n,
     WD_CHECK(same);
     WD_CHECK(together[i].stream_order_ok);
     WD_CHECK_EQ_INT(together[i].n_streamed, together[i].t.n_segments);
-    fprintf(stderr, "  %-28s x%d: %d segments, '%s'\n", clips[i].name, clips[i].repeat,
-            alone[i].t.n_segments, alone[i].t.text ? alone[i].t.text : "");
+    fprintf(stderr, "  %-28s x%d beam %d best_of %d T %.1f: %d segments (T %.1f), '%s'\n",
+            clips[i].name, clips[i].repeat, clips[i].beam_size, clips[i].best_of,
+            (double)clips[i].temperature, alone[i].t.n_segments,
+            alone[i].t.n_segments > 0 ? (double)alone[i].t.segments[0].temperature : 0.0,
+            alone[i].t.text ? alone[i].t.text : "");
     wd_transcript_free(&alone[i].t);
     wd_transcript_free(&together[i].t);
   }

@@ -53,9 +53,10 @@ static wd_multipart_t *form_build(form_t *f, const char *const *kv) {
 }
 
 static const char *const names[] = { "whisper-1", "tiny.en", "my-alias" };
-static const wd_request_model_t english = { names, 3, 0, 0 };
-static const wd_request_model_t multi = { names, 3, 1, 99 };
-static const wd_request_model_t v3 = { names, 3, 1, 100 };
+static const wd_request_model_t english = { names, 3, 0, 0, 0 };
+static const wd_request_model_t multi = { names, 3, 1, 99, 0 };
+static const wd_request_model_t v3 = { names, 3, 1, 100, 0 };
+static const wd_request_model_t turbo = { names, 3, 1, 100, 1 };
 
 static form_t g_form;
 
@@ -156,7 +157,7 @@ WD_TEST(unknown_model_is_404) {
   parse_fail(KV("model", "Whisper-1", "file", NULL), T, &english, 404, NULL, "model_not_found",
              "`Whisper-1`");
   /* Before the model is known nothing matches. */
-  const wd_request_model_t none = { NULL, 0, 1, 0 };
+  const wd_request_model_t none = { NULL, 0, 1, 0, 0 };
   parse_fail(KV("model", "whisper-1", "file", NULL), T, &none, 404, NULL, "model_not_found",
              "does not exist");
 }
@@ -254,6 +255,8 @@ WD_TEST(translations) {
   wd_multipart_free(g_form.form);
   parse_fail(KV("model", "tiny.en", "file", NULL), TR, &english, 400, "model", "unsupported_model",
              "Model `tiny.en` is English-only and cannot translate.");
+  parse_fail(KV("model", "whisper-1", "file", NULL), TR, &turbo, 400, "model",
+             "unsupported_model", "was not trained to translate");
   /* The model is checked before the English-only refusal. */
   parse_fail(KV("model", "nope", "file", NULL), TR, &english, 404, NULL, "model_not_found",
              "`nope`");

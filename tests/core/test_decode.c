@@ -48,6 +48,13 @@ typedef struct {
   wd_engine_t inner;
   int n;
   uint64_t hash[64];
+  /* bias_tok > 0: every row's logits are pushed toward bias_tok for its
+   * first bias_len tokens after a reset, then toward EOT (a decoder stuck
+   * in a loop, for the fallback). */
+  int32_t bias_tok;
+  int bias_len, n_resets;
+  int count[16];
+  float *biased;
 } enc_log_t;
 
 static int logged_encode(void *self, int a, const float *mel) {
@@ -64,19 +71,37 @@ static int logged_encode(void *self, int a, const float *mel) {
 
 static int logged_seq_reset(void *self, int s, int a) {
   enc_log_t *l = self;
+  if (s >= 0 && s < 16)
+    l->count[s] = 0;
+  l->n_resets++;
   return l->inner.seq_reset(l->inner.self, s, a);
 }
 
 static int logged_step(void *self, int n, const int *seqs, const int32_t *tokens,
                        const float **ret_logits) {
   enc_log_t *l = self;
-  return l->inner.step(l->inner.self, n, seqs, tokens, ret_logits);
+  int rc = l->inner.step(l->inner.self, n, seqs, tokens, ret_logits);
+  if (rc < 0 || l->bias_tok <= 0)
+    return rc;
+  const size_t nv = (size_t)l->inner.n_vocab;
+  float *b = realloc(l->biased, (size_t)n * nv * sizeof *b);
+  if (!b)
+    return WD_ENOMEM;
+  l->biased = b;
+  memcpy(b, *ret_logits, (size_t)n * nv * sizeof *b);
+  for (int i = 0; i < n; i++) {
+    const int c = l->count[seqs[i] & 15]++;
+    /* 50256: EOT of the English-only vocabulary */
+    b[(size_t)i * nv + (size_t)(c < l->bias_len ? l->bias_tok : 50256)] += 30.0f;
+  }
+  *ret_logits = b;
+  return 0;
 }
 
 /* Transcribes an audio file, played `repeat` times back to back, with the
  * model at path; encodes are logged in *log when it is not NULL. */
 static int transcribe_log(const char *model_path, const char *audio_path, int repeat,
-                          enc_log_t *log, wd_transcript_t *tr) {
+                          enc_log_t *log, const wd_decode_opts_t *opts, wd_transcript_t *tr) {
   wd_model_t *m = NULL;
   wd_tokenizer_t *tok = NULL;
   wd_mel_t *mel = NULL;
@@ -113,6 +138,8 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
     goto out;
   wd_decode_opts_t o;
   wd_decode_opts_default(&o);
+  if (opts)
+    o = *opts;
   wd_engine_t e = *wd_ref_engine_iface(r);
   if (log) {
     log->inner = e;
@@ -121,6 +148,11 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
     e.encode = logged_encode;
     e.seq_reset = logged_seq_reset;
     e.step = logged_step;
+    /* Everything goes through the logged calls (one step per token). */
+    e.prefill = NULL;
+    e.max_prefill = 0;
+    e.seq_copy = NULL;
+    e.align = NULL;
   }
   rc = wd_decode_transcribe(&e, tok, spec, n_frames, &o, tr);
 out:
@@ -136,7 +168,7 @@ out:
 }
 
 static int transcribe(const char *model_path, const char *audio_path, wd_transcript_t *tr) {
-  return transcribe_log(model_path, audio_path, 1, NULL, tr);
+  return transcribe_log(model_path, audio_path, 1, NULL, NULL, tr);
 }
 
 static void check_jfk(const char *model, const char *audio, double tol_s) {
@@ -202,9 +234,9 @@ WD_TEST(jfk_wav_base_multilingual_detects_english) {
  * exactly the seek loop's first window, so the loop must not encode it again
  * (no two consecutive encodes of the same input). */
 WD_TEST(base_long_audio_encodes_first_window_once) {
-  enc_log_t log;
+  enc_log_t log = { 0 };
   wd_transcript_t tr;
-  int rc = transcribe_log(BASE, wd_test_data("audio/jfk.wav"), 3, &log, &tr);
+  int rc = transcribe_log(BASE, wd_test_data("audio/jfk.wav"), 3, &log, NULL, &tr);
   WD_CHECK_EQ_INT(rc, 0);
   if (rc < 0)
     return;
@@ -217,6 +249,59 @@ WD_TEST(base_long_audio_encodes_first_window_once) {
   WD_CHECK(strstr(norm, "ask not what your country can do for you") != NULL);
   fprintf(stderr, "33 s, %d encodes: %s\n", log.n, norm);
   wd_transcript_free(&tr);
+}
+
+/* A decoder stuck repeating " the" 40 times: the compression ratio of every
+ * attempt is far above 2.4, so the window is decoded at each temperature of
+ * the schedule (a reset of row 0 each), and the last attempt's result is
+ * kept, marked with its temperature; with the fallback off, once at 0. */
+WD_TEST(fallback_walks_the_temperature_schedule) {
+  FILE *f = fopen(TINY, "rb");
+  if (!f)
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  fclose(f);
+  enc_log_t log = { .bias_tok = 262 /* " the" */, .bias_len = 40 };
+  wd_transcript_t tr;
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  int rc = transcribe_log(TINY, wd_test_data("audio/jfk.wav"), 1, &log, &o, &tr);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    WD_CHECK_EQ_INT(log.n_resets, 6);
+    WD_CHECK(tr.n_segments >= 1);
+    for (int i = 0; i < tr.n_segments; i++) {
+      WD_CHECK_NEAR(tr.segments[i].temperature, 1.0, 1e-6);
+      WD_CHECK(tr.segments[i].compression_ratio > 2.4f);
+    }
+    WD_CHECK(strstr(tr.text, " the the the the") != NULL);
+    wd_transcript_free(&tr);
+  }
+  wd_decode_set_temperature(&o, 0.0f, 0.0f);
+  WD_CHECK_EQ_INT(o.n_temperatures, 1);
+  log.n_resets = 0;
+  rc = transcribe_log(TINY, wd_test_data("audio/jfk.wav"), 1, &log, &o, &tr);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    WD_CHECK_EQ_INT(log.n_resets, 1);
+    WD_CHECK_NEAR(tr.segments[0].temperature, 0.0, 1e-6);
+    wd_transcript_free(&tr);
+  }
+  free(log.biased);
+}
+
+WD_TEST(temperature_schedule_as_numpy_arange) {
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  WD_CHECK_EQ_INT(o.n_temperatures, 6);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.3f, 0.2f), 0);
+  WD_CHECK_EQ_INT(o.n_temperatures, 4); /* 0.3 0.5 0.7 0.9 */
+  WD_CHECK_NEAR(o.temperatures[3], 0.9, 1e-6);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.0f, 0.2f), 0);
+  WD_CHECK_EQ_INT(o.n_temperatures, 6);
+  WD_CHECK_NEAR(o.temperatures[5], 1.0, 1e-6);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 1.5f, 0.2f), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.5f, -1.0f), 0);
+  WD_CHECK_EQ_INT(o.n_temperatures, 1);
 }
 
 int main(void) { return wd_test_main(); }

@@ -72,7 +72,7 @@ static int rig_start(rig_t *g, const char *path, int slots, int queue_max) {
 /* Runs every clip alone, then all at once, and compares. */
 static void check_identity(const char *model, const clip_t *clips, int n) {
   rig_t g;
-  if (rig_start(&g, model, n, 16) < 0)
+  if (rig_start(&g, model, clips_rows(clips, n), 16) < 0)
     return;
   wd_check_identity(g.w, clips, n, model);
   rig_stop(&g);
@@ -82,11 +82,11 @@ WD_TEST(identity_alone_vs_batched_tiny_en) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   const clip_t clips[] = {
-    { "audio/jfk.wav", 1 },             /* 11 s */
-    { "audio/jfk.wav", 3 },             /* 33 s: two windows, seek and context carry */
-    { "audio/synth/silence_3s.wav", 1 }, /* the no-speech rule */
-    { "audio/cards/003.wav", 1 },       /* 1-4 s */
-    { "audio/synth/quick_fox.wav", 1 },
+    { "audio/jfk.wav", 1, 0, 0, 0 },             /* 11 s */
+    { "audio/jfk.wav", 3, 0, 0, 0 },             /* 33 s: two windows, seek and context carry */
+    { "audio/synth/silence_3s.wav", 1, 0, 0, 0 }, /* the no-speech rule */
+    { "audio/cards/003.wav", 1, 0, 0, 0 },       /* 1-4 s */
+    { "audio/synth/quick_fox.wav", 1, 0, 0, 0 },
   };
   check_identity(TINY, clips, 5);
 }
@@ -94,8 +94,24 @@ WD_TEST(identity_alone_vs_batched_tiny_en) {
 WD_TEST(identity_alone_vs_batched_base_detects_language) {
   if (!have(BASE))
     wd_test_skip("models/ggml-base.bin not present (scripts/fetch-model.sh base)");
-  const clip_t clips[] = { { "audio/jfk.wav", 1 }, { "audio/synth/silence_3s.wav", 1 } };
+  const clip_t clips[] = { { "audio/jfk.wav", 1, 0, 0, 0 },
+                           { "audio/synth/silence_3s.wav", 1, 0, 0, 0 } };
   check_identity(BASE, clips, 2);
+}
+
+/* Beams and samples are rows of the same steps as greedy jobs' rows: each
+ * job still decodes bit for bit as it does alone (the samples are seeded
+ * per job). */
+WD_TEST(identity_alone_vs_batched_beams_and_samples) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  const clip_t clips[] = {
+    { "audio/jfk.wav", 1, .beam_size = 5 },
+    { "audio/cards/003.wav", 1, .best_of = 3, .temperature = 0.6f },
+    { "audio/synth/quick_fox.wav", 1, 0, 0, 0 },
+    { "audio/jfk.wav", 1, .beam_size = 3, .best_of = 2 },
+  };
+  check_identity(TINY, clips, 4);
 }
 
 WD_TEST(queue_full_cancel_timeout_drain) {

@@ -36,22 +36,23 @@ WD_TEST(identity_alone_vs_batched_vulkan_tiny_en) {
   /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
    * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
-  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 4, .max_audio = 4 };
+  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 8, .max_audio = 5 };
   int rc = wd_vk_engine_new(m, &eo, &eng, err, sizeof err);
   if (rc == WD_ENODEVICE)
     wd_test_skip("no Vulkan device");
   WD_CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
     const wd_worker_opts_t wo = { .engine = wd_vk_engine_iface(eng), .tok = tok, .mel = mel,
-                                  .queue_max = 8, .max_batch = 4 };
+                                  .queue_max = 8, .max_batch = 5 };
     WD_CHECK_EQ_INT(wd_worker_new(&wo, &w), 0);
     const clip_t clips[] = {
-      { "audio/jfk.wav", 1 },             /* 11 s */
-      { "audio/jfk.wav", 3 },             /* 33 s: two windows, seek and context carry */
-      { "audio/synth/silence_3s.wav", 1 }, /* the no-speech rule */
-      { "audio/cards/003.wav", 1 },
+      { "audio/jfk.wav", 1, 0, 0, 0 },             /* 11 s */
+      { "audio/jfk.wav", 3, 0, 0, 0 },             /* 33 s: two windows, seek and context carry */
+      { "audio/synth/silence_3s.wav", 1, 0, 0, 0 }, /* the no-speech rule */
+      { "audio/cards/003.wav", 1, .best_of = 2, .temperature = 0.6f }, /* sampled rows */
+      { "audio/jfk.wav", 1, .beam_size = 3 }, /* beams: forks and reorders */
     };
-    wd_check_identity(w, clips, 4, "vulkan tiny.en");
+    wd_check_identity(w, clips, 5, "vulkan tiny.en");
   }
   wd_worker_free(w);
   wd_vk_engine_free(eng);

@@ -1,0 +1,65 @@
+/*
+ * decode_cfg.c - the decoding options of the configuration (see
+ * decode_cfg.h).
+ */
+#include "decode_cfg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "languages.h"
+
+/* A float option's text; WD_ECONFIG unless it is a whole number. */
+static int parse_float(const char *key, const char *text, float *ret, char *err,
+                       size_t err_len) {
+  char *end = NULL;
+  const double v = strtod(text, &end);
+  if (end == text || *end != '\0' || !isfinite(v)) {
+    snprintf(err, err_len, "%s: '%s' is not a number", key, text);
+    return WD_ECONFIG;
+  }
+  *ret = (float)v;
+  return 0;
+}
+
+int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, char *err, size_t err_len) {
+  wd_decode_opts_default(o);
+  const char *lang = cfg->language;
+  if (lang && lang[0] && strcmp(lang, "auto") != 0) {
+    const int i = wd_languages_find(lang);
+    if (i < 0) {
+      snprintf(err, err_len,
+               "language: '%s' is not a language Whisper knows (an ISO 639-1 code such as "
+               "en or de, a name such as german, or auto)",
+               lang);
+      return WD_ECONFIG;
+    }
+    o->language = wd_languages_code(i);
+  }
+  o->translate = cfg->task && strcmp(cfg->task, "translate") == 0;
+  o->beam_size = cfg->beam_size;
+  o->best_of = cfg->best_of;
+  o->without_timestamps = !cfg->timestamps;
+  o->condition_on_previous_text = cfg->condition;
+  o->word_timestamps = cfg->word_timestamps;
+  o->seed = (uint64_t)cfg->seed;
+  float t = 0.0f, inc = 0.2f;
+  int rc = parse_float("temperature", cfg->temperature ? cfg->temperature : "0", &t, err,
+                       err_len);
+  if (rc == 0)
+    rc = parse_float("temperature-inc", cfg->temperature_inc ? cfg->temperature_inc : "0.2",
+                     &inc, err, err_len);
+  if (rc == 0 && wd_decode_set_temperature(o, t, inc) < 0) {
+    snprintf(err, err_len, "temperature must be within 0..1 and temperature-inc at most 1");
+    rc = WD_ECONFIG;
+  }
+  if (rc == 0 && o->best_of > 1 && !(o->temperatures[o->n_temperatures - 1] > 0.0f)) {
+    snprintf(err, err_len, "best-of samples above temperature 0: set temperature or "
+                           "temperature-inc above 0");
+    rc = WD_ECONFIG;
+  }
+  return rc;
+}
