@@ -302,15 +302,10 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
     return wd_api_error_set(err, 400, "timestamp_granularities", "invalid_value",
                             "'%.64s' is not one of ['word', 'segment'] - "
                             "'timestamp_granularities'", raw->bad_gran);
-  if (r->timestamps_word) {
-    if (r->format != WD_FMT_VERBOSE_JSON)
-      return wd_api_error_set(err, 400, "timestamp_granularities", "invalid_value",
-                              "timestamp_granularities 'word' requires response_format "
-                              "'verbose_json'.");
-    return wd_api_error_set(err, 400, "timestamp_granularities", "unsupported_value",
-                            "Word-level timestamps are not supported by this server yet; use "
-                            "timestamp_granularities 'segment'.");
-  }
+  if (r->timestamps_word && r->format != WD_FMT_VERBOSE_JSON)
+    return wd_api_error_set(err, 400, "timestamp_granularities", "invalid_value",
+                            "timestamp_granularities 'word' requires response_format "
+                            "'verbose_json'.");
   if (raw->stream && parse_bool(raw->stream, &r->stream) < 0)
     return wd_api_error_set(err, 400, "stream", "invalid_type",
                             "Invalid value for 'stream': expected true or false, got '%.64s'.",

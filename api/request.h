@@ -49,7 +49,7 @@ typedef struct {
   double temperature;        /* 0..1; 0 when absent */
   int has_temperature;
   int timestamps_segment;    /* timestamp_granularities contains "segment" */
-  int timestamps_word;       /* ... "word" (refused for now: no word timing yet) */
+  int timestamps_word;       /* ... "word" (verbose_json only) */
   int stream;                /* transcriptions only: answer with SSE */
 } wd_request_t;
 

@@ -70,6 +70,7 @@ struct wd_transcription {
   uint64_t seen;             /* body bytes received, kept or discarded */
   int too_big;
   wd_format_t format;
+  unsigned verbose_parts;    /* verbose_json: WD_RENDER_SEGMENTS / WD_RENDER_WORDS */
   int stream;
   double audio_s;
 
@@ -381,8 +382,10 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
   if (t->task == WD_REQUEST_TRANSLATE)
     snprintf(t->result.language, sizeof t->result.language, "en");
   char *text = NULL;
-  const int r = wd_render(&t->result, t->format,
-                          t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe", &text);
+  const char *task = t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe";
+  const int r = t->format == WD_FMT_VERBOSE_JSON
+                    ? wd_render_verbose_json(&t->result, task, t->verbose_parts, &text)
+                    : wd_render(&t->result, t->format, task, &text);
   wd_transcript_free(&t->result);
   if (r < 0) {
     wd_api_error_t e;
@@ -460,6 +463,7 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
   p.decode.prompt = prompt;
   p.decode.n_prompt = n_prompt;
+  p.decode.word_timestamps = req->timestamps_word;
   p.timeout_s = s->o.job_timeout_s;
   p.cb.ud = t;
   p.cb.on_done = on_done;
@@ -542,6 +546,9 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     return answer_error(t, &e);
   }
   t->format = req.format;
+  /* OpenAI: segments unless only words were asked for; words when asked. */
+  t->verbose_parts = (req.timestamps_segment || !req.timestamps_word ? WD_RENDER_SEGMENTS : 0u) |
+                     (req.timestamps_word ? WD_RENDER_WORDS : 0u);
   t->stream = req.stream;
   int32_t *prompt = NULL;
   int n_prompt = 0;

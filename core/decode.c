@@ -28,6 +28,7 @@ void wd_decode_opts_default(wd_decode_opts_t *o) {
     .temperatures = { 0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f },
     .n_temperatures = 6,
     .length_penalty = NAN,
+    .hallucination_silence_threshold = NAN,
   };
 }
 
@@ -145,6 +146,12 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
       break;
     if (w.n_copy > 0 && (rc = e->seq_copy(e->self, w.n_copy, w.copy_dst, w.copy_src)) < 0)
       break;
+    if (w.n_align > 0) {
+      if ((rc = e->align(e->self, 0, w.n_align, w.align, w.align_n_text, w.n_heads, w.heads,
+                         w.qk, w.probs)) == 0)
+        rc = wd_decoder_advance(d, NULL);
+      continue;
+    }
     if (w.n_prefill > 0) {
       if ((rc = e->prefill(e->self, 0, w.n_prefill, w.prefill, &lg)) == 0)
         rc = wd_decoder_advance(d, &lg);

@@ -51,6 +51,13 @@ typedef struct {
   int n_prompt;
   int carry_initial_prompt;    /* keep the initial prompt in front of every window's context */
   int word_timestamps;         /* time every word (openai timing.py) */
+  /* The model's alignment heads (layer, head), wd_timing_heads(); needed
+   * for word_timestamps. */
+  const int (*align_heads)[2];
+  int n_align_heads;
+  /* With word_timestamps: skip silences longer than this around segments
+   * that look hallucinated (seconds; NAN: off, openai's None). */
+  float hallucination_silence_threshold;
   const int32_t *prefix;       /* tokens every window starts with (openai `prefix`), or NULL */
   int n_prefix;
   /* clip_timestamps: seconds as start,end,start,end...; an odd count ends at

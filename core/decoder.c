@@ -32,6 +32,7 @@
 #include "error.h"
 #include "filters.h"
 #include "search.h"
+#include "timing.h"
 
 #define WD_N_FRAMES 3000        /* mel frames per 30 s window */
 #define WD_PROMPT_MAX 223       /* n_text_ctx / 2 - 1 */
@@ -40,7 +41,7 @@
 #define WD_SUPPRESS_MAX 512
 #define WD_MAX_CLIPS 64
 
-typedef enum { PH_DETECT_ENCODE, PH_DETECT_STEP, PH_ENCODE, PH_FEED, PH_SAMPLE,
+typedef enum { PH_DETECT_ENCODE, PH_DETECT_STEP, PH_ENCODE, PH_FEED, PH_SAMPLE, PH_ALIGN,
                PH_DONE } wd_phase_t;
 
 /* Growable token list. */
@@ -113,6 +114,14 @@ struct wd_decoder {
   int t_idx;                   /* the attempt's temperature in opts.temperatures */
   wd_search_t search;
   wd_window_end_t win;         /* the window's result, until committed */
+  int n_committed;             /* segments final (reported, never changed again) */
+  /* word timestamps */
+  int (*heads)[2];
+  int n_heads, n_audio_ctx, can_align;
+  int32_t *align_tok;          /* the window's alignment tokens */
+  int n_align;
+  float *qk, *probs;           /* align() output, while aligning */
+  double last_speech;          /* openai's last_speech_timestamp */
 
   wd_transcript_t out;
 };
@@ -206,6 +215,9 @@ static int commit_window(wd_decoder_t *d) {
     if (s->start == s->end || b == e) {
       s->text[0] = '\0';
       s->n_tokens = 0;
+      wd_words_free(s->words, s->n_words);
+      s->words = NULL;
+      s->n_words = 0;
     }
     rc = toks_append(&d->all, s->tokens, s->n_tokens);
   }
@@ -215,7 +227,87 @@ static int commit_window(wd_decoder_t *d) {
   if (!d->opts.condition_on_previous_text || d->win.temperature > 0.5f)
     d->prompt_reset_since = d->all.n;
   d->seek = d->win.next_seek;
+  d->n_committed = d->out.n_segments;
   return next_window(d);
+}
+
+/* Drops segments [from, n_segments) of the window. */
+static void drop_segments(wd_decoder_t *d, int from) {
+  for (int i = from; i < d->out.n_segments; i++) {
+    wd_segment_t *s = &d->out.segments[i];
+    free(s->text);
+    free(s->tokens);
+    wd_words_free(s->words, s->n_words);
+  }
+  if (from < d->out.n_segments)
+    d->out.n_segments = from;
+}
+
+/* After the words (or without text to time): transcribe.py's seek to the
+ * last word and the hallucination_silence_threshold rules, then the commit
+ * (or, when openai `continue`s, nothing of the window but the seek). */
+static int words_done(wd_decoder_t *d) {
+  wd_segment_t *segs = d->out.segments + d->win.n_seg_before;
+  const int n = d->out.n_segments - d->win.n_seg_before;
+  const wd_timing_seek_in_t in = {
+    .previous_seek = d->seek, .segment_size = d->segment_size,
+    .content_frames = d->content_frames, .single_timestamp_ending = d->win.single_ts_ending,
+    .last_speech_timestamp = d->last_speech,
+    .hallucination_silence_threshold = d->opts.hallucination_silence_threshold,
+  };
+  int seek = d->win.next_seek, n_keep = n, skip = 0;
+  wd_timing_window_seek(segs, n, &in, &seek, &n_keep, &skip);
+  d->win.next_seek = seek;
+  if (skip) {
+    drop_segments(d, d->win.n_seg_before);
+    d->seek = seek;
+    return next_window(d);
+  }
+  drop_segments(d, d->win.n_seg_before + n_keep);
+  d->last_speech = wd_timing_last_speech(segs, n_keep, d->last_speech);
+  return commit_window(d);
+}
+
+/* Word timestamps for the window's segments: the alignment tokens, then an
+ * engine align() (PH_ALIGN) unless there is no text. */
+static int start_words(wd_decoder_t *d) {
+  const wd_segment_t *segs = d->out.segments + d->win.n_seg_before;
+  const int n = d->out.n_segments - d->win.n_seg_before;
+  int total = 0;
+  int rc = wd_timing_align_tokens(d->tok, d->sot_seq, d->n_sot, segs, n, NULL, 0, &total);
+  if (rc < 0 && rc != WD_ERANGE)
+    return rc;
+  if (total - d->n_sot - 2 <= 0)
+    return words_done(d); /* nothing to align */
+  free(d->align_tok);
+  if (!(d->align_tok = malloc((size_t)total * sizeof *d->align_tok)))
+    return WD_ENOMEM;
+  if ((rc = wd_timing_align_tokens(d->tok, d->sot_seq, d->n_sot, segs, n, d->align_tok, total,
+                                   &d->n_align)) < 0)
+    return rc;
+  const size_t nq = (size_t)d->n_heads * (size_t)d->n_align * (size_t)d->n_audio_ctx;
+  free(d->qk);
+  free(d->probs);
+  d->qk = malloc(nq * sizeof *d->qk);
+  d->probs = malloc((size_t)d->n_align * sizeof *d->probs);
+  if (!d->qk || !d->probs)
+    return WD_ENOMEM;
+  d->phase = PH_ALIGN;
+  return 0;
+}
+
+/* The engine filled qk and probs: words into the window's segments. */
+static int aligned(wd_decoder_t *d) {
+  wd_segment_t *segs = d->out.segments + d->win.n_seg_before;
+  const int n = d->out.n_segments - d->win.n_seg_before;
+  const char *lang = wd_tokenizer_is_multilingual(d->tok) ? d->out.language : NULL;
+  int rc = wd_timing_window(d->tok, lang, d->align_tok, d->n_align, d->n_sot, d->qk, d->n_heads,
+                            d->n_audio_ctx, d->segment_size, d->probs, NULL, segs, n,
+                            d->last_speech);
+  free(d->qk);
+  free(d->probs);
+  d->qk = d->probs = NULL;
+  return rc < 0 ? rc : words_done(d);
 }
 
 /* Copies mel[:, seek:seek+size] into the 3000-frame window, zero-padded
@@ -334,7 +426,7 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
   d->win = (wd_window_end_t){ .n_seg_before = n_seg_before, .next_seek = next_seek,
                               .single_ts_ending = single_ts_ending,
                               .time_offset = time_offset, .temperature = ws->temperature };
-  return commit_window(d);
+  return o->word_timestamps ? start_words(d) : commit_window(d);
 }
 
 /* Starts decoding the encoded window at temperature opts.temperatures[t_idx]. */
@@ -507,6 +599,21 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, 
   };
   if ((rc = set_clips(d, opts->clips, opts->n_clips)) < 0)
     goto fail;
+  if (opts->word_timestamps) {
+    /* Word timing needs the heads and an engine that can run an alignment. */
+    if (!e->align || e->max_prefill < 256 || opts->n_align_heads < 1 || !opts->align_heads) {
+      rc = opts->n_align_heads < 1 ? WD_EINVAL : WD_EUNSUP;
+      goto fail;
+    }
+    d->n_heads = opts->n_align_heads;
+    d->n_audio_ctx = e->n_audio_ctx > 0 ? e->n_audio_ctx : 1500;
+    if (!(d->heads = malloc((size_t)d->n_heads * sizeof *d->heads))) {
+      rc = WD_ENOMEM;
+      goto fail;
+    }
+    memcpy(d->heads, opts->align_heads, (size_t)d->n_heads * sizeof *d->heads);
+  }
+  d->opts.align_heads = NULL;
   /* The initial prompt comes first in the context of every window. */
   if ((rc = toks_append(&d->all, opts->prompt, opts->n_prompt)) < 0)
     goto fail;
@@ -571,6 +678,10 @@ void wd_decoder_free(wd_decoder_t *d) {
   free(d->prefix);
   free(d->all.v);
   free(d->init.v);
+  free(d->heads);
+  free(d->align_tok);
+  free(d->qk);
+  free(d->probs);
   wd_transcript_free(&d->out);
   free(d);
 }
@@ -670,6 +781,16 @@ void wd_decoder_work(const wd_decoder_t *d, wd_dec_work_t *w) {
     w->n_copy = wd_search_copies(&d->search, w->copy_dst, w->copy_src);
     w->n = wd_search_rows(&d->search, w->rows, w->tokens);
     break;
+  case PH_ALIGN:
+    w->reset = 0;
+    w->align = d->align_tok;
+    w->n_align = d->n_align;
+    w->align_n_text = d->sp->eot;
+    w->heads = (const int (*)[2])d->heads;
+    w->n_heads = d->n_heads;
+    w->qk = d->qk;
+    w->probs = d->probs;
+    break;
   default:
     break;
   }
@@ -736,13 +857,15 @@ int wd_decoder_advance(wd_decoder_t *d, const float *const *logits) {
     if (wd_search_update(&d->search, &d->filt, d->work, logits))
       return end_attempt(d);
     return 0;
+  case PH_ALIGN:
+    return aligned(d);
   default:
     return WD_EINVAL;
   }
 }
 
 const wd_segment_t *wd_decoder_segments(const wd_decoder_t *d, int *ret_n) {
-  *ret_n = d->out.n_segments > 0 ? d->out.n_segments : 0;
+  *ret_n = d->n_committed;
   return d->out.segments;
 }
 

@@ -70,6 +70,13 @@ typedef struct {
   int copy_dst[WD_DECODE_MAX_ROWS], copy_src[WD_DECODE_MAX_ROWS];
   const int32_t *prefill;     /* n_prefill > 0: engine prefill of row 0 with these */
   int n_prefill;
+  /* n_align > 0: engine align() of these tokens on the job's audio slot
+   * with these heads into qk and probs (word timestamps; no step). */
+  const int32_t *align;
+  int n_align, align_n_text;
+  const int (*heads)[2];
+  int n_heads;
+  float *qk, *probs;
   int n;                      /* else one step over these rows, beside other jobs' */
   int rows[WD_DECODE_MAX_ROWS];
   int32_t tokens[WD_DECODE_MAX_ROWS];

@@ -175,7 +175,21 @@ static json_t *json_text(const char *s, size_t n) {
   return j;
 }
 
-static int render_json(const wd_transcript_t *t, int verbose, const char *task, char **ret) {
+/* A word as JSON: {"word", "start", "end"[, "probability"]}. */
+static json_t *word_json(const wd_word_t *w, int api) {
+  const char *s = w->word ? w->word : "";
+  size_t n = strlen(s);
+  if (api) /* OpenAI's words carry no leading space and no probability */
+    s = wd_render_trim(s, n, &n);
+  json_t *o = json_pack("{s:o?, s:f, s:f}", "word", json_text(s, n), "start", w->start, "end",
+                        w->end);
+  if (o && !api)
+    json_object_set_new(o, "probability", json_real((double)w->probability));
+  return o;
+}
+
+static int render_json(const wd_transcript_t *t, int verbose, const char *task, unsigned flags,
+                       char **ret) {
   json_t *root = json_object();
   int rc = root ? 0 : WD_ENOMEM;
   /* The API's "text" has no surrounding space (openai's library keeps it). */
@@ -217,10 +231,27 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
                             (double)s->temperature, "avg_logprob", (double)s->avg_logprob,
                             "compression_ratio", (double)s->compression_ratio, "no_speech_prob",
                             (double)s->no_speech_prob);
+      if (o && (flags & WD_RENDER_SEGMENT_WORDS) && s->n_words > 0) {
+        json_t *words = json_array();
+        for (int k = 0; words && k < s->n_words; k++)
+          json_array_append_new(words, word_json(&s->words[k], 0));
+        if (!words || json_object_set_new(o, "words", words) < 0)
+          rc = -1;
+      }
       if (!stext || !o || json_array_append_new(segs, o) < 0)
         rc = -1;
     }
-    if (!segs || json_object_set_new(root, "segments", segs) < 0)
+    if (!(flags & WD_RENDER_SEGMENTS))
+      json_decref(segs);
+    else if (!segs || json_object_set_new(root, "segments", segs) < 0)
+      rc = -1;
+  }
+  if (verbose && !rc && (flags & WD_RENDER_WORDS)) {
+    json_t *words = json_array();
+    for (int i = 0; words && i < t->n_segments; i++)
+      for (int k = 0; k < t->segments[i].n_words; k++)
+        json_array_append_new(words, word_json(&t->segments[i].words[k], 1));
+    if (!words || json_object_set_new(root, "words", words) < 0)
       rc = -1;
   }
   if (!rc) {
@@ -240,7 +271,8 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
 
 int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char **ret_text) {
   if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
-    return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task, ret_text);
+    return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task,
+                       WD_RENDER_SEGMENTS | WD_RENDER_SEGMENT_WORDS, ret_text);
   wd_sb_t b = { 0 };
   switch (fmt) {
   case WD_FMT_TEXT: {
@@ -294,4 +326,9 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
     return WD_ENOMEM;
   *ret_text = fixed;
   return 0;
+}
+
+int wd_render_verbose_json(const wd_transcript_t *t, const char *task, unsigned flags,
+                           char **ret_text) {
+  return render_json(t, 1, task, flags, ret_text);
 }

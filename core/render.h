@@ -31,6 +31,20 @@ int wd_format_parse(const char *s, wd_format_t *ret);
  */
 int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char **ret_text);
 
+/* What verbose_json carries besides task, language, duration and text. */
+enum {
+  WD_RENDER_SEGMENTS = 1u,      /* "segments" */
+  WD_RENDER_SEGMENT_WORDS = 2u, /* each segment's "words", openai-whisper style (with
+                                 * their leading space and probability) */
+  WD_RENDER_WORDS = 4u,         /* top-level "words", the OpenAI API's word granularity
+                                 * (trimmed, no probability) */
+};
+
+/* verbose_json with a choice of parts; wd_render(VERBOSE_JSON) is
+ * SEGMENTS | SEGMENT_WORDS (words appear where they were computed). */
+int wd_render_verbose_json(const wd_transcript_t *t, const char *task, unsigned flags,
+                           char **ret_text);
+
 /* The whole seconds `usage` reports for a duration: ceil, at least 0. */
 long wd_render_usage_seconds(double duration_s);
 

@@ -182,6 +182,22 @@ static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   return rc;
 }
 
+/* A window's alignment-head attention, for its word timestamps. */
+static int job_align(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
+  const wd_engine_t *e = w->o.engine;
+  const double t0 = now_s();
+  int rc = e->align ? e->align(e->self, j->audio, wk->n_align, wk->align, wk->align_n_text,
+                               wk->n_heads, wk->heads, wk->qk, wk->probs)
+                    : WD_EUNSUP;
+  const double dt = now_s() - t0;
+  beat(w);
+  pthread_mutex_lock(&w->mu);
+  w->st.aligns++;
+  w->st.busy_s += dt;
+  pthread_mutex_unlock(&w->mu);
+  return rc < 0 ? rc : wd_decoder_advance(j->dec, NULL);
+}
+
 /* A window's initial tokens into row 0 in one submit, and its logits back. */
 static int job_prefill(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
@@ -263,8 +279,8 @@ static void run_turn(wd_worker_t *w) {
     wd_dec_work_t wk;
     wd_decoder_work(j->dec, &wk);
     int rc = job_slot_work(w, j, &wk);
-    if (rc == 0 && wk.n_prefill > 0) {
-      rc = job_prefill(w, j, &wk);
+    if (rc == 0 && (wk.n_prefill > 0 || wk.n_align > 0)) {
+      rc = wk.n_align > 0 ? job_align(w, j, &wk) : job_prefill(w, j, &wk);
       report_segments(j);
       if (rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
         run_finish(w, j, rc);

@@ -89,6 +89,7 @@ typedef struct {
   uint64_t steps_by_rows[17];      /* steps with r rows at [r], r <= 16 */
   uint64_t encodes;                /* windows encoded */
   uint64_t prefills;               /* prompts fed in one submit */
+  uint64_t aligns;                 /* word-timestamp alignments */
   double audio_s;                  /* seconds of audio of completed jobs */
   double busy_s;                   /* worker time spent encoding and stepping */
 } wd_worker_stats_t;

@@ -171,6 +171,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .temperature_inc = strtof(cfg->temperature_inc, NULL),
     .n_names = model_names(wd_model_name(m), aliases, names),
   };
+  dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);
   wd_server_attach(srv, &sm);
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),
               (now_s() - t0) * 1e3);

@@ -159,6 +159,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   }
   if (!multi)
     opts.language = NULL;
+  opts.align_heads = wd_runtime_align_heads(rt, &opts.n_align_heads);
   if (cfg->prompt && cfg->prompt[0]) {
     if (wd_decode_encode_text(wd_runtime_tokenizer(rt), cfg->prompt, &prompt,
                               &opts.n_prompt) < 0) {

@@ -4,6 +4,8 @@
  */
 #include "runtime.h"
 
+#include "timing.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,8 @@ struct wd_runtime {
   wd_mel_t *mel;
   wd_vk_engine_t *eng;
   wd_worker_t *worker;
+  int (*heads)[2];       /* alignment heads for word timestamps */
+  int n_heads;
 };
 
 int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
@@ -37,6 +41,17 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
   }
   if ((rc = wd_model_tokenizer_new(rt->m, &rt->tok)) < 0) {
     snprintf(err, err_len, "tokenizer: %s", wd_strerror(rc));
+    goto fail;
+  }
+  /* The alignment heads: the model's table, or openai's fallback. */
+  if ((rc = wd_timing_heads(rt->m, NULL, 0, &rt->n_heads)) < 0 && rc != WD_ERANGE) {
+    snprintf(err, err_len, "alignment heads: %s", wd_strerror(rc));
+    goto fail;
+  }
+  if (!(rt->heads = malloc((size_t)(rt->n_heads > 0 ? rt->n_heads : 1) * sizeof *rt->heads)) ||
+      (rc = wd_timing_heads(rt->m, rt->heads, rt->n_heads, &rt->n_heads)) < 0) {
+    snprintf(err, err_len, "alignment heads: %s", wd_strerror(rc < 0 ? rc : WD_ENOMEM));
+    rc = rc < 0 ? rc : WD_ENOMEM;
     goto fail;
   }
   int n_mel = 0, n_fft = 0;
@@ -73,7 +88,13 @@ void wd_runtime_close(wd_runtime_t *rt) {
   wd_mel_free(rt->mel);
   wd_tokenizer_free(rt->tok);
   wd_model_free(rt->m);
+  free(rt->heads);
   free(rt);
+}
+
+const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2] {
+  *ret_n = rt->n_heads;
+  return (const int (*)[2])rt->heads;
 }
 
 wd_worker_t *wd_runtime_worker(wd_runtime_t *rt) { return rt->worker; }

@@ -28,6 +28,9 @@ void wd_runtime_close(wd_runtime_t *rt);
 wd_worker_t *wd_runtime_worker(wd_runtime_t *rt);
 const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt);
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
+/* The model's alignment heads for word timestamps (valid while rt lives). */
+const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2];
+
 /* The engine's device, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)". */
 const char *wd_runtime_device(wd_runtime_t *rt);
 

@@ -55,7 +55,6 @@ def test_bad_response_format(daemon, fmt):
     ("json", ["word"]),
     ("json", ["segment", "word"]),
     ("text", ["word"]),
-    ("verbose_json", ["word"]),          # word timestamps: not implemented (yet)
     ("verbose_json", ["syllable"]),
 ])
 def test_timestamp_granularities(daemon, fmt, grans):
