@@ -101,6 +101,10 @@ static const wd_option_t wd_options[] = {
     "transcribe: --no-timestamps decodes without timestamp tokens (a segment per window)", 0 },
   { "condition", 0, WD_OPT_BOOL, OFF(condition), "true", 0, 0, NULL, NULL,
     "transcribe: --no-condition does not prompt each window with the text before it", 0 },
+  { "hallucination-silence", 0, WD_OPT_STR, OFF(hallucination_silence), "", 0, 0, NULL,
+    "SECONDS",
+    "transcribe, with --word-timestamps: skip silences longer than this around segments "
+    "that look hallucinated (empty: off)", 0 },
   { "seed", 0, WD_OPT_INT, OFF(seed), "0", 0, 2147483647, NULL, "N",
     "sampling seed: the same seed gives the same samples", 0 },
 };

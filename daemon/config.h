@@ -55,6 +55,7 @@ typedef struct {
   char *temperature_inc;  /* fallback step, as text */
   char *prompt;
   bool word_timestamps, timestamps, condition;
+  char *hallucination_silence; /* seconds as text, "" = off */
   int seed;
   /* where each value came from is kept for the dump */
   char *config_file;      /* the file read, or NULL */

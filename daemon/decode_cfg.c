@@ -12,7 +12,7 @@
 #include "error.h"
 #include "languages.h"
 
-/* A float option's text; WD_ECONFIG unless it is a whole number. */
+/* A float option's text; WD_ECONFIG unless all of it is a number. */
 static int parse_float(const char *key, const char *text, float *ret, char *err,
                        size_t err_len) {
   char *end = NULL;
@@ -52,6 +52,15 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, char *err, size_t
   if (rc == 0)
     rc = parse_float("temperature-inc", cfg->temperature_inc ? cfg->temperature_inc : "0.2",
                      &inc, err, err_len);
+  if (rc == 0 && cfg->hallucination_silence && cfg->hallucination_silence[0]) {
+    float h = 0.0f;
+    rc = parse_float("hallucination-silence", cfg->hallucination_silence, &h, err, err_len);
+    if (rc == 0 && (!cfg->word_timestamps || h < 0.0f)) {
+      snprintf(err, err_len, "hallucination-silence needs --word-timestamps and a value >= 0");
+      rc = WD_ECONFIG;
+    }
+    o->hallucination_silence_threshold = h;
+  }
   if (rc == 0 && wd_decode_set_temperature(o, t, inc) < 0) {
     snprintf(err, err_len, "temperature must be within 0..1 and temperature-inc at most 1");
     rc = WD_ECONFIG;
