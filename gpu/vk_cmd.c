@@ -148,9 +148,26 @@ void wd_vk_cmd_barrier(wd_vk_cmd_t *c) {
 int wd_vk_cmd_copy(wd_vk_cmd_t *c, const wd_vk_arg_t *src, const wd_vk_arg_t *dst, uint64_t n) {
   if (c->err)
     return c->err;
-  if (!c->recording || !src || !dst || !src->buf || !dst->buf || n == 0 ||
-      src->offset > src->buf->size || n > src->buf->size - src->offset ||
-      dst->offset > dst->buf->size || n > dst->buf->size - dst->offset) {
+  if (!src || !dst || !src->buf || !dst->buf) {
+    wd_vk_cmd_fail(c, WD_ERANGE, "copy outside its buffers");
+    return c->err;
+  }
+  const wd_vk_copy_region_t r = { .src = src->offset, .dst = dst->offset, .n = n };
+  return wd_vk_cmd_copy_regions(c, src->buf, dst->buf, 1, &r);
+}
+
+int wd_vk_cmd_copy_regions(wd_vk_cmd_t *c, const wd_vk_buffer_t *src, const wd_vk_buffer_t *dst,
+                           uint32_t n, const wd_vk_copy_region_t *regions) {
+  enum { CHUNK = 64 };
+  if (c->err)
+    return c->err;
+  int bad = !c->recording || !src || !dst || n == 0 || !regions;
+  for (uint32_t i = 0; !bad && i < n; i++) {
+    const wd_vk_copy_region_t *r = &regions[i];
+    bad = r->n == 0 || r->src > src->size || r->n > src->size - r->src || r->dst > dst->size ||
+          r->n > dst->size - r->dst;
+  }
+  if (bad) {
     wd_vk_cmd_fail(c, WD_ERANGE, "copy outside its buffers");
     return c->err;
   }
@@ -162,9 +179,18 @@ int wd_vk_cmd_copy(wd_vk_cmd_t *c, const wd_vk_arg_t *src, const wd_vk_arg_t *ds
   };
   vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                        0, 1, &before, 0, NULL, 0, NULL);
-  const VkBufferCopy region = { .srcOffset = src->offset, .dstOffset = dst->offset, .size = n };
-  vkCmdCopyBuffer(c->cb, src->buf->buf, dst->buf->buf, 1, &region);
-  /* The copied bytes are read (or overwritten) by the shaders that follow. */
+  /* Regions go over in batches from the stack: no allocation while recording. */
+  for (uint32_t i0 = 0; i0 < n; i0 += CHUNK) {
+    VkBufferCopy vr[CHUNK];
+    const uint32_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+    for (uint32_t i = 0; i < m; i++)
+      vr[i] = (VkBufferCopy){ .srcOffset = regions[i0 + i].src,
+                              .dstOffset = regions[i0 + i].dst,
+                              .size = regions[i0 + i].n };
+    vkCmdCopyBuffer(c->cb, src->buf, dst->buf, m, vr);
+  }
+  /* The copied bytes are read (or overwritten) by the shaders that follow,
+   * and the shaders that follow may overwrite what the copy read. */
   const VkMemoryBarrier after = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
     .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,

@@ -42,6 +42,15 @@ void wd_vk_cmd_barrier(wd_vk_cmd_t *cmd);
 /* Copies n bytes from src's range start to dst's range start and makes the
  * result visible to later shaders (transfer -> compute barrier). */
 int wd_vk_cmd_copy(wd_vk_cmd_t *cmd, const wd_vk_arg_t *src, const wd_vk_arg_t *dst, uint64_t n);
+/* Copies n regions (byte offsets and sizes) from src to dst in one
+ * command, with the same barriers as wd_vk_cmd_copy: earlier shader work is
+ * done before it, later shaders see its result (and may overwrite src). The
+ * destination ranges must not overlap each other. */
+typedef struct {
+  uint64_t src, dst, n;
+} wd_vk_copy_region_t;
+int wd_vk_cmd_copy_regions(wd_vk_cmd_t *cmd, const wd_vk_buffer_t *src, const wd_vk_buffer_t *dst,
+                           uint32_t n, const wd_vk_copy_region_t *regions);
 /* Writes the GPU clock into query slot i once all earlier work is done. */
 void wd_vk_cmd_timestamp(wd_vk_cmd_t *cmd, uint32_t i);
 int wd_vk_cmd_end(wd_vk_cmd_t *cmd);

@@ -25,6 +25,9 @@
  * in the host-visible step buffer, so the step recording is replayed
  * unchanged. Batch row b of the recording for nb is whichever sequence slot
  * the host writes into record b: the caches stay where they are.
+ * prefill, align and seq_copy (the recordings over many rows of one
+ * sequence, and over whole caches) are in vk_engine_rows.c; the struct both
+ * files share is in vk_engine_internal.h.
  * ref: openai/whisper model.py.
  */
 #include "vk_engine.h"
@@ -36,86 +39,15 @@
 
 #include "error.h"
 #include "log.h"
-#include "vk_attn.h"
-#include "vk_buffer.h"
-#include "vk_cmd.h"
 #include "vk_device.h"
-#include "vk_gemm.h"
-#include "vk_gemv.h"
-#include "vk_kv.h"
-#include "vk_misc.h"
-#include "vk_norm.h"
-#include "vk_push.h"
-#include "vk_softmax.h"
-#include "vk_weights.h"
-
-#define WD_ENG_FRAMES 3000         /* mel frames per window */
-#define WD_ENG_MAX_SEQS 16
-#define WD_ENG_MAX_SETS 16384 /* large-v3 with 16 batch sizes records about 8,000 */
-#define WD_ENG_SCORES_MAX (120ull << 20) /* bytes of encoder attention scores per group */
-#define WD_ENG_PROF_MAX 1024       /* profiled operations per recording */
-
-/* Profile marks of one recording: timestamp slot 2 + i ends operation i. */
-typedef struct {
-  const char *kind[WD_ENG_PROF_MAX];
-  int n;
-} wd_eng_prof_t;
-
-struct wd_vk_engine {
-  wd_engine_t iface;
-  wd_vk_device_t *dev;
-  wd_vk_weights_t *w;
-  wd_hparams_t hp;
-  int max_seqs, max_audio;
-  /* kernels */
-  wd_vk_gemm_t *gemm, *gemm_f32b;
-  wd_vk_gemv_t *gemv;
-  wd_vk_norm_t *norm;
-  wd_vk_softmax_t *softmax;
-  wd_vk_attn_t *attn;
-  wd_vk_kv_t *kv;
-  wd_vk_misc_t *misc;
-  wd_vk_buffer_t *dummy; /* bound where a kernel's optional operand is unused */
-  /* encoder activations */
-  wd_vk_buffer_t *mel;    /* (n_mels, 3000), host-visible */
-  wd_vk_buffer_t *col;    /* im2col rows: max(3000 x n_mels*3, 1500 x d*3) */
-  wd_vk_buffer_t *x1;     /* (3000, d) conv1 output */
-  wd_vk_buffer_t *xa, *ha, *qa, *ka, *va, *oa; /* (1500, d) */
-  wd_vk_buffer_t *vt;     /* (heads, 64, 1500) V transposed per head */
-  wd_vk_buffer_t *scores; /* (group, 1500, 1500) */
-  wd_vk_buffer_t *fa;     /* (1500, 4d) */
-  wd_vk_buffer_t *xk, *xv; /* (n_text_layer, max_audio, 1500, d) cross K/V */
-  /* decoder activations */
-  wd_vk_buffer_t *step;   /* (max_seqs) wd_seq_t, host-visible */
-  wd_vk_buffer_t *x, *h, *o, *q; /* (max_seqs, d) */
-  wd_vk_buffer_t *qkv;    /* (max_seqs, 3d) */
-  wd_vk_buffer_t *f;      /* (max_seqs, 4d) */
-  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs slots, n_text_ctx, d) self K/V caches */
-  wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
-  /* recordings */
-  wd_vk_cmd_t *enc_cmd;
-  wd_vk_cmd_t **cross_cmd; /* [max_audio] */
-  wd_vk_cmd_t **step_cmd;  /* [max_seqs]: batch size nb at index nb - 1 */
-  wd_vk_dset_t *sets[WD_ENG_MAX_SETS];
-  int n_sets;
-  /* sequence state, host side */
-  int len[WD_ENG_MAX_SEQS];   /* per sequence slot: tokens in its KV cache */
-  int audio[WD_ENG_MAX_SEQS]; /* per sequence slot: its audio slot */
-  int encoded[64];          /* audio slot holds an encoded window */
-  double encode_ms, cross_ms, step_ms;
-  int profile;
-  wd_eng_prof_t *prof_enc, *prof_step; /* marks of enc_cmd and step_cmd[0] */
-  wd_eng_prof_t *prof_cur;             /* the recording being made, or NULL */
-  unsigned long long n_steps;
-  uint64_t act_bytes;
-};
+#include "vk_engine_internal.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static wd_vk_arg_t whole(wd_vk_buffer_t *b) { return (wd_vk_arg_t){ b, 0, 0 }; }
+static wd_vk_arg_t whole(wd_vk_buffer_t *b) { return wd__eng_whole(b); }
 
 static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floats) {
-  return (wd_vk_arg_t){ b, off_floats * 4, n_floats * 4 };
+  return wd__eng_slice(b, off_floats, n_floats);
 }
 
 /* Keeps the set *ps for freeing with the engine; returns rc unchanged. It
@@ -197,8 +129,12 @@ static int rec_linear(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, ui
   return rec_gemm(e, cmd, &op);
 }
 
-static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_vk_buffer_t *y,
-                    uint32_t rows, uint32_t d, const char *fmt, int l) {
+/* The gain and bias of LayerNorm `fmt` (formatted with layer l). */
+static int norm_args(const wd_vk_engine_t *e, const char *fmt, int l, wd_vk_arg_t *g,
+                     wd_vk_arg_t *b) __attribute__((format(printf, 2, 0)));
+
+static int norm_args(const wd_vk_engine_t *e, const char *fmt, int l, wd_vk_arg_t *g,
+                     wd_vk_arg_t *b) {
   char prefix[128], gname[160], bname[160];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
@@ -206,10 +142,39 @@ static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_v
 #pragma GCC diagnostic pop
   snprintf(gname, sizeof gname, "%s.weight", prefix);
   snprintf(bname, sizeof bname, "%s.bias", prefix);
-  wd_vk_arg_t g, b;
-  int rc = wd_vk_weights_arg(e->w, gname, &g);
+  int rc = wd_vk_weights_arg(e->w, gname, g);
   if (rc == 0)
-    rc = wd_vk_weights_arg(e->w, bname, &b);
+    rc = wd_vk_weights_arg(e->w, bname, b);
+  return rc;
+}
+
+static double elapsed_ms(wd_vk_cmd_t *cmd) {
+  double ns = 0.0;
+  return wd_vk_cmd_elapsed_ns(cmd, 0, 1, &ns) == 0 ? ns * 1e-6 : 0.0;
+}
+
+/* The same helpers for vk_engine_rows.c (vk_engine_internal.h). */
+int wd__eng_keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t **ps) { return keep(e, rc, ps); }
+
+int wd__eng_buf(wd_vk_engine_t *e, uint64_t n_floats, wd_vk_mem_t mem, wd_vk_buffer_t **ret) {
+  return buf(e, n_floats, mem, ret);
+}
+
+int wd__eng_wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l) {
+  return wt(e, a, fmt, l);
+}
+
+int wd__eng_norm_args(const wd_vk_engine_t *e, const char *fmt, int l, wd_vk_arg_t *g,
+                      wd_vk_arg_t *b) {
+  return norm_args(e, fmt, l, g, b);
+}
+
+double wd__eng_elapsed_ms(wd_vk_cmd_t *cmd) { return elapsed_ms(cmd); }
+
+static int rec_norm(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, wd_vk_buffer_t *x, wd_vk_buffer_t *y,
+                    uint32_t rows, uint32_t d, const char *fmt, int l) {
+  wd_vk_arg_t g, b;
+  int rc = norm_args(e, fmt, l, &g, &b);
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t ax = whole(x), ay = whole(y);
   if (rc == 0)
@@ -513,11 +478,6 @@ static int check_types(const wd_model_t *m, char *err, size_t err_len) {
 
 /* ---- wd_engine_t -------------------------------------------------------- */
 
-static double elapsed_ms(wd_vk_cmd_t *cmd) {
-  double ns = 0.0;
-  return wd_vk_cmd_elapsed_ns(cmd, 0, 1, &ns) == 0 ? ns * 1e-6 : 0.0;
-}
-
 static int eng_encode(void *self, int a, const float *mel) {
   wd_vk_engine_t *e = self;
   if (a < 0 || a >= e->max_audio || !mel)
@@ -596,6 +556,7 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
   free(e->prof_step);
   for (int i = 0; i < e->n_sets; i++)
     wd_vk_dset_free(e->sets[i]);
+  wd__eng_rows_free(e);
   wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
                              e->va, e->oa, e->vt, e->scores, e->fa, e->xk, e->xv, e->step,
                              e->x, e->h, e->o, e->q, e->qkv, e->f, e->kc, e->vc, e->logits };
@@ -663,6 +624,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
   const uint64_t T = WD_ENG_FRAMES, nm = (uint64_t)hp->n_mels, nh = (uint64_t)hp->n_audio_head;
   const uint64_t S = (uint64_t)e->max_seqs, A = (uint64_t)e->max_audio;
   const uint64_t L = (uint64_t)hp->n_text_layer, C = (uint64_t)hp->n_text_ctx;
+  /* Decoder rows: a step's sequences or a prefill's tokens. */
+  const uint64_t R = S > WD_ENG_MAX_PREFILL ? S : WD_ENG_MAX_PREFILL;
   uint64_t group = WD_ENG_SCORES_MAX / (n * n * 4);
   if (group > nh)
     group = nh;
@@ -676,10 +639,10 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = buf(e, n * d, D, &e->vt)) || (rc = buf(e, group * n * n, D, &e->scores)) ||
       (rc = buf(e, n * 4 * d, D, &e->fa)) || (rc = buf(e, L * A * n * d, D, &e->xk)) ||
       (rc = buf(e, L * A * n * d, D, &e->xv)) ||
-      (rc = buf(e, S * sizeof(wd_seq_t) / 4, H, &e->step)) || (rc = buf(e, S * d, D, &e->x)) ||
-      (rc = buf(e, S * d, D, &e->h)) || (rc = buf(e, S * d, D, &e->o)) ||
-      (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, S * 3 * d, D, &e->qkv)) ||
-      (rc = buf(e, S * 4 * d, D, &e->f)) || (rc = buf(e, L * S * C * d, D, &e->kc)) ||
+      (rc = buf(e, R * sizeof(wd_seq_t) / 4, H, &e->step)) || (rc = buf(e, R * d, D, &e->x)) ||
+      (rc = buf(e, R * d, D, &e->h)) || (rc = buf(e, R * d, D, &e->o)) ||
+      (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, R * 3 * d, D, &e->qkv)) ||
+      (rc = buf(e, R * 4 * d, D, &e->f)) || (rc = buf(e, L * S * C * d, D, &e->kc)) ||
       (rc = buf(e, L * S * C * d, D, &e->vc)) ||
       (rc = buf(e, S * (uint64_t)hp->n_vocab, WD_VK_MEM_READBACK, &e->logits))) {
     snprintf(err, err_len, "allocating %.1f MiB of activations failed: %s",
@@ -716,6 +679,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     rc = rec_step(e, nb);
   }
   e->prof_cur = NULL;
+  if (!rc) rc = wd__eng_rows_new(e);
   if (rc < 0) {
     snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
     goto fail;
@@ -728,6 +692,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
     .max_seqs = e->max_seqs, .max_audio = e->max_audio,
     .encode = eng_encode, .seq_reset = eng_seq_reset, .step = eng_step,
+    .max_prefill = (int)WD_ENG_MAX_PREFILL, .prefill = wd__eng_prefill,
+    .seq_copy = wd__eng_seq_copy, .align = wd__eng_align, .n_audio_ctx = hp->n_audio_ctx,
   };
   *ret_engine = e;
   return 0;
@@ -741,6 +707,7 @@ const wd_engine_t *wd_vk_engine_iface(wd_vk_engine_t *e) { return &e->iface; }
 void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
   *r = (wd_vk_engine_stats_t){
     .encode_ms = e->encode_ms, .cross_ms = e->cross_ms, .step_ms = e->step_ms,
+    .prefill_ms = e->prefill_ms, .align_ms = e->align_ms, .copy_ms = e->copy_ms,
     .step_dispatches = wd_vk_cmd_n_dispatches(e->step_cmd[0]),
     .encode_dispatches = wd_vk_cmd_n_dispatches(e->enc_cmd), .n_steps = e->n_steps,
     .device_mib = (double)(wd_vk_weights_bytes(e->w) + e->act_bytes) / 1048576.0,

@@ -10,6 +10,17 @@
  * inputs into host-visible buffers and submits recordings: it allocates
  * nothing on the device.
  *
+ * It also implements engine.h's optional operations (vk_engine_rows.c):
+ * prefill (max_prefill = 256 tokens into one slot in one submit: the step
+ * recordings up to max_seqs tokens, GEMM recordings of 16 .. 256 rows
+ * above), seq_copy (any permutation of slots, through a one-layer scratch)
+ * and align (alignment-head scores and token probabilities of a scratch
+ * sequence). They add, beyond the step's buffers: decoder rows for 256
+ * tokens, the cross-attention queries of one prefill (n_text_layer, 256, d),
+ * two scratch caches of max((max_seqs, n_text_ctx, d), (n_text_layer, 256,
+ * d)) floats, 6 MiB of align readback and a 32-row logits chunk: about 28
+ * MiB for tiny, 34 MiB for base and 145 MiB for large-v3 at max_seqs 8.
+ *
  * The engine implements core/engine.h for the decoding policy. Decoder batch
  * rows map to sequence slots indirectly: step(n, seqs, ...) takes any n
  * distinct slots in any order, and row i (its activations and its logits)
@@ -58,6 +69,9 @@ typedef struct {
   double encode_ms;        /* last encoder submit, GPU time */
   double cross_ms;         /* last cross-K/V submit */
   double step_ms;          /* last decoder step */
+  double prefill_ms;       /* last prefill */
+  double align_ms;         /* last align, both submits */
+  double copy_ms;          /* last seq_copy that copied anything */
   unsigned step_dispatches;
   unsigned encode_dispatches;
   unsigned long long n_steps;

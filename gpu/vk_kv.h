@@ -7,8 +7,9 @@
  * copies, for every layer and record b, cache[slot[b]] <- cache[src[b]] for
  * rows < len[b] from one cache set into another (never in place). slot, pos,
  * len and src come from the step-parameter buffer (wd_seq_t), so the
- * recording is replayed unchanged every step; the host keeps slots distinct
- * within a step and below B.
+ * recording is replayed unchanged every step; the host keeps slots below B,
+ * and distinct within a step except for a prefill's rows, which share a
+ * slot at distinct positions (padding rows at pos >= n_ctx write nothing).
  */
 #ifndef WD_VK_KV_H
 #define WD_VK_KV_H

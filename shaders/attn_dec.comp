@@ -13,7 +13,9 @@
 // be slot b) and n_keys = seq[b].len, the cache length after this step's
 // append, read from the step-parameter buffer so one recording serves every
 // step. The new token's own key is row pos = len - 1, so no causal mask is
-// needed.
+// needed: when several rows of one slot run at once (a prefill), row b sees
+// exactly the keys before and at its own position. len = 0 (a prefill's
+// padding row) gives an output of zeros.
 // Cross-attention (WD_ATTN_CROSS): row0 = seq[b].audio * n_ctx, n_keys from
 // the push constants (1500): beams of one request share one encoder output.
 // WD_ATTN_SAVE_QK / _P write the scaled scores / the softmax weights of the

@@ -6,10 +6,12 @@
 // with slot[b] and pos[b] from the step-parameter buffer: batch row b of the
 // input goes to the cache of sequence slot slot[b], whatever row b is. IN is
 // normally the fused QKV projection output (nb, 3d): K at in_off = d, V at
-// v_in_off = 2d. A position at or past n_ctx is ignored (the host never
-// sends one; the kernel must not write outside the cache if it did). The
-// host also guarantees slot[b] < B and distinct slots within one step (two
-// rows writing one slot would race).
+// v_in_off = 2d. A position at or past n_ctx is ignored: the engine's
+// prefill recordings give their padding rows pos = n_ctx so that they write
+// nothing (gpu/vk_engine_rows.c), and the kernel must never write outside
+// the cache. The host also guarantees slot[b] < B, and rows that share a
+// slot (a prefill's tokens) have distinct positions, so no two rows write
+// one cache row.
 //
 // Bindings (set 0):
 //   0  buffer wd_seq  seq  (nb) step parameters                  read

@@ -26,8 +26,9 @@ struct wd_ref_engine {
   ref_layer_t *layers;
   float *enc;       /* (max_audio, n_audio_ctx, d_audio) */
   float *xk, *xv;   /* cross K/V: (max_audio, n_layer, n_audio_ctx, d) */
-  float *kc, *vc;   /* self K/V cache: (max_seqs, n_layer, n_ctx, d) */
-  int *len, *audio; /* per sequence: tokens so far, audio slot */
+  float *kc, *vc;   /* self K/V cache: (max_seqs + 1, n_layer, n_ctx, d); the last slot is
+                     * align's scratch sequence */
+  int *len, *audio; /* per sequence (max_seqs + 1): tokens so far, audio slot */
   float *logits;    /* (max_seqs, n_vocab) */
   float *x, *h, *q, *o, *f; /* scratch: (d) x4, (4d) */
 };
@@ -124,7 +125,18 @@ static int ref_seq_reset(void *self, int s, int a) {
   return 0;
 }
 
-static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
+/* What align() keeps of a step: the cross-attention scores of the heads
+ * heads[0 .. n_heads) (layer, head) for this token, at qk[h][row][:] of
+ * (n_heads, n_rows, n_audio_ctx). */
+typedef struct {
+  int n_heads;
+  const int (*heads)[2];
+  float *qk;
+  int row, n_rows;
+} ref_save_t;
+
+static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits,
+                        const ref_save_t *sv) {
   const int d = r->d, p = r->len[s];
   if (tok < 0 || tok >= r->n_vocab || p >= r->n_ctx)
     return WD_EINVAL;
@@ -148,6 +160,21 @@ static int ref_step_one(wd_ref_engine_t *r, int s, int32_t tok, float *logits) {
     wd_ref_layernorm(x, 1, d, L->cross.ln_g, L->cross.ln_b, h);
     gemv(L->cross.wq, h, L->cross.bq, d, d, q);
     const size_t ai = (size_t)r->audio[s] * (size_t)r->n_layer + (size_t)l;
+    for (int k = 0; sv && k < sv->n_heads; k++) {
+      if (sv->heads[k][0] != l)
+        continue;
+      /* The pre-softmax score q_h . k_h / sqrt(d_head), in double. */
+      const int dh = d / r->n_head, c0 = sv->heads[k][1] * dh;
+      const float *xk = r->xk + ai * nd;
+      float *out = sv->qk + ((size_t)k * (size_t)sv->n_rows + (size_t)sv->row) *
+                                (size_t)r->n_audio_ctx;
+      for (int j = 0; j < r->n_audio_ctx; j++) {
+        double acc = 0.0;
+        for (int c = 0; c < dh; c++)
+          acc += (double)q[c0 + c] * xk[(size_t)j * (size_t)d + (size_t)(c0 + c)];
+        out[j] = (float)(acc / sqrt((double)dh));
+      }
+    }
     attend(q, r->xk + ai * nd, r->xv + ai * nd, r->n_audio_ctx, d, r->n_head, o);
     gemv(L->cross.wo, o, L->cross.bo, d, d, h);
     for (int i = 0; i < d; i++)
@@ -179,12 +206,109 @@ static int ref_step(void *self, int n, const int *seqs, const int32_t *tokens,
         return WD_EINVAL; /* core/engine.h: slots are distinct */
   }
   for (int i = 0; i < n; i++) {
-    int rc = ref_step_one(r, seqs[i], tokens[i], r->logits + (size_t)i * (size_t)r->n_vocab);
+    int rc =
+        ref_step_one(r, seqs[i], tokens[i], r->logits + (size_t)i * (size_t)r->n_vocab, NULL);
     if (rc < 0)
       return rc;
   }
   *ret_logits = r->logits;
   return 0;
+}
+
+static int ref_tokens_ok(const wd_ref_engine_t *r, int n, const int32_t *tokens) {
+  for (int i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= r->n_vocab)
+      return 0;
+  return 1;
+}
+
+/* n steps of one sequence, one after the other: the definition of prefill. */
+static int ref_prefill(void *self, int s, int n, const int32_t *tokens,
+                       const float **ret_logits) {
+  wd_ref_engine_t *r = self;
+  if (s < 0 || s >= r->max_seqs || n < 1 || n > r->iface.max_prefill || !tokens ||
+      r->len[s] + n > r->n_ctx || !ref_tokens_ok(r, n, tokens))
+    return WD_EINVAL;
+  for (int i = 0; i < n; i++) {
+    int rc = ref_step_one(r, s, tokens[i], r->logits, NULL);
+    if (rc < 0)
+      return rc;
+  }
+  *ret_logits = r->logits;
+  return 0;
+}
+
+static int ref_seq_copy(void *self, int n, const int *dst, const int *src) {
+  wd_ref_engine_t *r = self;
+  if (n < 0 || n > r->max_seqs || (n > 0 && (!dst || !src)))
+    return WD_EINVAL;
+  for (int i = 0; i < n; i++) {
+    if (dst[i] < 0 || dst[i] >= r->max_seqs || src[i] < 0 || src[i] >= r->max_seqs)
+      return WD_EINVAL;
+    for (int j = 0; j < i; j++)
+      if (dst[j] == dst[i])
+        return WD_EINVAL;
+  }
+  /* Every source as it was before the call, then every destination. */
+  const size_t slot = (size_t)r->n_layer * (size_t)r->n_ctx * (size_t)r->d;
+  float *tk = malloc((size_t)n * slot * sizeof *tk), *tv = malloc((size_t)n * slot * sizeof *tv);
+  int *tl = malloc((size_t)n * sizeof *tl), *ta = malloc((size_t)n * sizeof *ta);
+  if (n > 0 && !(tk && tv && tl && ta)) {
+    free(tk), free(tv), free(tl), free(ta);
+    return WD_ENOMEM;
+  }
+  for (int i = 0; i < n; i++) {
+    memcpy(tk + (size_t)i * slot, r->kc + (size_t)src[i] * slot, slot * sizeof *tk);
+    memcpy(tv + (size_t)i * slot, r->vc + (size_t)src[i] * slot, slot * sizeof *tv);
+    tl[i] = r->len[src[i]];
+    ta[i] = r->audio[src[i]];
+  }
+  for (int i = 0; i < n; i++) {
+    memcpy(r->kc + (size_t)dst[i] * slot, tk + (size_t)i * slot, slot * sizeof *tk);
+    memcpy(r->vc + (size_t)dst[i] * slot, tv + (size_t)i * slot, slot * sizeof *tv);
+    r->len[dst[i]] = tl[i];
+    r->audio[dst[i]] = ta[i];
+  }
+  free(tk), free(tv), free(tl), free(ta);
+  return 0;
+}
+
+/* The tokens as a fresh sequence on the scratch slot (index max_seqs),
+ * keeping the scores of the heads and each row's softmax over [0, n_text). */
+static int ref_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
+                     const int (*heads)[2], float *qk, float *probs) {
+  wd_ref_engine_t *r = self;
+  if (a < 0 || a >= r->max_audio || n < 1 || n > r->iface.max_prefill || !tokens ||
+      !ref_tokens_ok(r, n, tokens) || n_text < 1 || n_text > r->n_vocab || n_heads < 0 ||
+      (n_heads > 0 && (!heads || !qk)))
+    return WD_EINVAL;
+  for (int h = 0; h < n_heads; h++)
+    if (heads[h][0] < 0 || heads[h][0] >= r->n_layer || heads[h][1] < 0 ||
+        heads[h][1] >= r->n_head)
+      return WD_EINVAL;
+  const int s = r->max_seqs;
+  r->len[s] = 0;
+  r->audio[s] = a;
+  float *lg = malloc((size_t)r->n_vocab * sizeof *lg);
+  if (!lg)
+    return WD_ENOMEM;
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    const ref_save_t sv = { .n_heads = n_heads, .heads = heads, .qk = qk, .row = i, .n_rows = n };
+    rc = ref_step_one(r, s, tokens[i], lg, &sv);
+    if (rc || !probs || i == n - 1)
+      continue;
+    /* openai timing.py: logits[:, :eot].softmax(-1) taken at the next token. */
+    const int32_t t = tokens[i + 1];
+    double mx = -INFINITY, sum = 0.0;
+    for (int v = 0; v < n_text; v++)
+      mx = lg[v] > mx ? lg[v] : mx;
+    for (int v = 0; v < n_text; v++)
+      sum += exp((double)lg[v] - mx);
+    probs[i] = t < n_text ? (float)(exp((double)lg[t] - mx) / sum) : 0.0f;
+  }
+  free(lg);
+  return rc;
 }
 
 int wd_ref_engine_new(const wd_model_t *m, int max_seqs, int max_audio, wd_ref_engine_t **ret) {
@@ -239,10 +363,11 @@ int wd_ref_engine_new(const wd_model_t *m, int max_seqs, int max_audio, wd_ref_e
   r->enc = malloc((size_t)max_audio * nd * sizeof(float));
   r->xk = malloc((size_t)max_audio * (size_t)r->n_layer * nd * sizeof(float));
   r->xv = malloc((size_t)max_audio * (size_t)r->n_layer * nd * sizeof(float));
-  r->kc = malloc((size_t)max_seqs * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
-  r->vc = malloc((size_t)max_seqs * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
-  r->len = calloc((size_t)max_seqs, sizeof *r->len);
-  r->audio = calloc((size_t)max_seqs, sizeof *r->audio);
+  const size_t slots = (size_t)max_seqs + 1; /* + align's scratch */
+  r->kc = malloc(slots * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
+  r->vc = malloc(slots * (size_t)r->n_layer * (size_t)r->n_ctx * d * sizeof(float));
+  r->len = calloc(slots, sizeof *r->len);
+  r->audio = calloc(slots, sizeof *r->audio);
   r->logits = malloc((size_t)max_seqs * (size_t)r->n_vocab * sizeof(float));
   r->x = malloc(d * 4), r->h = malloc(d * 4), r->q = malloc(d * 4), r->o = malloc(d * 4);
   r->f = malloc(4 * d * 4);
@@ -257,6 +382,8 @@ int wd_ref_engine_new(const wd_model_t *m, int max_seqs, int max_audio, wd_ref_e
     .self = r, .n_vocab = r->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = r->n_ctx,
     .max_seqs = max_seqs, .max_audio = max_audio,
     .encode = ref_encode, .seq_reset = ref_seq_reset, .step = ref_step,
+    .max_prefill = 256, .prefill = ref_prefill, .seq_copy = ref_seq_copy, .align = ref_align,
+    .n_audio_ctx = r->n_audio_ctx,
   };
   *ret = r;
   return 0;

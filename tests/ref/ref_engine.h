@@ -6,7 +6,10 @@
  * exactly the structure the Vulkan engine has, in f32 with double
  * accumulation for attention. It lets the decoding policy, tokenizer, mel and
  * model loading be tested end to end without a GPU, and gives the Vulkan
- * engine per-step logits to agree with.
+ * engine per-step logits to agree with. It has engine.h's optional
+ * operations too, in their plainest form: prefill is n steps, seq_copy
+ * copies whole slots through a temporary, and align runs a scratch slot
+ * (one beyond max_seqs) keeping the asked heads' scores in double.
  */
 #ifndef WD_REF_ENGINE_H
 #define WD_REF_ENGINE_H

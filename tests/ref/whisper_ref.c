@@ -75,10 +75,17 @@ void wd_ref_layernorm(const float *x, int rows, int d, const float *g, const flo
   }
 }
 
+/* Where a pass keeps pre-softmax attention scores: head h's (nq, nk) block
+ * goes to out + idx[h] * nq * nk when idx[h] >= 0 (idx has n_head entries). */
+typedef struct {
+  const int *idx;
+  float *out;
+} ref_keep_t;
+
 /* Multi-head attention: q (nq, d), k/v (nk, d) -> out (nq, d). Causal masks
  * key j > query i. Products by OpenBLAS per head, softmax in double. */
 static int ref_attention(const float *q, int nq, const float *k, const float *v, int nk, int d,
-                         int n_head, int causal, float *out) {
+                         int n_head, int causal, const ref_keep_t *keep, float *out) {
   const int dh = d / n_head;
   const float scale = (float)(1.0 / sqrt((double)dh));
   float *s = malloc((size_t)nq * (size_t)nk * sizeof *s);
@@ -88,6 +95,9 @@ static int ref_attention(const float *q, int nq, const float *k, const float *v,
     /* S (nq, nk) = scale * Q_h K_h^T; heads are column slices of q, k, v. */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, dh, scale, q + h * dh, d,
                 k + h * dh, d, 0.0f, s, nk);
+    if (keep && keep->idx[h] >= 0)
+      memcpy(keep->out + (size_t)keep->idx[h] * (size_t)nq * (size_t)nk, s,
+             (size_t)nq * (size_t)nk * sizeof *s);
     for (int i = 0; i < nq; i++) {
       float *row = s + (size_t)i * (size_t)nk;
       const int nj = causal ? i + 1 : nk;
@@ -139,7 +149,7 @@ int wd_ref_attn_load(const wd_model_t *m, const char *prefix, const char *ln, in
 
 /* x (nq, d) += out(attn(LN(x) as queries; keys/values from kv_src or LN(x))). */
 static int ref_attn_block(const wd_ref_attn_w_t *a, float *x, int nq, const float *kv_src, int nk,
-                          int d, int n_head, int causal) {
+                          int d, int n_head, int causal, const ref_keep_t *keep) {
   const size_t nqd = (size_t)nq * (size_t)d, nkd = (size_t)(kv_src ? nk : nq) * (size_t)d;
   float *h = malloc(nqd * 4), *q = malloc(nqd * 4), *k = malloc(nkd * 4), *v = malloc(nkd * 4);
   float *o = malloc(nqd * 4), *y = malloc(nqd * 4);
@@ -151,7 +161,7 @@ static int ref_attn_block(const wd_ref_attn_w_t *a, float *x, int nq, const floa
     const int ns = kv_src ? nk : nq;
     ref_linear(src, ns, d, a->wk, NULL, d, k);
     ref_linear(src, ns, d, a->wv, a->bv, d, v);
-    rc = ref_attention(q, nq, k, v, ns, d, n_head, causal, o);
+    rc = ref_attention(q, nq, k, v, ns, d, n_head, causal, keep, o);
   }
   if (!rc) {
     ref_linear(o, nq, d, a->wo, a->bo, d, y);
@@ -257,7 +267,7 @@ int wd_ref_encode(const wd_model_t *m, const float *mel, float *out) {
     snprintf(ln, sizeof ln, "encoder.blocks.%d.attn_ln", l);
     rc = wd_ref_attn_load(m, p, ln, d, &a);
     if (!rc)
-      rc = ref_attn_block(&a, out, n, NULL, 0, d, hp->n_audio_head, 0);
+      rc = ref_attn_block(&a, out, n, NULL, 0, d, hp->n_audio_head, 0, NULL);
     wd_ref_attn_free(&a);
     snprintf(p, sizeof p, "encoder.blocks.%d", l);
     if (!rc)
@@ -272,10 +282,19 @@ out:
 
 int wd_ref_decode(const wd_model_t *m, const float *enc, const int32_t *tokens, int n,
                   float *logits) {
+  return wd_ref_decode_qk(m, enc, tokens, n, logits, 0, NULL, NULL);
+}
+
+int wd_ref_decode_qk(const wd_model_t *m, const float *enc, const int32_t *tokens, int n,
+                     float *logits, int n_heads, const int (*heads)[2], float *qk) {
   const wd_hparams_t *hp = wd_model_hparams(m);
   const int d = hp->n_text_state, nv = hp->n_vocab;
-  if (n < 1 || n > hp->n_text_ctx)
+  if (n < 1 || n > hp->n_text_ctx || n_heads < 0 || (n_heads > 0 && !(heads && qk)))
     return WD_EINVAL;
+  for (int k = 0; k < n_heads; k++)
+    if (heads[k][0] < 0 || heads[k][0] >= hp->n_text_layer || heads[k][1] < 0 ||
+        heads[k][1] >= hp->n_text_head)
+      return WD_EINVAL;
   int rc = 0;
   float *emb = wd_ref_tensor(m, "decoder.token_embedding.weight", (size_t)nv * (size_t)d);
   float *pos = wd_ref_tensor(m, "decoder.positional_embedding", (size_t)hp->n_text_ctx * (size_t)d);
@@ -306,13 +325,22 @@ int wd_ref_decode(const wd_model_t *m, const float *enc, const int32_t *tokens, 
     snprintf(ln, sizeof ln, "decoder.blocks.%d.attn_ln", l);
     rc = wd_ref_attn_load(m, p, ln, d, &a);
     if (!rc)
-      rc = ref_attn_block(&a, x, n, NULL, 0, d, hp->n_text_head, 1);
+      rc = ref_attn_block(&a, x, n, NULL, 0, d, hp->n_text_head, 1, NULL);
     snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
     snprintf(ln, sizeof ln, "decoder.blocks.%d.cross_attn_ln", l);
     if (!rc)
       rc = wd_ref_attn_load(m, p, ln, d, &ca);
+    /* The requested heads of this layer keep their scores in qk[k]. */
+    int idx[64], n_keep = 0;
+    for (int h = 0; h < hp->n_text_head && h < 64; h++)
+      idx[h] = -1;
+    for (int k = 0; k < n_heads; k++)
+      if (heads[k][0] == l && heads[k][1] < 64)
+        idx[heads[k][1]] = k, n_keep++;
+    const ref_keep_t keep = { .idx = idx, .out = qk };
     if (!rc)
-      rc = ref_attn_block(&ca, x, n, enc, hp->n_audio_ctx, d, hp->n_text_head, 0);
+      rc = ref_attn_block(&ca, x, n, enc, hp->n_audio_ctx, d, hp->n_text_head, 0,
+                          n_keep ? &keep : NULL);
     wd_ref_attn_free(&a);
     wd_ref_attn_free(&ca);
     snprintf(p, sizeof p, "decoder.blocks.%d", l);

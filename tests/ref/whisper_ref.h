@@ -40,4 +40,11 @@ int wd_ref_encode(const wd_model_t *m, const float *mel, float *out);
 int wd_ref_decode(const wd_model_t *m, const float *enc, const int32_t *tokens, int n,
                   float *logits);
 
+/* The same pass, also keeping the cross-attention scores q.k / sqrt(d_head)
+ * (before softmax) of n_heads heads (layer heads[k][0], head heads[k][1])
+ * in qk (n_heads, n, n_audio_ctx): what openai's timing.py hooks save. The
+ * heads must be distinct. */
+int wd_ref_decode_qk(const wd_model_t *m, const float *enc, const int32_t *tokens, int n,
+                     float *logits, int n_heads, const int (*heads)[2], float *qk);
+
 #endif

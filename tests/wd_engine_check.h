@@ -1,0 +1,149 @@
+/*
+ * wd_engine_check.h - checks of core/engine.h semantics that any engine
+ * must meet bit for bit against itself, shared by the test binaries of the
+ * reference engine (tests/core/test_ref_engine.c) and of the Vulkan engine
+ * (tests/gpu/test_engine_ops.c).
+ *
+ * A slot's state is known by its history (audio slot and tokens, all fed by
+ * step()); ec_same() proves a slot holds a history by stepping it once and
+ * stepping a replay of the history in a scratch slot with the same token:
+ * the two logits rows must be equal bit for bit (an engine is
+ * deterministic, and a row's logits do not depend on its batch).
+ */
+#ifndef WD_ENGINE_CHECK_H
+#define WD_ENGINE_CHECK_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "error.h"
+#include "wd_test.h"
+
+#define EC_MAX_TOK 32
+
+typedef struct {
+  int audio, n;
+  int32_t tok[EC_MAX_TOK];
+} ec_hist_t;
+
+/* Resets slot s to audio a and steps tokens[0..n) into it one at a time,
+ * recording the history in h. */
+static inline void ec_build(const wd_engine_t *e, int s, int a, const int32_t *tokens, int n,
+                            ec_hist_t *h) {
+  const float *lg = NULL;
+  WD_CHECK_EQ_INT(e->seq_reset(e->self, s, a), 0);
+  h->audio = a;
+  h->n = 0;
+  for (int i = 0; i < n && i < EC_MAX_TOK; i++) {
+    WD_CHECK_EQ_INT(e->step(e->self, 1, &s, &tokens[i], &lg), 0);
+    h->tok[h->n++] = tokens[i];
+  }
+}
+
+/* Slot s holds history h: one step of t on s equals, bit for bit, one step
+ * of t after a replay of h in slot `scratch`. Appends t to h. Returns 1 when
+ * equal. */
+static inline int ec_same(const wd_engine_t *e, int s, ec_hist_t *h, int32_t t, int scratch) {
+  const size_t row = (size_t)e->n_vocab * sizeof(float);
+  float *got = malloc(row);
+  const float *lg = NULL;
+  int ok = got != NULL;
+  int rc = e->step(e->self, 1, &s, &t, &lg);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (ok && rc == 0)
+    memcpy(got, lg, row);
+  ec_hist_t replay;
+  ec_build(e, scratch, h->audio, h->tok, h->n, &replay);
+  rc = e->step(e->self, 1, &scratch, &t, &lg);
+  WD_CHECK_EQ_INT(rc, 0);
+  ok = ok && rc == 0 && memcmp(got, lg, row) == 0;
+  free(got);
+  if (h->n < EC_MAX_TOK)
+    h->tok[h->n++] = t;
+  return ok;
+}
+
+/* seq_copy: a fork, a swap, a 3-cycle, copies beside dst == src, n = 0 and
+ * refused arguments. Needs max_seqs >= 5 (slot 4 is the replay scratch)
+ * and audio slots a0 != a1 holding different encoded windows. */
+static inline void ec_check_seq_copy(const wd_engine_t *e, int a0, int a1) {
+  const int S = 4;
+  const int32_t x[] = { 50257, 50363, 843, 523, 616, 5891 };
+  const int32_t y[] = { 50257, 50362, 1265, 644 };
+  const int32_t z[] = { 50257, 50363, 383, 2068, 7586 };
+  ec_hist_t hx, hy, hz, h0, h1, h2;
+  const float *lg = NULL;
+
+  /* Fork: slots 1 and 2 become slot 0 and continue as it would. */
+  ec_build(e, 0, a0, x, 6, &hx);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 2, (const int[]){ 1, 2 }, (const int[]){ 0, 0 }), 0);
+  h0 = h1 = h2 = hx;
+  WD_CHECK(ec_same(e, 1, &h1, 290, S));
+  WD_CHECK(ec_same(e, 2, &h2, 1101, S));
+  WD_CHECK(ec_same(e, 0, &h0, 314, S));
+  /* The three forks in one batch with one token: equal rows. */
+  {
+    const int seqs[3] = { 0, 1, 2 };
+    const int32_t t[3] = { 262, 262, 262 };
+    ec_build(e, 0, a0, x, 6, &hx);
+    WD_CHECK_EQ_INT(e->seq_copy(e->self, 2, (const int[]){ 1, 2 }, (const int[]){ 0, 0 }), 0);
+    WD_CHECK_EQ_INT(e->step(e->self, 3, seqs, t, &lg), 0);
+    const size_t row = (size_t)e->n_vocab;
+    WD_CHECK(lg && memcmp(lg, lg + row, row * sizeof *lg) == 0);
+    WD_CHECK(lg && memcmp(lg, lg + 2 * row, row * sizeof *lg) == 0);
+  }
+
+  /* Swap: slot 0 <- 1 and 1 <- 0, audio slots included. */
+  ec_build(e, 0, a0, x, 6, &hx);
+  ec_build(e, 1, a1, y, 4, &hy);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 2, (const int[]){ 0, 1 }, (const int[]){ 1, 0 }), 0);
+  h0 = hy, h1 = hx;
+  WD_CHECK(ec_same(e, 0, &h0, 290, S));
+  WD_CHECK(ec_same(e, 1, &h1, 290, S));
+
+  /* 3-cycle: 0 <- 1, 1 <- 2, 2 <- 0, with different lengths and audio. */
+  ec_build(e, 0, a0, x, 6, &hx);
+  ec_build(e, 1, a1, y, 4, &hy);
+  ec_build(e, 2, a0, z, 5, &hz);
+  WD_CHECK_EQ_INT(
+      e->seq_copy(e->self, 3, (const int[]){ 0, 1, 2 }, (const int[]){ 1, 2, 0 }), 0);
+  h0 = hy, h1 = hz, h2 = hx;
+  WD_CHECK(ec_same(e, 0, &h0, 11, S));
+  WD_CHECK(ec_same(e, 1, &h1, 11, S));
+  WD_CHECK(ec_same(e, 2, &h2, 11, S));
+
+  /* dst == src is left alone beside a real copy; an empty sequence copies. */
+  ec_build(e, 0, a0, x, 6, &hx);
+  ec_build(e, 1, a1, y, 4, &hy);
+  WD_CHECK_EQ_INT(e->seq_reset(e->self, 2, a1), 0);
+  WD_CHECK_EQ_INT(
+      e->seq_copy(e->self, 3, (const int[]){ 1, 3, 0 }, (const int[]){ 1, 0, 2 }), 0);
+  h1 = hy, h2 = hx;
+  WD_CHECK(ec_same(e, 1, &h1, 523, S));
+  WD_CHECK(ec_same(e, 3, &h2, 523, S));
+  h0 = (ec_hist_t){ .audio = a1, .n = 0 };
+  WD_CHECK(ec_same(e, 0, &h0, 50257, S));
+
+  /* n = 0 changes nothing; refused arguments change nothing either. */
+  ec_build(e, 0, a0, x, 6, &hx);
+  ec_build(e, 1, a1, y, 4, &hy);
+  const int ms = e->max_seqs;
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 0, NULL, NULL), 0);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 1, (const int[]){ ms }, (const int[]){ 0 }), WD_EINVAL);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 1, (const int[]){ 1 }, (const int[]){ -1 }), WD_EINVAL);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 1, (const int[]){ -1 }, (const int[]){ 0 }), WD_EINVAL);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 1, (const int[]){ 1 }, (const int[]){ ms }), WD_EINVAL);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, 2, (const int[]){ 1, 1 }, (const int[]){ 0, 0 }),
+                  WD_EINVAL);
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, -1, (const int[]){ 1 }, (const int[]){ 0 }), WD_EINVAL);
+  int many_d[17], many_s[17];
+  for (int i = 0; i < 17; i++)
+    many_d[i] = i % ms, many_s[i] = 0;
+  WD_CHECK_EQ_INT(e->seq_copy(e->self, ms + 1, many_d, many_s), WD_EINVAL);
+  WD_CHECK(ec_same(e, 0, &hx, 290, S));
+  WD_CHECK(ec_same(e, 1, &hy, 290, S));
+}
+
+#endif
