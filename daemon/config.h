@@ -57,6 +57,7 @@ typedef struct {
   bool word_timestamps, timestamps, condition;
   char *hallucination_silence; /* seconds as text, "" = off */
   int seed;
+  bool prefill;           /* engine prefill of prompts (benchmarks turn it off) */
   /* where each value came from is kept for the dump */
   char *config_file;      /* the file read, or NULL */
 

@@ -22,6 +22,7 @@ struct wd_runtime {
   wd_mel_t *mel;
   wd_vk_engine_t *eng;
   wd_worker_t *worker;
+  wd_engine_t iface;     /* the engine as the worker sees it */
   int (*heads)[2];       /* alignment heads for word timestamps */
   int n_heads;
 };
@@ -66,7 +67,10 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     snprintf(err, err_len, "engine: %s", msg[0] ? msg : wd_strerror(rc));
     goto fail;
   }
-  const wd_worker_opts_t wo = { .engine = wd_vk_engine_iface(rt->eng), .tok = rt->tok,
+  rt->iface = *wd_vk_engine_iface(rt->eng);
+  if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
+    rt->iface.prefill = NULL;
+  const wd_worker_opts_t wo = { .engine = &rt->iface, .tok = rt->tok,
                                 .mel = rt->mel, .queue_max = queue_max,
                                 .max_batch = max_batch };
   if ((rc = wd_worker_new(&wo, &rt->worker)) < 0) {
