@@ -126,7 +126,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   /* The decoding defaults requests start from: refused before anything
    * starts when they cannot work. */
   wd_decode_opts_t dopts;
-  if (wd_decode_cfg(cfg, &dopts, err, sizeof err) < 0 ||
+  float no_clips[1];
+  if (wd_decode_cfg(cfg, &dopts, no_clips, 0, err, sizeof err) < 0 ||
       (cfg->beam_size > cfg->max_batch &&
        snprintf(err, sizeof err, "beam-size %d is more than max-batch %d sequences",
                 cfg->beam_size, cfg->max_batch) > 0) ||

@@ -126,7 +126,8 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   }
   char err[512] = "";
   wd_decode_opts_t opts;
-  if (wd_decode_cfg(cfg, &opts, err, sizeof err) < 0) {
+  float clips[128];
+  if (wd_decode_cfg(cfg, &opts, clips, 128, err, sizeof err) < 0) {
     wd_log_error("transcribe: %s", err);
     return 2;
   }

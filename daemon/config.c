@@ -105,6 +105,9 @@ static const wd_option_t wd_options[] = {
     "SECONDS",
     "transcribe, with --word-timestamps: skip silences longer than this around segments "
     "that look hallucinated (empty: off)", 0 },
+  { "clip-timestamps", 0, WD_OPT_STR, OFF(clip_timestamps), "", 0, 0, NULL, "S,E,...",
+    "transcribe: decode only these stretches (start,end,... in seconds; an odd count runs "
+    "to the end)", 0 },
   { "prefill", 0, WD_OPT_BOOL, OFF(prefill), "true", 0, 0, NULL, NULL,
     "feed each window's prompt in one submit (--no-prefill: a step per token, to compare)",
     0 },

@@ -25,7 +25,29 @@ static int parse_float(const char *key, const char *text, float *ret, char *err,
   return 0;
 }
 
-int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, char *err, size_t err_len) {
+/* "start,end,..." seconds into clips; WD_ECONFIG on anything else. */
+static int parse_clips(const char *text, float *clips, int max, int *ret_n, char *err,
+                       size_t err_len) {
+  int n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end = NULL;
+    const double v = strtod(p, &end);
+    if (end == p || !isfinite(v) || v < 0 || n == max || (*end != ',' && *end != '\0')) {
+      snprintf(err, err_len,
+               "clip-timestamps: '%s' is not a list of at most %d times in seconds (start,end,...)",
+               text, max);
+      return WD_ECONFIG;
+    }
+    clips[n++] = (float)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  *ret_n = n;
+  return 0;
+}
+
+int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int max_clips,
+                  char *err, size_t err_len) {
   wd_decode_opts_default(o);
   const char *lang = cfg->language;
   if (lang && lang[0] && strcmp(lang, "auto") != 0) {
@@ -60,6 +82,10 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, char *err, size_t
       rc = WD_ECONFIG;
     }
     o->hallucination_silence_threshold = h;
+  }
+  if (rc == 0 && cfg->clip_timestamps && cfg->clip_timestamps[0]) {
+    rc = parse_clips(cfg->clip_timestamps, clips, max_clips, &o->n_clips, err, err_len);
+    o->clips = clips;
   }
   if (rc == 0 && wd_decode_set_temperature(o, t, inc) < 0) {
     snprintf(err, err_len, "temperature must be within 0..1 and temperature-inc at most 1");

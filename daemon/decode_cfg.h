@@ -14,9 +14,11 @@
  * Fills o (from openai's transcribe() defaults) with the language (a code
  * or a name, validated here, before any model loads), the task, beam_size,
  * best_of, the temperature schedule, timestamps, conditioning, word
- * timestamps and the seed. The prompt is left to the caller: it needs the
+ * timestamps, the seed and the clip timestamps (parsed into clips[0..max),
+ * which o then points at). The prompt is left to the caller: it needs the
  * model's tokenizer. Returns 0, or WD_ECONFIG with a message in err.
  */
-int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, char *err, size_t err_len);
+int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int max_clips,
+                  char *err, size_t err_len);
 
 #endif

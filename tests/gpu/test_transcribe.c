@@ -137,15 +137,28 @@ static void check_times(const wd_transcript_t *tr) {
   }
 }
 
+/* Expected segments of one run. */
+typedef struct {
+  double start, end;
+  const char *text;
+} seg_ref_t;
+
+static void check_segments(const wd_transcript_t *tr, const seg_ref_t *ref, int n_ref) {
+  check_times(tr);
+  WD_CHECK_EQ_INT(tr->n_segments, n_ref);
+  for (int i = 0; i < tr->n_segments && i < n_ref; i++) {
+    WD_CHECK_EQ_STR(tr->segments[i].text, ref[i].text);
+    WD_CHECK_NEAR(tr->segments[i].start, ref[i].start, 0.02);
+    WD_CHECK_NEAR(tr->segments[i].end, ref[i].end, 0.02);
+  }
+}
+
 /* What openai/whisper 20250625 transcribe() prints for the long file below
  * with these tiny.en weights (ggml widened to f32, fp16=False, CPU): every
  * segment and time. It loses the second jfk.wav (49-60 s) and times the
  * fox that follows it 13 s early: the model's mistake, which an exact
  * implementation repeats. */
-static const struct {
-  double start, end;
-  const char *text;
-} LONG_REF[] = {
+static const seg_ref_t LONG_REF[] = {
   { 0.00, 7.74, " And so my fellow Americans ask not what your country can do for you" },
   { 7.74, 10.94, " ask what you can do for your country." },
   { 16.94, 20.06, " The quick roundfark jump over the lazy nog." },
@@ -184,17 +197,75 @@ WD_TEST(long_file_with_silences_as_openai) {
   WD_CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
     fprintf(stderr, "  %.1f s of audio, %d segments\n", tr.duration, tr.n_segments);
-    check_times(&tr);
-    const int n_ref = (int)(sizeof LONG_REF / sizeof LONG_REF[0]);
-    WD_CHECK_EQ_INT(tr.n_segments, n_ref);
-    for (int i = 0; i < tr.n_segments && i < n_ref; i++) {
-      WD_CHECK_EQ_STR(tr.segments[i].text, LONG_REF[i].text);
-      WD_CHECK_NEAR(tr.segments[i].start, LONG_REF[i].start, 0.02);
-      WD_CHECK_NEAR(tr.segments[i].end, LONG_REF[i].end, 0.02);
-    }
+    check_segments(&tr, LONG_REF, (int)(sizeof LONG_REF / sizeof LONG_REF[0]));
     wd_transcript_free(&tr);
   }
   free(p.v);
+  rig_free(&g);
+}
+
+/* An initial prompt (one segment, punctuated, where jfk.wav alone gives
+ * two) and clip_timestamps (a clip inside one window; two clips of the long
+ * file, the second of which tiny.en mistakes for the fox and times past the
+ * clip's end): openai/whisper's segments for each, all at temperature 0. */
+WD_TEST(prompt_and_clips_as_openai) {
+  rig_t g;
+  const int r = rig_open(&g, TINY);
+  if (r > 0)
+    wd_test_skip("no model (scripts/fetch-model.sh) or no Vulkan device");
+  if (r < 0)
+    return;
+  pcm_t jfk = { 0 }, lng = { 0 };
+  pcm_file(&jfk, "audio/jfk.wav");
+  const char *const clips[] = { "audio/jfk.wav", "audio/synth/quick_fox.wav",
+                                "audio/synth/numbers.wav", "audio/synth/ask_not.wav" };
+  const double gaps[] = { 6.0, 1.0, 9.5, 2.0, 0.5, 12.0, 3.0, 4.5 };
+  for (int i = 0; i < 8; i++) {
+    pcm_file(&lng, clips[i % 4]);
+    pcm_silence(&lng, gaps[i]);
+  }
+  wd_decode_opts_t o;
+  wd_transcript_t tr;
+  /* the prompt */
+  int32_t *prompt = NULL;
+  wd_decode_opts_default(&o);
+  WD_CHECK_EQ_INT(wd_decode_encode_text(g.tok, "Quick brown fox, lazy dog. Phone numbers.", &prompt,
+                                        &o.n_prompt),
+                  0);
+  o.prompt = prompt;
+  WD_CHECK_EQ_INT(decode(&g, &jfk, &o, &tr), 0);
+  const seg_ref_t with_prompt[] = {
+    { 0.00, 11.00, " And so my fellow Americans ask not what your country can do for you. Ask "
+                   "what you can do for your country." },
+  };
+  check_segments(&tr, with_prompt, 1);
+  wd_transcript_free(&tr);
+  free(prompt);
+  /* one clip */
+  wd_decode_opts_default(&o);
+  const float c1[] = { 3.0f, 8.0f };
+  o.clips = c1;
+  o.n_clips = 2;
+  WD_CHECK_EQ_INT(decode(&g, &jfk, &o, &tr), 0);
+  const seg_ref_t one_clip[] = { { 3.00, 7.80, " Ask not what your country can do for you." } };
+  check_segments(&tr, one_clip, 1);
+  wd_transcript_free(&tr);
+  /* two clips of the long file */
+  const float c2[] = { 16.0f, 31.0f, 77.0f, 86.0f };
+  o.clips = c2;
+  o.n_clips = 4;
+  WD_CHECK_EQ_INT(decode(&g, &lng, &o, &tr), 0);
+  const seg_ref_t two_clips[] = {
+    { 16.00, 20.20, " The quick roundfark jump over the lazy nog." },
+    { 20.20, 24.72, " Speech recognition turns spoken words into text." },
+    { 24.72, 30.56, " My phone number is 555, 1,2,3,4 and the meetings start set I'm 30." },
+    { 77.00, 84.00, " The next roundfark jump over the lazy nog." },
+    { 84.00, 92.00, " The next roundfark jump over the lazy nog." },
+  };
+  check_segments(&tr, two_clips, 5);
+  wd_transcript_free(&tr);
+  free(jfk.v);
+  free(lng.v);
   rig_free(&g);
 }
 
