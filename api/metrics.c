@@ -179,6 +179,9 @@ static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
   gauge(o, "batch_rows_mean", "Mean sequences per decoder step since start.",
         ws->steps ? (double)ws->rows / (double)ws->steps : 0.0);
   counter(o, "windows_encoded_total", "30-second audio windows encoded.", (double)ws->encodes);
+  counter(o, "prefills_total", "Window prompts fed to the decoder in one submit.",
+          (double)ws->prefills);
+  counter(o, "word_alignments_total", "Windows aligned for word timestamps.", (double)ws->aligns);
   counter(o, "audio_seconds_total", "Seconds of audio in completed jobs.", ws->audio_s);
   counter(o, "worker_busy_seconds_total", "Seconds the worker spent encoding and decoding.",
           ws->busy_s);
