@@ -511,7 +511,7 @@ static int check_search(const wd_decode_opts_t *o, int can_copy, int *ret_rows) 
     any_hot |= t > 0.0f;
   }
   /* openai: best_of needs sampling, patience needs beams. */
-  if ((o->best_of > 1 && !any_hot) || (o->patience > 0 && o->beam_size <= 1 && o->patience != 1.0f))
+  if ((o->best_of > 1 && !any_hot) || (o->patience > 0 && o->beam_size <= 1))
     return WD_EINVAL;
   int rows = 1;
   if (any_zero && o->beam_size > rows)

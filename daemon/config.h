@@ -56,6 +56,7 @@ typedef struct {
   char *prompt;
   bool word_timestamps, timestamps, condition;
   char *hallucination_silence; /* seconds as text, "" = off */
+  char *patience, *length_penalty; /* as text, "" = openai's None */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
   int seed;
   bool prefill;           /* engine prefill of prompts (benchmarks turn it off) */

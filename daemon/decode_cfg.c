@@ -83,6 +83,20 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int
     }
     o->hallucination_silence_threshold = h;
   }
+  if (rc == 0 && cfg->patience && cfg->patience[0]) {
+    rc = parse_float("patience", cfg->patience, &o->patience, err, err_len);
+    if (rc == 0 && (o->beam_size <= 1 || !(o->patience > 0.0f && o->patience <= 2.0f))) {
+      snprintf(err, err_len, "patience needs --beam-size above 1 and a value in (0, 2]");
+      rc = WD_ECONFIG;
+    }
+  }
+  if (rc == 0 && cfg->length_penalty && cfg->length_penalty[0]) {
+    rc = parse_float("length-penalty", cfg->length_penalty, &o->length_penalty, err, err_len);
+    if (rc == 0 && !(o->length_penalty >= 0.0f && o->length_penalty <= 1.0f)) {
+      snprintf(err, err_len, "length-penalty must be within 0..1");
+      rc = WD_ECONFIG;
+    }
+  }
   if (rc == 0 && cfg->clip_timestamps && cfg->clip_timestamps[0]) {
     rc = parse_clips(cfg->clip_timestamps, clips, max_clips, &o->n_clips, err, err_len);
     o->clips = clips;
