@@ -95,6 +95,17 @@ static void pcm_file(pcm_t *p, const char *name) {
   free(x);
 }
 
+/* The long file: four clips twice, with silences of 0.5 to 12 s (100 s). */
+static void pcm_long(pcm_t *p) {
+  const char *const clips[] = { "audio/jfk.wav", "audio/synth/quick_fox.wav",
+                                "audio/synth/numbers.wav", "audio/synth/ask_not.wav" };
+  const double gaps[] = { 6.0, 1.0, 9.5, 2.0, 0.5, 12.0, 3.0, 4.5 };
+  for (int i = 0; i < 8; i++) {
+    pcm_file(p, clips[i % 4]);
+    pcm_silence(p, gaps[i]);
+  }
+}
+
 static int decode(rig_t *g, const pcm_t *p, const wd_decode_opts_t *o, wd_transcript_t *tr) {
   float *spec = NULL;
   int n_frames = 0;
@@ -183,13 +194,7 @@ WD_TEST(long_file_with_silences_as_openai) {
   if (r < 0)
     return;
   pcm_t p = { 0 };
-  const char *const clips[] = { "audio/jfk.wav", "audio/synth/quick_fox.wav",
-                                "audio/synth/numbers.wav", "audio/synth/ask_not.wav" };
-  const double gaps[] = { 6.0, 1.0, 9.5, 2.0, 0.5, 12.0, 3.0, 4.5 };
-  for (int i = 0; i < 8; i++) {
-    pcm_file(&p, clips[i % 4]);
-    pcm_silence(&p, gaps[i]);
-  }
+  pcm_long(&p);
   wd_decode_opts_t o;
   wd_decode_opts_default(&o);
   wd_transcript_t tr;
@@ -217,13 +222,7 @@ WD_TEST(prompt_and_clips_as_openai) {
     return;
   pcm_t jfk = { 0 }, lng = { 0 };
   pcm_file(&jfk, "audio/jfk.wav");
-  const char *const clips[] = { "audio/jfk.wav", "audio/synth/quick_fox.wav",
-                                "audio/synth/numbers.wav", "audio/synth/ask_not.wav" };
-  const double gaps[] = { 6.0, 1.0, 9.5, 2.0, 0.5, 12.0, 3.0, 4.5 };
-  for (int i = 0; i < 8; i++) {
-    pcm_file(&lng, clips[i % 4]);
-    pcm_silence(&lng, gaps[i]);
-  }
+  pcm_long(&lng);
   wd_decode_opts_t o;
   wd_transcript_t tr;
   /* the prompt */
