@@ -134,7 +134,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   wd_file_job_t *jobs = calloc((size_t)n_files, sizeof *jobs);
   if (!jobs)
     return 1;
-  int32_t *prompt = NULL;
+  int32_t *prompt = NULL, *prefix = NULL;
   wd_runtime_t *rt = NULL;
   FILE *dst = out;
   int status = 1;
@@ -168,6 +168,14 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
       goto out;
     }
     opts.prompt = prompt;
+  }
+  if (cfg->prefix && cfg->prefix[0]) {
+    if (wd_decode_encode_text(wd_runtime_tokenizer(rt), cfg->prefix, &prefix,
+                              &opts.n_prefix) < 0) {
+      wd_log_error("transcribe: the prefix could not be tokenized");
+      goto out;
+    }
+    opts.prefix = prefix;
   }
   if (cfg->output && cfg->output[0] && !(dst = fopen(cfg->output, "w"))) {
     wd_log_error("transcribe: cannot write '%s'", cfg->output);
@@ -223,5 +231,6 @@ out:
     wd_transcript_free(&jobs[i].t);
   free(jobs);
   free(prompt);
+  free(prefix);
   return status;
 }

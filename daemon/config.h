@@ -54,6 +54,8 @@ typedef struct {
   char *temperature;      /* first temperature, as text */
   char *temperature_inc;  /* fallback step, as text */
   char *prompt;
+  bool carry_prompt;
+  char *prefix;
   bool word_timestamps, timestamps, condition;
   char *hallucination_silence; /* seconds as text, "" = off */
   char *patience, *length_penalty; /* as text, "" = openai's None */

@@ -68,6 +68,7 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int
   o->condition_on_previous_text = cfg->condition;
   o->word_timestamps = cfg->word_timestamps;
   o->seed = (uint64_t)cfg->seed;
+  o->carry_initial_prompt = cfg->carry_prompt;
   float t = 0.0f, inc = 0.2f;
   int rc = parse_float("temperature", cfg->temperature ? cfg->temperature : "0", &t, err,
                        err_len);

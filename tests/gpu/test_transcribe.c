@@ -210,7 +210,7 @@ WD_TEST(long_file_with_silences_as_openai) {
 }
 
 /* An initial prompt (one segment, punctuated, where jfk.wav alone gives
- * two) and clip_timestamps (a clip inside one window; two clips of the long
+ * two), a prefix, and clip_timestamps (a clip inside one window; two clips of the long
  * file, the second of which tiny.en mistakes for the fox and times past the
  * clip's end): openai/whisper's segments for each, all at temperature 0. */
 WD_TEST(prompt_and_clips_as_openai) {
@@ -240,6 +240,20 @@ WD_TEST(prompt_and_clips_as_openai) {
   check_segments(&tr, with_prompt, 1);
   wd_transcript_free(&tr);
   free(prompt);
+  /* a prefix: openai decodes past it and keeps only what it sampled; here
+   * the model, made to start mid-sentence, samples nothing but the
+   * timestamps, and the window's one segment is blanked */
+  int32_t *prefix = NULL;
+  wd_decode_opts_default(&o);
+  WD_CHECK_EQ_INT(wd_decode_encode_text(g.tok, "And so, my fellow Americans", &prefix,
+                                        &o.n_prefix),
+                  0);
+  o.prefix = prefix;
+  WD_CHECK_EQ_INT(decode(&g, &jfk, &o, &tr), 0);
+  const seg_ref_t with_prefix[] = { { 0.00, 11.00, "" } };
+  check_segments(&tr, with_prefix, 1);
+  wd_transcript_free(&tr);
+  free(prefix);
   /* one clip */
   wd_decode_opts_default(&o);
   const float c1[] = { 3.0f, 8.0f };
