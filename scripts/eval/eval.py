@@ -301,7 +301,10 @@ def compare(f, ref, wd, to_code, decode):
     row["wd_text"] = wd["text"].strip()
     row["wd_lang"] = to_code.get(wd.get("language", ""), wd.get("language"))
     row["wd_temps"] = sorted({s.get("temperature", 0.0) for s in wd["segments"]})
-    row["wd_fallback"] = any(s.get("temperature", 0.0) > 0 for s in wd["segments"])
+    # A file whose every window the no-speech rule skipped has no segment to
+    # carry its temperature: whether whisperd fell back is then unknown.
+    row["wd_fallback"] = (any(s.get("temperature", 0.0) > 0 for s in wd["segments"])
+                          if wd["segments"] else None)
     rs, ws = ref["segments"], wd["segments"]
     row["n_segments"] = [len(rs), len(ws)]
     row["same_text"] = same_text(ref["text"], rs, wd["text"], ws)
@@ -346,7 +349,9 @@ def summarise(rows, multilingual):
     s["time_violations"] = [r["file"] for r in timed if r["max_dt"] > TARGET_TIME_S + 1e-6]
     fb = [r for r in ok if r["ref_fallback"] or r["wd_fallback"]]
     s["fallback_files"] = [r["file"] for r in fb]
-    s["fallback_disagree"] = [r["file"] for r in ok if r["ref_fallback"] != r["wd_fallback"]]
+    s["fallback_disagree"] = [r["file"] for r in ok
+                              if r["wd_fallback"] is not None and r["ref_fallback"] != r["wd_fallback"]]
+    s["fallback_unknown"] = [r["file"] for r in ok if r["wd_fallback"] is None and r["ref_fallback"]]
     t0a = [r for r in ok if "t0_attempt_same" in r]
     s["t0_attempt_checked"], s["t0_attempt_same"] = len(t0a), sum(1 for r in t0a if r["t0_attempt_same"])
     s["loops"] = {"ref": [r["file"] for r in fb if r["loop_ref"]], "wd": [r["file"] for r in fb if r["loop_wd"]]}
@@ -427,6 +432,8 @@ def markdown(model, mode, rows, s, timing):
                 len(s["fallback_files"]), len(s["loops"]["wd"]), yn(p["no_loops"])),
             "| fell back on one side only (the T=0 pass decides it) | %d | 0 | %s |" % (
                 len(s["fallback_disagree"]), yn(p["fallback_agree"])),
+            "| reference fell back, whisperd skipped every window (its temperature unknown) | %d | | |" % (
+                len(s["fallback_unknown"])),
             "| of those, whisperd's text = the reference's T=0 attempt | %d/%d | | |" % (
                 s["t0_attempt_same"], s["t0_attempt_checked"]),
             "| whisperd failures | %d | 0 | %s |" % (len(s["whisperd_failed"]), yn(p["no_failures"])),
