@@ -107,19 +107,10 @@ static inline int submit_opts(wd_worker_t *w, const char *name, int repeat,
 
 static inline int submit(wd_worker_t *w, const char *name, int repeat, const char *language,
                   double timeout_s, outcome_t *o, uint64_t *ret_id) {
-  size_t n = 0;
-  float *pcm = load_audio(name, repeat, &n);
-  if (!pcm)
-    return WD_EAUDIO;
-  wd_job_params_t p = { .timeout_s = timeout_s,
-                        .cb = { .ud = o, .on_segment = on_segment, .on_done = on_done } };
-  wd_decode_opts_default(&p.decode);
-  p.decode.language = language;
-  uint64_t id = 0;
-  const int rc = wd_worker_submit(w, pcm, n, &p, &id);
-  if (ret_id)
-    *ret_id = id;
-  return rc;
+  wd_decode_opts_t d;
+  wd_decode_opts_default(&d);
+  d.language = language;
+  return submit_opts(w, name, repeat, &d, timeout_s, o, ret_id);
 }
 
 /* Exactly equal text, tokens, times and window statistics. */
