@@ -113,4 +113,21 @@ const char *wd_dtype_name(wd_dtype_t type);
  */
 int wd_model_write_ggml(const wd_model_t *m, const char *path, char *err, size_t err_len);
 
+/*
+ * Writes m as a ggml file of weight type `type` at path (whisperd quantize),
+ * as whisper.cpp's quantize tool writes it (see model_quantize.c): header
+ * ftype = the type's ggml ftype (+ 2000 for the quantized ones), filterbank
+ * and vocabulary copied, every linear weight and the token embedding
+ * converted to `type`, conv kernels f16 (f32 for type f32), vectors f32.
+ * Written atomically like wd_model_write_ggml. *ret_n_converted (may be
+ * NULL) gets the number of tensors whose type changed. Returns 0, WD_EINVAL
+ * for a bad type, WD_EMODEL for a model that cannot take it (a state that is
+ * not a multiple of 32 for a block type), WD_EIO or WD_ENOMEM, with err set.
+ */
+int wd_model_quantize(const wd_model_t *m, wd_dtype_t type, const char *path,
+                      size_t *ret_n_converted, char *err, size_t err_len);
+/* The ggml ftype a file of weight type `type` stores: f32 0, f16 1,
+ * q4_0 2002, q4_1 2003, q8_0 2007, q5_0 2008, q5_1 2009; 0 or WD_EINVAL. */
+int wd_dtype_ftype(wd_dtype_t type, int32_t *ret);
+
 #endif

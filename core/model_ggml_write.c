@@ -1,6 +1,7 @@
 /*
  * model_ggml_write.c - writes a model as a whisper.cpp ggml file (the
- * `whisperd convert` output).
+ * `whisperd convert` output, and through wd__model_write_ggml_as the
+ * `whisperd quantize` output, whose tensors change type on the way).
  *
  * The layout is the one model_ggml.c reads: magic, 11 hyper-parameters, the
  * (n_mel, 201) filterbank, the vocabulary, then every tensor in canonical
@@ -47,12 +48,16 @@ static void wd_put_i32(wd_writer_t *w, int32_t v) {
   wd_put_u32(w, u);
 }
 
-static void wd_write_body(wd_writer_t *w, const wd_model_t *m) {
+/* Everything but the tensor data goes out as the model holds it; ftype
+ * replaces the stored one. src, if set, supplies each tensor's type and
+ * bytes (see wd__tensor_source_fn); returns its error or 0. */
+static int wd_write_body(wd_writer_t *w, const wd_model_t *m, int32_t ftype,
+                         wd__tensor_source_fn src, void *ctx, char *err, size_t err_len) {
   const wd_hparams_t *hp = &m->hp;
   wd_put_u32(w, WD_GGML_MAGIC);
   const int32_t v[11] = { hp->n_vocab,    hp->n_audio_ctx,  hp->n_audio_state, hp->n_audio_head,
                           hp->n_audio_layer, hp->n_text_ctx, hp->n_text_state, hp->n_text_head,
-                          hp->n_text_layer, hp->n_mels,     hp->ftype };
+                          hp->n_text_layer, hp->n_mels,     ftype };
   for (int i = 0; i < 11; i++)
     wd_put_i32(w, v[i]);
 
@@ -67,20 +72,36 @@ static void wd_write_body(wd_writer_t *w, const wd_model_t *m) {
     wd_put(w, m->tok[i], m->tok_len[i]);
   }
 
-  for (size_t i = 0; i < m->n_tensors; i++) {
+  for (size_t i = 0; i < m->n_tensors && !w->failed; i++) {
     const wd_tensor_t *t = &m->tensors[i];
+    wd_dtype_t type = t->type;
+    const void *data = t->data;
+    size_t nbytes = t->nbytes;
+    if (src) {
+      const int rc = src(ctx, i, t, &type, &data, &nbytes, err, err_len);
+      if (rc < 0)
+        return rc;
+    }
     const size_t name_len = strlen(t->name);
     wd_put_i32(w, t->n_dims);
     wd_put_i32(w, (int32_t)name_len);
-    wd_put_i32(w, (int32_t)t->type);
+    wd_put_i32(w, (int32_t)type);
     for (int d = 0; d < t->n_dims; d++)
       wd_put_i32(w, (int32_t)t->ne[d]);
     wd_put(w, t->name, name_len);
-    wd_put(w, t->data, t->nbytes);
+    wd_put(w, data, nbytes);
   }
+  return 0;
 }
 
 int wd_model_write_ggml(const wd_model_t *m, const char *path, char *err, size_t err_len) {
+  if (!m)
+    return WD_EINVAL;
+  return wd__model_write_ggml_as(m, m->hp.ftype, NULL, NULL, path, err, err_len);
+}
+
+int wd__model_write_ggml_as(const wd_model_t *m, int32_t ftype, wd__tensor_source_fn src,
+                            void *ctx, const char *path, char *err, size_t err_len) {
   if (!m || !path)
     return WD_EINVAL;
   const size_t plen = strlen(path);
@@ -99,8 +120,16 @@ int wd_model_write_ggml(const wd_model_t *m, const char *path, char *err, size_t
   }
   /* Large writes go straight through; the small header fields are buffered. */
   setvbuf(w.f, NULL, _IOFBF, 1 << 20);
-  wd_write_body(&w, m);
+  const int src_rc = wd_write_body(&w, m, ftype, src, ctx, err, err_len);
   int saved = errno;
+  if (src_rc < 0) {
+    /* The source failed (and said why in err): no file appears at path,
+     * and the half-written temporary goes whatever fclose says. */
+    (void)fclose(w.f);
+    unlink(tmp);
+    free(tmp);
+    return src_rc;
+  }
   if (!w.failed && fflush(w.f) != 0) {
     w.failed = true;
     saved = errno;

@@ -81,6 +81,19 @@ int wd__model_new(const wd_hparams_t *hp, size_t n_tensors, wd_model_t **ret);
 /* Sets name, from the hyper-parameters. */
 void wd__model_finish(wd_model_t *m);
 
+/*
+ * Supplies tensor i (t, the model's own) as it is to be written: its type
+ * and nbytes bytes of data, which must stay valid until the next call.
+ * Returns 0, or a negative code with err set to stop the write.
+ */
+typedef int (*wd__tensor_source_fn)(void *ctx, size_t i, const wd_tensor_t *t,
+                                    wd_dtype_t *ret_type, const void **ret_data,
+                                    size_t *ret_nbytes, char *err, size_t err_len);
+/* wd_model_write_ggml with the header's ftype replaced and, when src is set,
+ * every tensor's type and bytes taken from src (model_quantize.c). */
+int wd__model_write_ggml_as(const wd_model_t *m, int32_t ftype, wd__tensor_source_fn src,
+                            void *ctx, const char *path, char *err, size_t err_len);
+
 int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t err_len);
 int wd__model_load_ct2(const char *dir, wd_model_t **ret, char *err, size_t err_len);
 
