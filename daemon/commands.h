@@ -18,6 +18,9 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out);
 int wd_cmd_info(const wd_config_t *cfg, FILE *out);
 /* `whisperd convert CT2_DIR -o FILE`: write a ggml file (via FILE.tmp + rename). */
 int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
+/* `whisperd quantize IN OUT TYPE`: write IN as a ggml file of weight type
+ * TYPE, as whisper.cpp's quantize tool does (via OUT.tmp + rename). */
+int wd_cmd_quantize(const wd_config_t *cfg, FILE *out);
 /* `whisperd transcribe FILE...`: the serve engine from the command line;
  * prints each file's transcript in --output-format (txt, srt, vtt, json). */
 int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out);

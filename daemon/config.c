@@ -133,6 +133,7 @@ static const struct {
   { "info", "MODEL", "print a model's hyper-parameters, type and size" },
   { "transcribe", "FILE...", "transcribe audio files with the same engine as serve" },
   { "convert", "CT2_DIR -o FILE", "write a ggml model file from a CTranslate2 directory" },
+  { "quantize", "IN OUT TYPE", "write a model as a ggml file of TYPE (q8_0 q5_0 q5_1 q4_0 q4_1 f16 f32)" },
 };
 
 static int wd_config_error(char *err, size_t len, const char *fmt, ...)

@@ -35,6 +35,8 @@ int main(int argc, char **argv) {
     status = wd_cmd_info(&cfg, stdout);
   } else if (strcmp(cmd, "convert") == 0) {
     status = wd_cmd_convert(&cfg, stdout);
+  } else if (strcmp(cmd, "quantize") == 0) {
+    status = wd_cmd_quantize(&cfg, stdout);
   } else if (strcmp(cmd, "transcribe") == 0) {
     status = wd_cmd_transcribe(&cfg, stdout);
   } else if (strcmp(cmd, "serve") == 0) {
