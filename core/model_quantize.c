@@ -17,9 +17,11 @@
  *     biases and norms stay f32;
  *   - f16 input is widened to f32 exactly, then quantized with ggml's
  *     reference quantizers over whole rows (quant.c does the same).
- * Every quantized row is n_state or 4 * n_state long; whisper.cpp has no
- * rule for a row that is not a multiple of 32 (ggml asserts), and here the
- * hyper-parameter check refuses such a model before anything is written.
+ * Every quantized row is n_state or 4 * n_state long (a multiple of 32 in
+ * every OpenAI model). whisper.cpp has no rule for other lengths: ggml's
+ * checks there are plain asserts, so a release build would write blocks
+ * straddling rows, a file no loader reads. Here the hyper-parameter check
+ * refuses such a model before anything is written.
  *
  * The 2-D-and-not-skipped rule picks exactly the tensors of kind
  * WD__TK_MATRIX, so every tensor is written as the type its kind has in a
