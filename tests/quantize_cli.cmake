@@ -58,3 +58,8 @@ add_test(NAME cli_quantize_synth_q4_1
   $<TARGET_FILE:whisperd>)
 set_tests_properties(cli_quantize_synth_q4_1 PROPERTIES LABELS "cli;unit"
   PASS_REGULAR_EXPRESSION "q4_1 \\(ftype 2003\\), 17 of 50 tensors converted(.*\n)*ftype: +2003\n(.*\n)*tensors: [^\n]*17 q4_1(.*\n)*exit status 0")
+
+# --help lists the command.
+add_test(NAME cli_quantize_in_help COMMAND whisperd --help)
+set_tests_properties(cli_quantize_in_help PROPERTIES LABELS "cli;unit"
+  PASS_REGULAR_EXPRESSION "\n  quantize IN OUT TYPE +write a model as a ggml file of TYPE \\(q8_0 q5_0 q5_1 q4_0 q4_1 f16 f32\\)\n")
