@@ -30,6 +30,8 @@
 #                    (default /work/shared/tools/build-whispercpp.sh) into
 #                    $WHISPERCPP_DIR (default /tmp/wcpp): takes long on 2 cores
 #   WHISPERD         the whisperd binary (default build/daemon/whisperd)
+#   WHISPERD_TRANSCRIBE  the whisperd that runs (c) (default $WHISPERD), e.g.
+#                    a build of a branch with quantized kernels
 #   WORK             scratch directory (default: a new one under /tmp, removed
 #                    at the end unless KEEP=1)
 #   TYPES, THREADS   see above (THREADS default 2)
@@ -40,6 +42,7 @@ MODEL=${1:-models/ggml-tiny.en.bin}
 TYPES=${TYPES:-q8_0 q5_0 q5_1 q4_0 q4_1}
 THREADS=${THREADS:-2}
 WHISPERD=${WHISPERD:-build/daemon/whisperd}
+WHISPERD_TRANSCRIBE=${WHISPERD_TRANSCRIBE:-$WHISPERD}
 WHISPERCPP_DIR=${WHISPERCPP_DIR:-/tmp/wcpp}
 WHISPERCPP_BIN=${WHISPERCPP_BIN:-$WHISPERCPP_DIR/build-cpu/bin}
 WHISPERCPP_BUILD_TOOL=${WHISPERCPP_BUILD_TOOL:-/work/shared/tools/build-whispercpp.sh}
@@ -115,7 +118,7 @@ PY
 status=0
 declare -A SUMMARY
 echo "crosscheck: model $MODEL${CT2:+ (and $CT2)}, types: $TYPES"
-echo "crosscheck: whisper.cpp $WHISPERCPP_BIN, whisperd $WHISPERD, work $WORK"
+echo "crosscheck: whisper.cpp $WHISPERCPP_BIN, whisperd $WHISPERD (transcribe: $WHISPERD_TRANSCRIBE), work $WORK"
 
 # whisper.cpp's own transcript of the unquantized model, for reference.
 ref=$("$WHISPERCPP_BIN/whisper-cli" -m "$MODEL" -f "$AUDIO" -t "$THREADS" -nt 2>"$WORK/ref.err")
@@ -170,7 +173,7 @@ for t in $TYPES; do
   fi
 
   # (c) whisperd runs its own file (needs quantized kernels in the engine)
-  out=$("$WHISPERD" transcribe -m "$wd" "$AUDIO" 2>"$WORK/wdt-$t.err"); rc=$?
+  out=$("$WHISPERD_TRANSCRIBE" transcribe -m "$wd" "$AUDIO" 2>"$WORK/wdt-$t.err"); rc=$?
   if [ $rc -eq 0 ]; then
     out=$(sed 's/^\[[^]]*\] *//' <<<"$out" | tr '\n' ' ' | sed 's/^ *//')
     if heard "$out"; then echo "  (c) whisperd transcribe: $out"; line+="; whisperd ok"
