@@ -41,6 +41,7 @@
 
 #include "engine.h"
 #include "model.h"
+#include "vk_limits.h"
 
 typedef struct wd_vk_engine wd_vk_engine_t;
 
@@ -50,6 +51,9 @@ typedef struct {
   int max_seqs;      /* decoder batch rows (>= 1, <= 16) */
   int max_audio;     /* encoded windows held at once (>= 1) */
   bool profile;      /* timestamp every operation (benchmarks; costs a little) */
+  /* Plan as if the device were this small (tests; see gpu/vk_limits.h,
+   * which also reads WHISPERD_VK_LIMITS). NULL for the device's own. */
+  const wd_vk_limits_t *limits;
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:
