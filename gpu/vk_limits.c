@@ -82,7 +82,7 @@ int wd_vk_limits_parse(const char *s, wd_vk_limits_t *ret) {
         return WD_EINVAL;
       /* Vulkan's alignments are powers of two; planning rounds up to them. */
       const int is_align = strstr(keys[k].key, "align") != NULL;
-      if (is_align && (v & (v - 1)) != 0)
+      if (is_align && ((v & (v - 1)) != 0 || v > 256)) /* 256: Vulkan's largest */
         return WD_EINVAL;
       memcpy((char *)&l + keys[k].off, &v, sizeof v);
     }

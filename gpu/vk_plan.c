@@ -100,6 +100,8 @@ static int plan_core(const wd_hparams_t *hp, uint64_t weight_bytes, const wd_vk_
     bind = min64(bind, lim->max_storage_range);
   if (lim->max_texel_elements)
     bind = min64(bind, lim->max_texel_elements * 16);
+  if (lim->max_alloc)
+    bind = min64(bind, lim->max_alloc);
   const uint64_t group = min64(nh, bind / (n * n * 4));
   if (group == 0)
     return fail(&c, WD_ERANGE, "one head's encoder attention scores", n * n * 4,
@@ -127,6 +129,8 @@ static int plan_core(const wd_hparams_t *hp, uint64_t weight_bytes, const wd_vk_
     /* "encoder activations" is 7 buffers of (n, d): check one. */
     const uint64_t one = i == 4 ? n * d : act[i].floats;
     rc = check_bind(&c, act[i].name, one * 4, 1, 16);
+    if (!rc && lim->max_alloc && one * 4 > lim->max_alloc)
+      rc = fail(&c, WD_ERANGE, act[i].name, one * 4, "maxMemoryAllocationSize", lim->max_alloc);
     p->act_bytes += act[i].floats * 4;
   }
   /* Caches: layers at offsets that suit every binding kind. */

@@ -22,6 +22,9 @@
  * caches, activations) must fit the largest device-local heap. When it
  * does not, the plan says which batch would: wd_vk_plan_fit().
  *
+ * Weights are not split here: gpu/vk_weights.c packs them into chunks of
+ * at most 1 GiB, the allocation size every Vulkan device allows.
+ *
  * Caches hold f16 (kv_f16) or f32 elements; the attention kernels read
  * either through RGBA16F / RGBA32F texel views.
  */
