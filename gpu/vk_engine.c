@@ -302,20 +302,33 @@ static int rec_cross(wd_vk_engine_t *e, int a) {
     rc = wt(e, &wk, "decoder.blocks.%d.cross_attn.key.weight", l);
     if (!rc) rc = wt(e, &wv, "decoder.blocks.%d.cross_attn.value.weight", l);
     if (!rc) rc = wt(e, &bv, "decoder.blocks.%d.cross_attn.value.bias", l);
-    /* Window a's block of layer l: its own binding (vk_plan.h). */
-    const uint64_t off = (uint64_t)a * per * 4;
+    /* Window a's block of layer l: its own binding (vk_plan.h). f16
+     * caches: the GEMMs write f32 into ka / va (free after the encoder),
+     * which kv_to_f16 converts into the block. */
+    const uint64_t eb = e->plan.kv_elem, off = (uint64_t)a * per * eb;
+    const wd_vk_arg_t kd = wd_vk_layers_arg(e->xk, (uint32_t)l, off, per * eb);
+    const wd_vk_arg_t vd = wd_vk_layers_arg(e->xv, (uint32_t)l, off, per * eb);
+    const int f16 = e->plan.kv_f16;
     gemm_op_t k = {
-      .a = whole(e->xa), .b = wk, .bias = whole(e->dummy),
-      .c = wd_vk_layers_arg(e->xk, (uint32_t)l, off, per * 4),
+      .a = whole(e->xa), .b = wk, .bias = whole(e->dummy), .c = f16 ? whole(e->ka) : kd,
       .pc = { .M = n, .N = d, .K = d, .lda = d, .ldb = d, .ldc = d, .alpha = 1.0f },
     };
     gemm_op_t v = k;
     v.b = wv;
     v.bias = bv;
-    v.c = wd_vk_layers_arg(e->xv, (uint32_t)l, off, per * 4);
+    v.c = f16 ? whole(e->va) : vd;
     v.pc.flags = WD_GEMM_BIAS;
     if (!rc) rc = rec_gemm(e, cmd, &k);
     if (!rc) rc = rec_gemm(e, cmd, &v);
+    if (f16) {
+      wd_vk_dset_t *s = NULL;
+      const wd_vk_arg_t ks = whole(e->ka), vs = whole(e->va);
+      if (!rc) rc = keep(e, wd_vk_kv_bind_to_f16(e->kv, &ks, &vs, &kd, &vd, &s), &s);
+      if (!rc) rc = wd_vk_kv_record_to_f16(e->kv, cmd, s, (uint32_t)(per / 4));
+      /* The next layer's GEMMs overwrite ka / va. */
+      wd_vk_cmd_barrier(cmd);
+      mark(e, cmd, "kv-to-f16");
+    }
   }
   wd_vk_cmd_timestamp(cmd, 1);
   int rc2 = wd_vk_cmd_end(cmd);
@@ -583,7 +596,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
                      wd_vk_engine_t **ret_engine, char *err, size_t err_len) {
   int rc = 0;
   if (!m || !opts || opts->max_seqs < 1 || opts->max_seqs > WD_ENG_MAX_SEQS ||
-      opts->max_audio < 1 || opts->max_audio > 64) {
+      opts->max_audio < 1 || opts->max_audio > 64 || (unsigned)opts->kv > WD_VK_KV_F16) {
     snprintf(err, err_len, "engine: max_seqs must be 1..%d and max_audio 1..64",
              WD_ENG_MAX_SEQS);
     return WD_EINVAL;
@@ -617,7 +630,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
    * largest one that would. */
   const uint64_t wbytes = wd_vk_plan_weight_bytes(m);
   if ((rc = wd_vk_plan_make(hp, wbytes, &wd_vk_device_info(e->dev)->limits, e->max_seqs,
-                            e->max_audio, false, &e->plan, err, err_len)) < 0) {
+                            e->max_audio, opts->kv != WD_VK_KV_F32, &e->plan, err,
+                            err_len)) < 0) {
     wd_log_debug("vk_engine: plan failed: %s", err);
     goto fail;
   }
@@ -628,8 +642,9 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
       (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
-      (rc = wd_vk_attn_new(e->dev, WD_VK_ATTN_AUTO, &e->attn)) < 0 ||
-      (rc = wd_vk_kv_new(e->dev, &e->kv)) < 0 || (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
+      (rc = wd_vk_attn_new_fmt(e->dev, WD_VK_ATTN_AUTO, e->plan.kv_f16, &e->attn)) < 0 ||
+      (rc = wd_vk_kv_new_fmt(e->dev, e->plan.kv_f16, &e->kv)) < 0 ||
+      (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
     snprintf(err, err_len, "building pipelines failed: %s", wd_strerror(rc));
     goto fail;
   }

@@ -45,6 +45,19 @@
 
 typedef struct wd_vk_engine wd_vk_engine_t;
 
+/* KV caches and cross K/V: f16 halves their memory (large-v3 at 16
+ * sequences and 16 windows: 4.9 GiB instead of 9.5) and the bandwidth the
+ * attention reads; it is written with round-to-nearest-even and read
+ * through RGBA16F texel views, which every device that runs the f16
+ * weights has, so AUTO means f16. The attention scores then differ from an
+ * f32 reference by a few 1e-4 relative (logits within 1e-3; jfk.wav
+ * transcribes the same); F32 keeps them within 1e-4. */
+typedef enum {
+  WD_VK_KV_AUTO = 0,
+  WD_VK_KV_F32 = 1,
+  WD_VK_KV_F16 = 2,
+} wd_vk_kv_type_t;
+
 typedef struct {
   int device;        /* Vulkan device index, -1 for the best */
   bool validation;
@@ -54,6 +67,7 @@ typedef struct {
   /* Plan as if the device were this small (tests; see gpu/vk_limits.h,
    * which also reads WHISPERD_VK_LIMITS). NULL for the device's own. */
   const wd_vk_limits_t *limits;
+  wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:

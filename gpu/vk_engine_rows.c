@@ -65,6 +65,12 @@ static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floa
   return wd__eng_slice(b, off_floats, n_floats);
 }
 
+/* The GEMM whose B operand is the cross keys: f16 caches are read like
+ * weights (f16 texels), f32 ones by the f32-B variant. */
+static wd_vk_gemm_t *qk_gemm(const wd_vk_engine_t *e) {
+  return e->plan.kv_f16 ? e->gemm : e->gemm_f32b;
+}
+
 /* Logits row stride of the align chunks: n_vocab rounded up to a texel. */
 static uint32_t ldv(const wd_vk_engine_t *e) { return ((uint32_t)e->hp.n_vocab + 3u) & ~3u; }
 
@@ -302,7 +308,7 @@ static int rec_copy(wd_vk_engine_t *e, wd_vk_dset_t *const *set_in,
 
 static int new_copies(wd_vk_engine_t *e) {
   const int L = e->hp.n_text_layer;
-  const uint64_t per = main_layer(e) * 4; /* bytes of one layer of the slots' caches */
+  const uint64_t per = main_layer(e) * e->plan.kv_elem; /* bytes of one layer of the slots */
   wd_vk_dset_t **in = calloc((size_t)L, sizeof *in), **out = calloc((size_t)L, sizeof *out);
   int rc = in && out ? 0 : WD_ENOMEM;
   const wd_vk_arg_t ci = whole(e->cp_in), co = whole(e->cp_out);
@@ -369,7 +375,7 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
     rc = WD_ENOMEM;
   for (uint32_t l = 0; l < L && !rc; l++) {
     const wd_vk_arg_t axk = wd_vk_layers_arg(e->xk, l, 0, 0);
-    rc = wd__eng_keep(e, wd_vk_gemm_bind(e->gemm_f32b, &aqall, &axk, &dm, &aqk, &e->set_qk[l]),
+    rc = wd__eng_keep(e, wd_vk_gemm_bind(qk_gemm(e), &aqall, &axk, &dm, &aqk, &e->set_qk[l]),
                       &e->set_qk[l]);
   }
   if (!rc)
@@ -532,7 +538,7 @@ static int rec_tail(wd_vk_engine_t *e, uint32_t P, int a, int n, const int32_t *
       .c_off = (uint32_t)(h - h0) * (uint32_t)n * na,
       .alpha = 0.125f, /* (q d_head^-0.25) . (k d_head^-0.25) */
     };
-    rc = wd_vk_gemm_record(e->gemm_f32b, cmd, e->set_qk[l], &pc, 1); /* independent: no barrier */
+    rc = wd_vk_gemm_record(qk_gemm(e), cmd, e->set_qk[l], &pc, 1); /* independent: no barrier */
   }
   const uint32_t nv = (uint32_t)e->hp.n_vocab, ld = ldv(e);
   for (uint32_t r0 = 0; probs && r0 + 1 < (uint32_t)n && !rc; r0 += WD_ENG_LG_ROWS) {

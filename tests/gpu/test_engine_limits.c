@@ -260,10 +260,10 @@ static void compare(const wd_model_t *m, wd_vk_engine_t *eng, int max_seqs, int 
 }
 
 static int new_engine(const wd_model_t *m, int max_seqs, int max_audio, const char *lim_s,
-                      wd_vk_engine_t **e, char *err, size_t err_len) {
+                      bool kv_f32, wd_vk_engine_t **e, char *err, size_t err_len) {
   const wd_vk_limits_t lim = limits(lim_s);
   const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = max_seqs, .max_audio = max_audio,
-                                  .limits = &lim };
+                                  .limits = &lim, .kv = kv_f32 ? WD_VK_KV_F32 : WD_VK_KV_F16 };
   return wd_vk_engine_new(m, &o, e, err, err_len);
 }
 
@@ -272,11 +272,12 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
   wd_model_t *m = large_model(2, "/tmp/wd_test_limits_v3.bin");
   if (!m)
     return;
-  /* Fits a 1 GiB heap at 4 sequences and 2 windows. */
-  const char *lim = "nvidia,heap=1G";
+  /* Fits a 768 MiB heap at 4 sequences and 2 windows (f16 caches, the
+   * default). */
+  const char *lim = "nvidia,heap=768M";
   wd_vk_engine_t *e = NULL;
   char err[512] = "";
-  int rc = new_engine(m, 4, 2, lim, &e, err, sizeof err);
+  int rc = new_engine(m, 4, 2, lim, false, &e, err, sizeof err);
   if (rc == WD_ENODEVICE) {
     wd_model_free(m);
     wd_test_skip("no Vulkan device");
@@ -289,7 +290,7 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
     wd_vk_plan_t p;
     const wd_vk_limits_t l = limits(lim);
     WD_CHECK_EQ_INT(wd_vk_plan_make(wd_model_hparams(m), wd_vk_plan_weight_bytes(m), &l, 4, 2,
-                                    false, &p, NULL, 0), 0);
+                                    true, &p, NULL, 0), 0);
     wd_vk_engine_stats_t st;
     wd_vk_engine_stats(e, &st);
     fprintf(stderr, "  planned %.1f MiB, allocated %.1f MiB\n", MIB(p.total), st.device_mib);
@@ -300,14 +301,14 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
   /* 16 and 16 do not fit that heap: refused before any upload, naming
    * the batch that would. */
   e = NULL;
-  rc = new_engine(m, 16, 16, lim, &e, err, sizeof err);
+  rc = new_engine(m, 16, 16, lim, false, &e, err, sizeof err);
   WD_CHECK_EQ_INT(rc, WD_ENOMEM);
   WD_CHECK(e == NULL);
   fprintf(stderr, "  refused: %s\n", err);
   const wd_vk_limits_t l = limits(lim);
   int bs = 0, ba = 0;
   const int b = wd_vk_plan_fit(wd_model_hparams(m), wd_vk_plan_weight_bytes(m), &l, 16, 16,
-                               false, &bs, &ba);
+                               true, &bs, &ba);
   char want[96];
   snprintf(want, sizeof want, "the largest batch that fits is %d (", b);
   WD_CHECK(b >= 2 && strstr(err, want) != NULL);
@@ -315,9 +316,10 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
   wd_model_free(m);
 }
 
-/* large-v3-turbo's shape (4 decoder layers) with allocations capped at 64
- * MiB, so each cross K/V is split over buffers, 2^24 texels (just above
- * the token embedding's 16.6 M f16 texels) and 256-byte alignments. */
+/* large-v3-turbo's shape (4 decoder layers) with f32 caches (the
+ * fallback) and allocations capped at 64 MiB, so each cross K/V is split
+ * over buffers, 2^24 texels (just above the token embedding's 16.6 M f16
+ * texels) and 256-byte alignments. */
 WD_TEST(turbo_shape_with_split_caches) {
   wd_model_t *m = large_model(4, "/tmp/wd_test_limits_turbo.bin");
   if (!m)
@@ -332,7 +334,7 @@ WD_TEST(turbo_shape_with_split_caches) {
   WD_CHECK(p.cross.n_bufs > 1 && p.cross.stride % 256 == 0);
   wd_vk_engine_t *e = NULL;
   char err[512] = "";
-  const int rc = new_engine(m, 3, 3, lim, &e, err, sizeof err);
+  const int rc = new_engine(m, 3, 3, lim, true, &e, err, sizeof err);
   if (rc == WD_ENODEVICE) {
     wd_model_free(m);
     wd_test_skip("no Vulkan device");
