@@ -18,8 +18,13 @@
  * sequence). They add, beyond the step's buffers: decoder rows for 256
  * tokens, the cross-attention queries of one prefill (n_text_layer, 256, d),
  * two scratch caches of max((max_seqs, n_text_ctx, d), (n_text_layer, 256,
- * d)) floats, 6 MiB of align readback and a 32-row logits chunk: about 28
- * MiB for tiny, 34 MiB for base and 145 MiB for large-v3 at max_seqs 8.
+ * d)) cache elements, 6 MiB of align readback and a 32-row logits chunk.
+ *
+ * Memory is planned before anything is allocated (vk_plan.h), against the
+ * device's limits: the caches are bound per decoder layer, split over
+ * allocations where needed, and a batch that does not fit the heap is
+ * refused (WD_ENOMEM) with the largest one that would in err. A binding
+ * over a limit is WD_ERANGE.
  *
  * The engine implements core/engine.h for the decoding policy. Decoder batch
  * rows map to sequence slots indirectly: step(n, seqs, ...) takes any n
