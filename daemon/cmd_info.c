@@ -113,8 +113,7 @@ static int wd_info_rank(wd_vk_class_t c) {
   }
 }
 
-/* The device plan at the configured batch, f16 caches (the engine's
- * default) and the f32 total beside it. */
+/* The device plan at the configured batch, as the engine would make it. */
 static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out) {
   wd_vk_device_info_t *infos = NULL, *dev = NULL;
   uint32_t n = 0;
@@ -128,10 +127,14 @@ static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out)
   const wd_vk_limits_t *lim = dev ? &dev->limits : &none;
   const int b = cfg->max_batch > 0 ? cfg->max_batch : 1;
   const uint64_t wb = wd_vk_plan_weight_bytes(m);
+  /* As the engine decides (vk_engine.h): f32 caches where they fit, f16
+   * where that is what fits. */
   wd_vk_plan_t p, p32;
   char err[512] = "";
-  const int rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, true, &p, err, sizeof err);
-  (void)wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, false, &p32, NULL, 0);
+  int rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, false, &p32, err, sizeof err);
+  p = p32;
+  if (rc == WD_ENOMEM)
+    rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, true, &p, err, sizeof err);
   if (dev)
     fprintf(out, "device:          %s (%.0f MiB heap, %llu M texels, %llu MiB storage range, "
                  "%llu/%llu B texel/storage alignment)\n",
@@ -140,7 +143,8 @@ static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out)
             (unsigned long long)lim->texel_align, (unsigned long long)lim->storage_align);
   else
     fprintf(out, "device:          none usable (sizes below are not checked against limits)\n");
-  fprintf(out, "device memory:   batch %d (max_seqs %d, max_audio %d), f16 KV caches\n", b, b, b);
+  fprintf(out, "device memory:   batch %d (max_seqs %d, max_audio %d), %s KV caches\n", b, b, b,
+          p.kv_f16 ? "f16" : "f32");
   fprintf(out, "  weights        %9.1f MiB\n", MIB(p.weights));
   fprintf(out, "  self-attn KV   %9.1f MiB (%d layers x %d sequences x %d positions)\n",
           MIB(p.self_bytes), (int)p.self.n_layers, b, wd_model_hparams(m)->n_text_ctx);
@@ -148,8 +152,11 @@ static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out)
           MIB(p.cross_bytes), (int)p.cross.n_layers, b, wd_model_hparams(m)->n_audio_ctx);
   fprintf(out, "  scratch        %9.1f MiB (activations, align and seq_copy caches)\n",
           MIB(p.act_bytes));
-  fprintf(out, "  total          %9.1f MiB (%.1f MiB with f32 caches)\n", MIB(p.total),
-          MIB(p32.total));
+  if (p.kv_f16)
+    fprintf(out, "  total          %9.1f MiB (%.1f MiB with f32 caches, over the heap)\n",
+            MIB(p.total), MIB(p32.total));
+  else
+    fprintf(out, "  total          %9.1f MiB\n", MIB(p.total));
   if (rc < 0)
     fprintf(out, "  does not plan: %s\n", err);
   free(infos);

@@ -629,9 +629,24 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
    * uploading anything: a batch that cannot fit is refused here, with the
    * largest one that would. */
   const uint64_t wbytes = wd_vk_plan_weight_bytes(m);
-  if ((rc = wd_vk_plan_make(hp, wbytes, &wd_vk_device_info(e->dev)->limits, e->max_seqs,
-                            e->max_audio, opts->kv != WD_VK_KV_F32, &e->plan, err,
-                            err_len)) < 0) {
+  wd_vk_kv_type_t kv = opts->kv;
+  const char *kv_env = getenv("WHISPERD_VK_KV"); /* "f32" or "f16" for AUTO (tests) */
+  if (kv == WD_VK_KV_AUTO && kv_env)
+    kv = strcmp(kv_env, "f32") == 0 ? WD_VK_KV_F32 : WD_VK_KV_F16;
+  const wd_vk_limits_t *lim = &wd_vk_device_info(e->dev)->limits;
+  rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, kv == WD_VK_KV_F16, &e->plan,
+                       err, err_len);
+  if (rc == WD_ENOMEM && kv == WD_VK_KV_AUTO) {
+    /* f32 caches do not fit the heap at this batch: f16 ones may. */
+    rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, true, &e->plan, err,
+                         err_len);
+    if (rc == 0) {
+      err[0] = '\0';
+      wd_log_info("vk_engine: KV caches in f16: in f32 they would not fit the device's heap "
+                  "at max_seqs %d, max_audio %d", e->max_seqs, e->max_audio);
+    }
+  }
+  if (rc < 0) {
     wd_log_debug("vk_engine: plan failed: %s", err);
     goto fail;
   }

@@ -1,4 +1,5 @@
-# gpu_test_engine_ops again on the f16 KV caches the engine uses by default
+# gpu_test_engine_ops again on the f16 KV caches the engine takes where f32
+# ones do not fit the heap
 # (the registration from the glob runs it on f32 caches, within 1e-4 of the
 # reference; this one within 1e-3).
 if(TARGET gpu_test_engine_ops)

@@ -13,8 +13,10 @@
  * 51866 tokens) but one encoder layer and few decoder layers (to stay fast),
  * built under lowered limits (small heap, 64-byte alignments, few texels,
  * small allocations, so caches are split across buffers), match the C
- * reference's encoder output and step logits; the same model at a batch the
- * lowered heap cannot hold is refused with the planner's message.
+ * reference's encoder output and step logits, with f16 caches where f32
+ * ones do not fit the heap and f32 ones otherwise; the same model at a
+ * batch the lowered heap cannot hold is refused with the planner's
+ * message.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -264,11 +266,12 @@ static void compare(const wd_model_t *m, wd_vk_engine_t *eng, int max_seqs, int 
   wd_ref_engine_free(ref);
 }
 
+/* kv_f32: f32 caches; else AUTO (f32 where they fit the heap, f16 where not). */
 static int new_engine(const wd_model_t *m, int max_seqs, int max_audio, const char *lim_s,
                       bool kv_f32, wd_vk_engine_t **e, char *err, size_t err_len) {
   const wd_vk_limits_t lim = limits(lim_s);
   const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = max_seqs, .max_audio = max_audio,
-                                  .limits = &lim, .kv = kv_f32 ? WD_VK_KV_F32 : WD_VK_KV_F16 };
+                                  .limits = &lim, .kv = kv_f32 ? WD_VK_KV_F32 : WD_VK_KV_AUTO };
   return wd_vk_engine_new(m, &o, e, err, err_len);
 }
 
@@ -277,12 +280,19 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
   wd_model_t *m = large_model(2, "/tmp/wd_test_limits_v3.bin");
   if (!m)
     return;
-  /* Fits a 768 MiB heap at 4 sequences and 2 windows (f16 caches, the
-   * default). */
-  const char *lim = "nvidia,heap=768M";
+  const wd_hparams_t *hp = wd_model_hparams(m);
+  const uint64_t wb = wd_vk_plan_weight_bytes(m);
+  /* 16 sequences and 16 windows on a 1 GiB heap: f32 caches would not fit,
+   * f16 ones do, and AUTO (the default) takes them. */
+  const char *lim = "nvidia,heap=1G";
+  const wd_vk_limits_t l = limits(lim);
+  wd_vk_plan_t p, p32;
+  WD_CHECK_EQ_INT(wd_vk_plan_make(hp, wb, &l, 16, 16, false, &p32, NULL, 0), WD_ENOMEM);
+  WD_CHECK_EQ_INT(wd_vk_plan_make(hp, wb, &l, 16, 16, true, &p, NULL, 0), 0);
   wd_vk_engine_t *e = NULL;
   char err[512] = "";
-  int rc = new_engine(m, 4, 2, lim, false, &e, err, sizeof err);
+  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 16, .max_audio = 16, .limits = &l };
+  int rc = wd_vk_engine_new(m, &o, &e, err, sizeof err);
   if (rc == WD_ENODEVICE) {
     wd_model_free(m);
     wd_test_skip("no Vulkan device");
@@ -291,29 +301,26 @@ WD_TEST(large_v3_shape_under_lowered_limits) {
     fprintf(stderr, "  engine: %s\n", err);
   WD_CHECK_EQ_INT(rc, 0);
   if (e) {
-    /* What it allocated is what it planned. */
-    wd_vk_plan_t p;
-    const wd_vk_limits_t l = limits(lim);
-    WD_CHECK_EQ_INT(wd_vk_plan_make(wd_model_hparams(m), wd_vk_plan_weight_bytes(m), &l, 4, 2,
-                                    true, &p, NULL, 0), 0);
+    /* What it allocated is the f16 plan. */
     wd_vk_engine_stats_t st;
     wd_vk_engine_stats(e, &st);
-    fprintf(stderr, "  planned %.1f MiB, allocated %.1f MiB\n", MIB(p.total), st.device_mib);
+    fprintf(stderr, "  planned %.1f MiB (f32 caches: %.1f), allocated %.1f MiB\n",
+            MIB(p.total), MIB(p32.total), st.device_mib);
     WD_CHECK_NEAR(st.device_mib, MIB(p.total), 0.01);
-    compare(m, e, 4, 2, 0);
+    compare(m, e, 16, 16, 0);
   }
   wd_vk_engine_free(e);
-  /* 16 and 16 do not fit that heap: refused before any upload, naming
-   * the batch that would. */
+  /* A 768 MiB heap holds neither: refused before any upload, naming the
+   * largest batch that would fit (with f16 caches). */
   e = NULL;
-  rc = new_engine(m, 16, 16, lim, false, &e, err, sizeof err);
+  const char *small = "nvidia,heap=768M";
+  rc = new_engine(m, 16, 16, small, false, &e, err, sizeof err);
   WD_CHECK_EQ_INT(rc, WD_ENOMEM);
   WD_CHECK(e == NULL);
   fprintf(stderr, "  refused: %s\n", err);
-  const wd_vk_limits_t l = limits(lim);
+  const wd_vk_limits_t ls = limits(small);
   int bs = 0, ba = 0;
-  const int b = wd_vk_plan_fit(wd_model_hparams(m), wd_vk_plan_weight_bytes(m), &l, 16, 16,
-                               true, &bs, &ba);
+  const int b = wd_vk_plan_fit(hp, wb, &ls, 16, 16, true, &bs, &ba);
   char want[96];
   snprintf(want, sizeof want, "the largest batch that fits is %d (", b);
   WD_CHECK(b >= 2 && strstr(err, want) != NULL);

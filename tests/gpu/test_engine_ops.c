@@ -68,11 +68,11 @@ static float *jfk_window(int shift) {
   return w;
 }
 
-/* The engine's KV caches: f32 by default here, where the tolerances
- * against the reference are 1e-4; WD_TEST_KV_F16=1 (the ctest
+/* The engine's KV caches: f32 (what it uses wherever they fit), with the
+ * tolerances against the reference at 1e-4; WD_TEST_KV_F16=1 (the ctest
  * gpu_test_engine_ops_f16, tests/gpu_kv.cmake) runs every check on the f16
- * caches the engine uses by default, within 1e-3 (f16 keys and values move
- * the scores by a few 1e-4). */
+ * caches it takes when f32 ones do not fit, within 1e-3 (f16 keys and
+ * values move the scores by a few 1e-4). */
 static wd_vk_kv_type_t g_kv = WD_VK_KV_F32;
 static double g_tol = 1e-4;
 
