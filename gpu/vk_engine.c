@@ -597,8 +597,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
   int rc = 0;
   if (!m || !opts || opts->max_seqs < 1 || opts->max_seqs > WD_ENG_MAX_SEQS ||
       opts->max_audio < 1 || opts->max_audio > 64 || (unsigned)opts->kv > WD_VK_KV_F16) {
-    snprintf(err, err_len, "engine: max_seqs must be 1..%d and max_audio 1..64",
-             WD_ENG_MAX_SEQS);
+    snprintf(err, err_len, "engine: max_seqs must be 1..%d, max_audio 1..64 and kv a "
+             "wd_vk_kv_type_t", WD_ENG_MAX_SEQS);
     return WD_EINVAL;
   }
   wd_vk_engine_t *e = calloc(1, sizeof *e);
