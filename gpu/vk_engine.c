@@ -12,7 +12,11 @@
  *   o[:, head] = S . vt[head]^T; xa += o . Wo^T + bo; LN -> h;
  *   f = GELU(h . W1^T + b1); xa += f . W2^T + b2; finally LN(ln_post) on xa.
  * cross K/V (one submit per audio slot a): for every decoder layer l,
- *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv.
+ *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv (with f16 caches: into
+ *   ka / va in f32, then kv_to_f16 into xk[l][a] / xv[l][a]).
+ * Caches (xk, xv, kc, vc and the scratch kx, vx) are laid out per decoder
+ * layer by the plan (vk_plan.h) and every kernel binds one layer of them,
+ * so no binding spans more than one layer whatever the batch.
  * decoder step (one submit, per batch size nb): embed -> x (nb, d); per layer:
  *   LN -> h; q|k|v = h . W^T (+b) into qkv (nb, 3d); append k, v to the
  *   caches of the row's sequence slot at pos; self-attention over that
