@@ -262,6 +262,42 @@ static void compare(const wd_model_t *m, wd_vk_engine_t *eng, int max_seqs, int 
   }
   fprintf(stderr, "  decoder steps: max |logit diff| / max |logit| = %.3g\n", worst);
   WD_CHECK(worst < 1e-3);
+  /* The rows recordings (prefill over GEMMs, align over the scratch
+   * cache) and seq_copy (gather through the scratch's start) on the same
+   * per-layer bindings: a 20-token prefill into slot 1 against the
+   * reference, then slot 0 <- slot 1 continues bit for bit as slot 1. */
+  int32_t pt[20];
+  for (int i = 0; i < 20; i++)
+    pt[i] = i < 3 ? toks[i][0] : 400 + 37 * i;
+  const int s1 = 1;
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, s1, a_slot), 0);
+  WD_CHECK_EQ_INT(r->seq_reset(r->self, s1, a_slot), 0);
+  const float *lv = NULL, *lr = NULL;
+  WD_CHECK_EQ_INT(v->prefill(v->self, s1, 20, pt, &lv), 0);
+  WD_CHECK_EQ_INT(r->prefill(r->self, s1, 20, pt, &lr), 0);
+  if (lv && lr) {
+    const double rel = rel_diff(lv, lr, nv);
+    fprintf(stderr, "  prefill of 20: max |logit diff| / max |logit| = %.3g\n", rel);
+    WD_CHECK(rel < 1e-3);
+  }
+  WD_CHECK_EQ_INT(v->seq_copy(v->self, 1, (const int[]){ 0 }, (const int[]){ 1 }), 0);
+  const int both[2] = { 0, 1 };
+  const int32_t same[2] = { 290, 290 };
+  WD_CHECK_EQ_INT(v->step(v->self, 2, both, same, &lv), 0);
+  WD_CHECK(lv && memcmp(lv, lv + nv, nv * sizeof *lv) == 0);
+  /* align: two heads (first and last layer) against the reference. */
+  const int heads[2][2] = { { 0, 0 }, { hp->n_text_layer - 1, hp->n_text_head - 1 } };
+  const size_t nq = 2 * 8 * (size_t)hp->n_audio_ctx;
+  float *qv = malloc(nq * sizeof *qv), *qr = malloc(nq * sizeof *qr), pv[7], pr[7];
+  if (qv && qr) {
+    WD_CHECK_EQ_INT(v->align(v->self, a_slot, 8, pt, 50257, 2, heads, qv, pv), 0);
+    WD_CHECK_EQ_INT(r->align(r->self, a_slot, 8, pt, 50257, 2, heads, qr, pr), 0);
+    const double rq = rel_diff(qv, qr, nq), rp = rel_diff(pv, pr, 7);
+    fprintf(stderr, "  align: qk max diff / max = %.3g, probs %.3g\n", rq, rp);
+    WD_CHECK(rq < 1e-3 && rp < 1e-3);
+  }
+  free(qv);
+  free(qr);
   free(mel);
   wd_ref_engine_free(ref);
 }
