@@ -27,6 +27,7 @@
 #include "error.h"
 #include "model.h"
 #include "ref_engine.h"
+#include "vk_attn.h"
 #include "vk_engine.h"
 #include "vk_limits.h"
 #include "vk_plan.h"
@@ -186,6 +187,61 @@ WD_TEST(too_big_a_batch_is_refused_with_the_largest_that_fits) {
   WD_CHECK_EQ_INT(wd_vk_plan_make(v3, wb, &few, 16, 16, false, &p, err, sizeof err), WD_ERANGE);
   fprintf(stderr, "  refused: %s\n", err);
   WD_CHECK(strstr(err, "a cross-attention layer") != NULL);
+}
+
+/* ---- with a device ---------------------------------------------------------- */
+
+/* The override reaches the device: its info, and the binding checks
+ * (gpu/vk_pipeline.c), which then refuse offsets the lowered device would
+ * not take and ranges it could not bind. WHISPERD_VK_LIMITS applies too. */
+WD_TEST(binding_checks_obey_lowered_limits) {
+  (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
+  const wd_vk_limits_t lo = limits("texel_align=64,storage_align=64,storage=1M,texels=64K");
+  const wd_vk_device_opts_t o = { .index = -1, .limits = &lo };
+  wd_vk_device_t *dev = NULL;
+  int rc = wd_vk_device_new(&o, &dev);
+  if (rc == WD_ENODEVICE)
+    wd_test_skip("no Vulkan device");
+  WD_CHECK_EQ_INT(rc, 0);
+  if (!dev)
+    return;
+  const wd_vk_limits_t *l = &wd_vk_device_info(dev)->limits;
+  WD_CHECK(l->texel_align >= 64 && l->storage_align >= 64);
+  WD_CHECK(l->max_storage_range == 1u << 20 && l->max_texel_elements == 1u << 16);
+  wd_vk_attn_t *at = NULL;
+  wd_vk_buffer_t *b = NULL;
+  WD_CHECK_EQ_INT(wd_vk_attn_new(dev, WD_VK_ATTN_AUTO, &at), 0);
+  WD_CHECK_EQ_INT(wd_vk_buffer_new(dev, 4u << 20, WD_VK_BUF_STORAGE | WD_VK_BUF_TEXEL,
+                                   WD_VK_MEM_DEVICE, &b), 0);
+  if (at && b) {
+    /* step, q, k, v, o, save: q is a texel view, o a storage range. */
+    const wd_vk_arg_t ok = { b, 0, 4096 }, q16 = { b, 16, 4096 }, q64 = { b, 64, 4096 };
+    const wd_vk_arg_t o16 = { b, 16, 4096 }, big = { b, 0, 2u << 20 };
+    const wd_vk_arg_t tex_big = { b, 0, (64u << 10) * 16 + 16 };
+    wd_vk_dset_t *set = NULL;
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &q64, &ok, &ok, &ok, &ok, &set), 0);
+    wd_vk_dset_free(set);
+    set = NULL;
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &q16, &ok, &ok, &ok, &ok, &set), WD_ERANGE);
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &ok, &ok, &ok, &o16, &ok, &set), WD_ERANGE);
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &ok, &ok, &ok, &big, &ok, &set), WD_ERANGE);
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &tex_big, &ok, &ok, &ok, &ok, &set), WD_ERANGE);
+  }
+  wd_vk_buffer_free(b);
+  wd_vk_attn_free(at);
+  wd_vk_device_free(dev);
+  /* The environment's override, seen by the device list as by the device. */
+  setenv(WD_VK_LIMITS_ENV, "texels=1M,heap=512M", 1);
+  wd_vk_device_info_t *infos = NULL;
+  uint32_t n = 0;
+  WD_CHECK_EQ_INT(wd_vk_device_list(&infos, &n), 0);
+  for (uint32_t i = 0; i < n; i++)
+    WD_CHECK(infos[i].limits.max_texel_elements <= 1u << 20 &&
+             infos[i].limits.heap_bytes <= 512u << 20 && infos[i].max_texel_elements <= 1u << 20);
+  free(infos);
+  setenv(WD_VK_LIMITS_ENV, "texels=lots", 1);
+  WD_CHECK_EQ_INT(wd_vk_device_list(&infos, &n), WD_EINVAL);
+  unsetenv(WD_VK_LIMITS_ENV);
 }
 
 /* ---- with a device: large shapes under lowered limits -------------------- */
