@@ -1,9 +1,15 @@
 /*
  * cmd_info.c - `whisperd info MODEL`: what a model file or CTranslate2
  * directory holds, after the same validation the daemon applies at start-up:
- * hyper-parameters, derived name, language support, vocabulary, tensor types,
- * parameter count and the memory its weights need.
+ * hyper-parameters, derived name, language support, vocabulary, tensor types
+ * (naming the tensors that are neither f16 nor f32), parameter count, and
+ * the device memory the Vulkan engine would plan for the configured batch
+ * (--max-batch) on the device it would pick: weights, self-attention KV,
+ * cross-attention KV and scratch, checked against that device's limits
+ * (and WHISPERD_VK_LIMITS). Nothing heavy runs: the plan is arithmetic
+ * (gpu/vk_plan.c) over the device list, no device is opened.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -11,6 +17,10 @@
 #include "error.h"
 #include "log.h"
 #include "model.h"
+#include "vk_device.h"
+#include "vk_plan.h"
+
+#define MIB(b) ((double)(b) / (1024.0 * 1024.0))
 
 /* Languages by vocabulary layout (ref: openai/whisper tokenizer.py LANGUAGES;
  * large-v3 added Cantonese). */
@@ -73,9 +83,83 @@ static void wd_info_print(const char *path, bool is_dir, const wd_model_t *m, FI
     }
   }
   fprintf(out, ")\n");
+  /* Anything the f16/f32 kernels do not read as such, by name (at most 6). */
+  size_t n_other = 0;
+  for (size_t i = 0; i < n; i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    if (t->type == WD_DTYPE_F16 || t->type == WD_DTYPE_F32)
+      continue;
+    if (n_other < 6)
+      fprintf(out, "%s%s (%s)", n_other ? ", " : "not f16/f32:     ", t->name,
+              wd_dtype_name(t->type));
+    n_other++;
+  }
+  if (n_other > 6)
+    fprintf(out, " and %zu more", n_other - 6);
+  fprintf(out, "%s\n", n_other ? "" : "not f16/f32:     none");
   fprintf(out, "parameters:      %lld (%.1f M)\n", (long long)params, (double)params / 1e6);
   fprintf(out, "memory needed:   %.1f MiB of weights (%zu bytes)\n", (double)bytes / (1024.0 * 1024.0),
           bytes);
+}
+
+/* Rank for the automatic choice, as gpu/vk_device.c makes it. */
+static int wd_info_rank(wd_vk_class_t c) {
+  switch (c) {
+  case WD_VK_CLASS_DISCRETE: return 4;
+  case WD_VK_CLASS_INTEGRATED: return 3;
+  case WD_VK_CLASS_VIRTUAL: return 2;
+  case WD_VK_CLASS_CPU: return 1;
+  default: return 0;
+  }
+}
+
+/* The device plan at the configured batch, as the engine would make it. */
+static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out) {
+  wd_vk_device_info_t *infos = NULL, *dev = NULL;
+  uint32_t n = 0;
+  if (wd_vk_device_list(&infos, &n) == 0)
+    for (uint32_t i = 0; i < n; i++)
+      if (infos[i].usable && (cfg->device >= 0 ? (int)i == cfg->device
+                                               : !dev || wd_info_rank(infos[i].device_class) >
+                                                             wd_info_rank(dev->device_class)))
+        dev = &infos[i];
+  wd_vk_limits_t none = { 0 };
+  const wd_vk_limits_t *lim = dev ? &dev->limits : &none;
+  const int b = cfg->max_batch > 0 ? cfg->max_batch : 1;
+  const uint64_t wb = wd_vk_plan_weight_bytes(m);
+  /* As the engine decides (vk_engine.h): f32 caches where they fit, f16
+   * where that is what fits. */
+  wd_vk_plan_t p, p32;
+  char err[512] = "";
+  int rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, false, &p32, err, sizeof err);
+  p = p32;
+  if (rc == WD_ENOMEM)
+    rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, true, &p, err, sizeof err);
+  if (dev)
+    fprintf(out, "device:          %s (%.0f MiB heap, %llu M texels, %llu MiB storage range, "
+                 "%llu/%llu B texel/storage alignment)\n",
+            dev->name, MIB(lim->heap_bytes), (unsigned long long)(lim->max_texel_elements >> 20),
+            (unsigned long long)(lim->max_storage_range >> 20),
+            (unsigned long long)lim->texel_align, (unsigned long long)lim->storage_align);
+  else
+    fprintf(out, "device:          none usable (sizes below are not checked against limits)\n");
+  fprintf(out, "device memory:   batch %d (max_seqs %d, max_audio %d), %s KV caches\n", b, b, b,
+          p.kv_f16 ? "f16" : "f32");
+  fprintf(out, "  weights        %9.1f MiB\n", MIB(p.weights));
+  fprintf(out, "  self-attn KV   %9.1f MiB (%d layers x %d sequences x %d positions)\n",
+          MIB(p.self_bytes), (int)p.self.n_layers, b, wd_model_hparams(m)->n_text_ctx);
+  fprintf(out, "  cross-attn KV  %9.1f MiB (%d layers x %d windows x %d positions)\n",
+          MIB(p.cross_bytes), (int)p.cross.n_layers, b, wd_model_hparams(m)->n_audio_ctx);
+  fprintf(out, "  scratch        %9.1f MiB (activations, align and seq_copy caches)\n",
+          MIB(p.act_bytes));
+  if (p.kv_f16)
+    fprintf(out, "  total          %9.1f MiB (%.1f MiB with f32 caches, over the heap)\n",
+            MIB(p.total), MIB(p32.total));
+  else
+    fprintf(out, "  total          %9.1f MiB\n", MIB(p.total));
+  if (rc < 0)
+    fprintf(out, "  does not plan: %s\n", err);
+  free(infos);
 }
 
 int wd_cmd_info(const wd_config_t *cfg, FILE *out) {
@@ -94,6 +178,7 @@ int wd_cmd_info(const wd_config_t *cfg, FILE *out) {
     return 1;
   }
   wd_info_print(path, is_dir, m, out);
+  wd_info_plan(cfg, m, out);
   wd_model_free(m);
   return 0;
 }

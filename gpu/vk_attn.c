@@ -17,6 +17,12 @@ struct wd_vk_attn {
 };
 
 int wd_vk_attn_new(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, wd_vk_attn_t **ret_attn) {
+  return wd_vk_attn_new_fmt(dev, variant, false, ret_attn);
+}
+
+int wd_vk_attn_new_fmt(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, bool kv_f16,
+                       wd_vk_attn_t **ret_attn) {
+  const wd_vk_arg_kind_t kv = kv_f16 ? WD_VK_ARG_TEXEL_F16 : WD_VK_ARG_TEXEL_F32;
   const bool sg = wd_vk_device_info(dev)->subgroup_arithmetic;
   if (variant == WD_VK_ATTN_AUTO)
     variant = sg ? WD_VK_ATTN_SUBGROUP : WD_VK_ATTN_SHARED;
@@ -31,8 +37,8 @@ int wd_vk_attn_new(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, wd_vk_attn
   const wd_vk_pipeline_desc_t desc = {
     .shader = variant == WD_VK_ATTN_SUBGROUP ? "attn_dec_sg" : "attn_dec_shm",
     .n_args = 6,
-    .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F32,
-              WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_TEXEL_F32, kv, kv, WD_VK_ARG_STORAGE,
+              WD_VK_ARG_STORAGE },
     .push_size = sizeof(wd_pc_attn_t),
     .local_size = { 64, 1, 1 },
   };

@@ -31,10 +31,15 @@ typedef enum {
 typedef struct wd_vk_attn wd_vk_attn_t;
 
 int wd_vk_attn_new(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, wd_vk_attn_t **ret_attn);
+/* The same kernel reading K and V through RGBA16F views (f16 caches) when
+ * kv_f16: texelFetch converts, so only the views' format differs. */
+int wd_vk_attn_new_fmt(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, bool kv_f16,
+                       wd_vk_attn_t **ret_attn);
 void wd_vk_attn_free(wd_vk_attn_t *a); /* accepts NULL */
 wd_vk_attn_variant_t wd_vk_attn_variant(const wd_vk_attn_t *a);
 
-/* Binds step (wd_seq_t records), q, k, v (f32 texel views), o (f32) and
+/* Binds step (wd_seq_t records), q (f32 texel view), k, v (f32 or f16
+ * texel views, as made), o (f32) and
  * save (f32; any valid range when nothing is saved). */
 int wd_vk_attn_bind(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
                     const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,

@@ -138,8 +138,12 @@ static int wd_vk_compute_family(VkPhysicalDevice pd, float *ret_ts_period, float
 
 static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_info_t *info,
                             int *ret_family) {
+  VkPhysicalDeviceVulkan11Properties p11 = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
+  };
   VkPhysicalDeviceDriverProperties drv = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+    .pNext = &p11,
   };
   VkPhysicalDeviceSubgroupProperties sub = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
@@ -186,9 +190,13 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
   info->api_version = p->apiVersion;
   info->vendor_id = p->vendorID;
   info->device_id = p->deviceID;
+  uint64_t largest_heap = 0;
   for (uint32_t i = 0; i < mem.memoryHeapCount; i++)
-    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
       info->device_local_bytes += mem.memoryHeaps[i].size;
+      if (mem.memoryHeaps[i].size > largest_heap)
+        largest_heap = mem.memoryHeaps[i].size;
+    }
   info->subgroup_size = is_12 ? sub.subgroupSize : 1;
   info->subgroup_arithmetic = is_12 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                               (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
@@ -196,14 +204,39 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
   info->storage_16bit = is_12 && f11.storageBuffer16BitAccess;
   info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
   info->max_shared_bytes = p->limits.maxComputeSharedMemorySize;
-  info->max_storage_range = p->limits.maxStorageBufferRange;
-  info->max_texel_elements = p->limits.maxTexelBufferElements;
+  info->limits = (wd_vk_limits_t){
+    .max_storage_range = p->limits.maxStorageBufferRange,
+    .max_texel_elements = p->limits.maxTexelBufferElements,
+    .texel_align = p->limits.minTexelBufferOffsetAlignment,
+    .storage_align = p->limits.minStorageBufferOffsetAlignment,
+    /* Vulkan 1.1 guarantees at least 1 GiB. */
+    .max_alloc = is_12 && p11.maxMemoryAllocationSize ? p11.maxMemoryAllocationSize : 1ull << 30,
+    .heap_bytes = largest_heap,
+  };
+  info->max_storage_range = info->limits.max_storage_range;
+  info->max_texel_elements = (uint32_t)info->limits.max_texel_elements;
   float ts = 0.0f;
   int fam = wd_vk_compute_family(pd, &ts, p->limits.timestampPeriod);
   info->timestamp_period_ns = p->limits.timestampComputeAndGraphics || fam >= 0 ? ts : 0.0f;
   info->usable = is_12 && fam >= 0;
   if (ret_family)
     *ret_family = fam;
+}
+
+/* Lowers info's limits by the environment's and then o's override. */
+static int wd_vk_apply_override(wd_vk_device_info_t *info, const wd_vk_limits_t *o) {
+  wd_vk_limits_t env;
+  int rc = wd_vk_limits_env(&env);
+  if (rc < 0) {
+    wd_log_error("%s is malformed (see gpu/vk_limits.h): '%s'", WD_VK_LIMITS_ENV,
+                 getenv(WD_VK_LIMITS_ENV));
+    return rc;
+  }
+  wd_vk_limits_lower(&info->limits, &env);
+  wd_vk_limits_lower(&info->limits, o);
+  info->max_storage_range = info->limits.max_storage_range;
+  info->max_texel_elements = (uint32_t)info->limits.max_texel_elements;
+  return 0;
 }
 
 static int wd_vk_enumerate(VkInstance inst, VkPhysicalDevice **ret_pds, uint32_t *ret_n) {
@@ -247,8 +280,14 @@ int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n) {
     rc = WD_ENOMEM;
     goto out;
   }
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n && rc == 0; i++) {
     wd_vk_fill_info(pds[i], i, &infos[i], NULL);
+    rc = wd_vk_apply_override(&infos[i], NULL);
+  }
+  if (rc < 0) {
+    free(infos);
+    goto out;
+  }
   *ret_infos = infos;
   *ret_n = n;
 out:
@@ -318,6 +357,14 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(d->phys, &props);
   d->limits = props.limits;
+  /* An override lowers what the binding checks (vk_pipeline.c) see too. */
+  if ((rc = wd_vk_apply_override(&d->info, opts ? opts->limits : NULL)) < 0)
+    goto fail;
+  const wd_vk_limits_t *lim = &d->info.limits;
+  d->limits.maxStorageBufferRange = (uint32_t)lim->max_storage_range;
+  d->limits.maxTexelBufferElements = (uint32_t)lim->max_texel_elements;
+  d->limits.minTexelBufferOffsetAlignment = lim->texel_align;
+  d->limits.minStorageBufferOffsetAlignment = lim->storage_align;
 
   /* Enable only what the device reports; shaders choose variants by info. */
   VkPhysicalDeviceVulkan12Features f12 = {

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vk_limits.h"
+
 typedef struct wd_vk_device wd_vk_device_t;
 
 typedef enum {
@@ -41,18 +43,27 @@ typedef struct {
   uint32_t max_shared_bytes;
   uint64_t max_storage_range;
   uint32_t max_texel_elements;
+  /* Everything the engine plans against (vk_limits.h), after any override
+   * (WHISPERD_VK_LIMITS, wd_vk_device_opts_t.limits): max_storage_range and
+   * max_texel_elements above are copies of its first two fields. */
+  wd_vk_limits_t limits;
 } wd_vk_device_info_t;
 
 typedef struct {
   int index;         /* -1: choose discrete > integrated > virtual > CPU */
   bool validation;   /* enable VK_LAYER_KHRONOS_validation when installed */
+  /* Pretend the device is smaller (tests): see vk_limits.h. Applied on top
+   * of WHISPERD_VK_LIMITS; NULL for none. */
+  const wd_vk_limits_t *limits;
 } wd_vk_device_opts_t;
 
-/* Lists the physical devices. *ret_infos is malloc'd; the caller frees it. */
+/* Lists the physical devices (their limits after WHISPERD_VK_LIMITS).
+ * *ret_infos is malloc'd; the caller frees it. */
 int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n);
 
 /* Creates the device. Returns WD_ENODEVICE when nothing usable exists (or
- * opts->index names no usable device), WD_EVULKAN for other failures. */
+ * opts->index names no usable device), WD_EINVAL when WHISPERD_VK_LIMITS is
+ * malformed, WD_EVULKAN for other failures. */
 int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev);
 
 /* Waits for the queue to drain, then destroys the device. Accepts NULL. */

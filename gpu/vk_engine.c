@@ -12,7 +12,11 @@
  *   o[:, head] = S . vt[head]^T; xa += o . Wo^T + bo; LN -> h;
  *   f = GELU(h . W1^T + b1); xa += f . W2^T + b2; finally LN(ln_post) on xa.
  * cross K/V (one submit per audio slot a): for every decoder layer l,
- *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv.
+ *   xk[l][a] = xa . Wk^T, xv[l][a] = xa . Wv^T + bv (with f16 caches: into
+ *   ka / va in f32, then kv_to_f16 into xk[l][a] / xv[l][a]).
+ * Caches (xk, xv, kc, vc and the scratch kx, vx) are laid out per decoder
+ * layer by the plan (vk_plan.h) and every kernel binds one layer of them,
+ * so no binding spans more than one layer whatever the batch.
  * decoder step (one submit, per batch size nb): embed -> x (nb, d); per layer:
  *   LN -> h; q|k|v = h . W^T (+b) into qkv (nb, 3d); append k, v to the
  *   caches of the row's sequence slot at pos; self-attention over that
@@ -45,10 +49,6 @@
 /* ---- small helpers ------------------------------------------------------ */
 
 static wd_vk_arg_t whole(wd_vk_buffer_t *b) { return wd__eng_whole(b); }
-
-static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floats) {
-  return wd__eng_slice(b, off_floats, n_floats);
-}
 
 /* Keeps the set *ps for freeing with the engine; returns rc unchanged. It
  * takes a pointer because it is called as keep(e, bind(..., &s), &s): the
@@ -218,7 +218,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
   wd_vk_cmd_barrier(cmd);
   mark(e, cmd, "transpose");
   /* Attention in groups of heads that fit the scores buffer. */
-  const uint32_t group = (uint32_t)(WD_ENG_SCORES_MAX / ((uint64_t)n * n * 4));
+  const uint32_t group = e->plan.score_group;
   for (uint32_t h0 = 0; h0 < nh && !rc; h0 += group) {
     const uint32_t g = nh - h0 < group ? nh - h0 : group;
     gemm_op_t qk = {
@@ -306,18 +306,33 @@ static int rec_cross(wd_vk_engine_t *e, int a) {
     rc = wt(e, &wk, "decoder.blocks.%d.cross_attn.key.weight", l);
     if (!rc) rc = wt(e, &wv, "decoder.blocks.%d.cross_attn.value.weight", l);
     if (!rc) rc = wt(e, &bv, "decoder.blocks.%d.cross_attn.value.bias", l);
-    const uint64_t off = ((uint64_t)l * (uint64_t)e->max_audio + (uint64_t)a) * per;
+    /* Window a's block of layer l: its own binding (vk_plan.h). f16
+     * caches: the GEMMs write f32 into ka / va (free after the encoder),
+     * which kv_to_f16 converts into the block. */
+    const uint64_t eb = e->plan.kv_elem, off = (uint64_t)a * per * eb;
+    const wd_vk_arg_t kd = wd_vk_layers_arg(e->xk, (uint32_t)l, off, per * eb);
+    const wd_vk_arg_t vd = wd_vk_layers_arg(e->xv, (uint32_t)l, off, per * eb);
+    const int f16 = e->plan.kv_f16;
     gemm_op_t k = {
-      .a = whole(e->xa), .b = wk, .bias = whole(e->dummy), .c = slice(e->xk, off, per),
+      .a = whole(e->xa), .b = wk, .bias = whole(e->dummy), .c = f16 ? whole(e->ka) : kd,
       .pc = { .M = n, .N = d, .K = d, .lda = d, .ldb = d, .ldc = d, .alpha = 1.0f },
     };
     gemm_op_t v = k;
     v.b = wv;
     v.bias = bv;
-    v.c = slice(e->xv, off, per);
+    v.c = f16 ? whole(e->va) : vd;
     v.pc.flags = WD_GEMM_BIAS;
     if (!rc) rc = rec_gemm(e, cmd, &k);
     if (!rc) rc = rec_gemm(e, cmd, &v);
+    if (f16) {
+      wd_vk_dset_t *s = NULL;
+      const wd_vk_arg_t ks = whole(e->ka), vs = whole(e->va);
+      if (!rc) rc = keep(e, wd_vk_kv_bind_to_f16(e->kv, &ks, &vs, &kd, &vd, &s), &s);
+      if (!rc) rc = wd_vk_kv_record_to_f16(e->kv, cmd, s, (uint32_t)(per / 4));
+      /* The next layer's GEMMs overwrite ka / va. */
+      wd_vk_cmd_barrier(cmd);
+      mark(e, cmd, "kv-to-f16");
+    }
   }
   wd_vk_cmd_timestamp(cmd, 1);
   int rc2 = wd_vk_cmd_end(cmd);
@@ -355,15 +370,17 @@ static int rec_attn(step_ctx_t *c, int cross, int l) {
   const uint32_t d = c->d, nh = (uint32_t)e->hp.n_text_head;
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t st = whole(e->step), q = cross ? whole(e->q) : whole(e->qkv);
-  const wd_vk_arg_t k = whole(cross ? e->xk : e->kc), v = whole(cross ? e->xv : e->vc);
+  /* Layer l of the caches, bound alone: row0 of a slot or window is
+   * relative to it (kv_off 0). */
+  const wd_vk_arg_t k = wd_vk_layers_arg(cross ? e->xk : e->kc, (uint32_t)l, 0, 0);
+  const wd_vk_arg_t v = wd_vk_layers_arg(cross ? e->xv : e->vc, (uint32_t)l, 0, 0);
   const wd_vk_arg_t o = whole(e->o), save = whole(e->dummy);
   int rc = keep(e, wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s), &s);
   const uint32_t n_ctx = cross ? (uint32_t)e->hp.n_audio_ctx : (uint32_t)e->hp.n_text_ctx;
-  const uint64_t rows = cross ? (uint64_t)e->max_audio : (uint64_t)e->max_seqs;
   wd_pc_attn_t pc = {
     .n_head = nh, .n_ctx = n_ctx, .n_keys = cross ? n_ctx : 0,
     .flags = cross ? WD_ATTN_CROSS : 0u, .q_off = 0, .ldq = cross ? d : 3 * d,
-    .kv_off = (uint32_t)((uint64_t)l * rows * n_ctx * d), .ldkv = d, .o_off = 0, .ldo = d,
+    .kv_off = 0, .ldkv = d, .o_off = 0, .ldo = d,
     .scale = (float)(1.0 / sqrt((double)(d / nh))),
   };
   if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd, s, &pc, c->nb);
@@ -387,7 +404,6 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   if (!rc) rc = wd_vk_misc_record_embed(e->misc, c.cmd, s, &pe, nb);
   wd_vk_cmd_barrier(c.cmd);
   mark(e, c.cmd, "embed");
-  const uint64_t layer_stride = (uint64_t)e->max_seqs * (uint64_t)e->hp.n_text_ctx * d;
   for (int l = 0; l < e->hp.n_text_layer && !rc; l++) {
     wd_vk_arg_t wq, bq, wk, wv, bv, wo, bo, cq, cbq, co, cbo, w1, b1, w2, b2;
     rc = wt(e, &wq, "decoder.blocks.%d.attn.query.weight", l);
@@ -412,11 +428,13 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
     if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wk, NULL, e->qkv, d, 3 * d, d, 0, 0);
     if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &wv, &bv, e->qkv, 2 * d, 3 * d, d, 0, 1);
     s = NULL;
-    const wd_vk_arg_t aqkv = whole(e->qkv), akc = whole(e->kc), avc = whole(e->vc);
+    const wd_vk_arg_t aqkv = whole(e->qkv);
+    const wd_vk_arg_t akc = wd_vk_layers_arg(e->kc, (uint32_t)l, 0, 0);
+    const wd_vk_arg_t avc = wd_vk_layers_arg(e->vc, (uint32_t)l, 0, 0);
     if (!rc) rc = keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &akc, &avc, &s), &s);
     const wd_pc_kv_t pk = { .d = d, .n_ctx = (uint32_t)e->hp.n_text_ctx, .in_off = d,
                             .v_in_off = 2 * d, .ldi = 3 * d,
-                            .cache_off = (uint32_t)((uint64_t)l * layer_stride) };
+                            .cache_off = 0 };
     if (!rc) rc = wd_vk_kv_record_append(e->kv, c.cmd, s, &pk, nb);
     wd_vk_cmd_barrier(c.cmd);
     mark(e, c.cmd, "kv-append");
@@ -558,10 +576,13 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
     wd_vk_dset_free(e->sets[i]);
   wd__eng_rows_free(e);
   wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
-                             e->va, e->oa, e->vt, e->scores, e->fa, e->xk, e->xv, e->step,
-                             e->x, e->h, e->o, e->q, e->qkv, e->f, e->kc, e->vc, e->logits };
+                             e->va, e->oa, e->vt, e->scores, e->fa, e->step,
+                             e->x, e->h, e->o, e->q, e->qkv, e->f, e->logits };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     wd_vk_buffer_free(bufs[i]);
+  wd_vk_layers_t *caches[] = { e->xk, e->xv, e->kc, e->vc };
+  for (size_t i = 0; i < sizeof caches / sizeof caches[0]; i++)
+    wd_vk_layers_free(caches[i]);
   wd_vk_gemm_free(e->gemm);
   wd_vk_gemm_free(e->gemm_f32b);
   wd_vk_gemv_free(e->gemv);
@@ -579,9 +600,9 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
                      wd_vk_engine_t **ret_engine, char *err, size_t err_len) {
   int rc = 0;
   if (!m || !opts || opts->max_seqs < 1 || opts->max_seqs > WD_ENG_MAX_SEQS ||
-      opts->max_audio < 1 || opts->max_audio > 64) {
-    snprintf(err, err_len, "engine: max_seqs must be 1..%d and max_audio 1..64",
-             WD_ENG_MAX_SEQS);
+      opts->max_audio < 1 || opts->max_audio > 64 || (unsigned)opts->kv > WD_VK_KV_F16) {
+    snprintf(err, err_len, "engine: max_seqs must be 1..%d, max_audio 1..64 and kv a "
+             "wd_vk_kv_type_t", WD_ENG_MAX_SEQS);
     return WD_EINVAL;
   }
   wd_vk_engine_t *e = calloc(1, sizeof *e);
@@ -602,9 +623,35 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
   /* Before the device: a model the kernels cannot read fails fast. */
   if ((rc = check_types(m, err, err_len)) < 0)
     goto fail;
-  const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation };
+  const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation,
+                                       .limits = opts->limits };
   if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));
+    goto fail;
+  }
+  /* Plan against the device's limits (lowered by any override) before
+   * uploading anything: a batch that cannot fit is refused here, with the
+   * largest one that would. */
+  const uint64_t wbytes = wd_vk_plan_weight_bytes(m);
+  wd_vk_kv_type_t kv = opts->kv;
+  const char *kv_env = getenv("WHISPERD_VK_KV"); /* "f32" or "f16" for AUTO (tests) */
+  if (kv == WD_VK_KV_AUTO && kv_env)
+    kv = strcmp(kv_env, "f32") == 0 ? WD_VK_KV_F32 : WD_VK_KV_F16;
+  const wd_vk_limits_t *lim = &wd_vk_device_info(e->dev)->limits;
+  rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, kv == WD_VK_KV_F16, &e->plan,
+                       err, err_len);
+  if (rc == WD_ENOMEM && kv == WD_VK_KV_AUTO) {
+    /* f32 caches do not fit the heap at this batch: f16 ones may. */
+    rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, true, &e->plan, err,
+                         err_len);
+    if (rc == 0) {
+      err[0] = '\0';
+      wd_log_info("vk_engine: KV caches in f16: in f32 they would not fit the device's heap "
+                  "at max_seqs %d, max_audio %d", e->max_seqs, e->max_audio);
+    }
+  }
+  if (rc < 0) {
+    wd_log_debug("vk_engine: plan failed: %s", err);
     goto fail;
   }
   if ((rc = wd_vk_weights_upload(e->dev, m, &e->w, err, err_len)) < 0)
@@ -614,21 +661,19 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
       (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
-      (rc = wd_vk_attn_new(e->dev, WD_VK_ATTN_AUTO, &e->attn)) < 0 ||
-      (rc = wd_vk_kv_new(e->dev, &e->kv)) < 0 || (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
+      (rc = wd_vk_attn_new_fmt(e->dev, WD_VK_ATTN_AUTO, e->plan.kv_f16, &e->attn)) < 0 ||
+      (rc = wd_vk_kv_new_fmt(e->dev, e->plan.kv_f16, &e->kv)) < 0 ||
+      (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
     snprintf(err, err_len, "building pipelines failed: %s", wd_strerror(rc));
     goto fail;
   }
   /* Buffers, sized once for the maxima. */
   const uint64_t d = (uint64_t)hp->n_audio_state, n = (uint64_t)hp->n_audio_ctx;
-  const uint64_t T = WD_ENG_FRAMES, nm = (uint64_t)hp->n_mels, nh = (uint64_t)hp->n_audio_head;
+  const uint64_t T = WD_ENG_FRAMES, nm = (uint64_t)hp->n_mels;
   const uint64_t S = (uint64_t)e->max_seqs, A = (uint64_t)e->max_audio;
-  const uint64_t L = (uint64_t)hp->n_text_layer, C = (uint64_t)hp->n_text_ctx;
   /* Decoder rows: a step's sequences or a prefill's tokens. */
   const uint64_t R = S > WD_ENG_MAX_PREFILL ? S : WD_ENG_MAX_PREFILL;
-  uint64_t group = WD_ENG_SCORES_MAX / (n * n * 4);
-  if (group > nh)
-    group = nh;
+  const uint64_t group = e->plan.score_group;
   const uint64_t col = T * nm * 3 > n * d * 3 ? T * nm * 3 : n * d * 3;
   const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST;
   if ((rc = buf(e, 64, D, &e->dummy)) || (rc = buf(e, nm * T, H, &e->mel)) ||
@@ -637,18 +682,21 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = buf(e, n * d, D, &e->qa)) || (rc = buf(e, n * d, D, &e->ka)) ||
       (rc = buf(e, n * d, D, &e->va)) || (rc = buf(e, n * d, D, &e->oa)) ||
       (rc = buf(e, n * d, D, &e->vt)) || (rc = buf(e, group * n * n, D, &e->scores)) ||
-      (rc = buf(e, n * 4 * d, D, &e->fa)) || (rc = buf(e, L * A * n * d, D, &e->xk)) ||
-      (rc = buf(e, L * A * n * d, D, &e->xv)) ||
+      (rc = buf(e, n * 4 * d, D, &e->fa)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xk)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xv)) ||
       (rc = buf(e, R * sizeof(wd_seq_t) / 4, H, &e->step)) || (rc = buf(e, R * d, D, &e->x)) ||
       (rc = buf(e, R * d, D, &e->h)) || (rc = buf(e, R * d, D, &e->o)) ||
       (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, R * 3 * d, D, &e->qkv)) ||
-      (rc = buf(e, R * 4 * d, D, &e->f)) || (rc = buf(e, L * S * C * d, D, &e->kc)) ||
-      (rc = buf(e, L * S * C * d, D, &e->vc)) ||
+      (rc = buf(e, R * 4 * d, D, &e->f)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
       (rc = buf(e, S * (uint64_t)hp->n_vocab, WD_VK_MEM_READBACK, &e->logits))) {
-    snprintf(err, err_len, "allocating %.1f MiB of activations failed: %s",
-             (double)e->act_bytes / 1048576.0, wd_strerror(rc));
+    snprintf(err, err_len, "allocating %.1f MiB of activations and caches failed: %s",
+             (double)(e->plan.total - e->plan.weights) / 1048576.0, wd_strerror(rc));
     goto fail;
   }
+  e->act_bytes += e->plan.self_bytes + e->plan.cross_bytes;
   e->cross_cmd = calloc((size_t)A, sizeof *e->cross_cmd);
   e->step_cmd = calloc((size_t)S, sizeof *e->step_cmd);
   if (!e->cross_cmd || !e->step_cmd) {
@@ -684,6 +732,9 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
     goto fail;
   }
+  if (e->act_bytes + wbytes != e->plan.total)
+    wd_log_warning("vk_engine: allocated %llu bytes, planned %llu (gpu/vk_plan.c is out of date)",
+                (unsigned long long)(e->act_bytes + wbytes), (unsigned long long)e->plan.total);
   wd_log_debug("vk_engine: %s on %s: weights %.1f MiB, activations %.1f MiB, %d sets",
                wd_model_name(m), wd_vk_device_info(e->dev)->name,
                (double)wd_vk_weights_bytes(e->w) / 1048576.0, (double)e->act_bytes / 1048576.0,

@@ -18,8 +18,13 @@
  * sequence). They add, beyond the step's buffers: decoder rows for 256
  * tokens, the cross-attention queries of one prefill (n_text_layer, 256, d),
  * two scratch caches of max((max_seqs, n_text_ctx, d), (n_text_layer, 256,
- * d)) floats, 6 MiB of align readback and a 32-row logits chunk: about 28
- * MiB for tiny, 34 MiB for base and 145 MiB for large-v3 at max_seqs 8.
+ * d)) cache elements, 6 MiB of align readback and a 32-row logits chunk.
+ *
+ * Memory is planned before anything is allocated (vk_plan.h), against the
+ * device's limits: the caches are bound per decoder layer, split over
+ * allocations where needed, and a batch that does not fit the heap is
+ * refused (WD_ENOMEM) with the largest one that would in err. A binding
+ * over a limit is WD_ERANGE.
  *
  * The engine implements core/engine.h for the decoding policy. Decoder batch
  * rows map to sequence slots indirectly: step(n, seqs, ...) takes any n
@@ -41,8 +46,25 @@
 
 #include "engine.h"
 #include "model.h"
+#include "vk_limits.h"
 
 typedef struct wd_vk_engine wd_vk_engine_t;
+
+/* KV caches and cross K/V: f16 halves their memory (large-v3 at 16
+ * sequences and 16 windows: 4.9 GiB instead of 9.5) and the bandwidth the
+ * attention reads; written with round-to-nearest-even, read through RGBA16F
+ * texel views (which every device that runs the f16 weights has). But it
+ * moves the logits: against the f32 reference, tiny.en's step logits
+ * differ by 2e-4 of the largest (f32 caches: 1e-5), base's by up to 1.2e-3,
+ * and base's translation of a German clip changes its first token. So AUTO
+ * keeps f32 caches whenever they fit the device's heap at the configured
+ * batch and takes f16 only when that is what makes the batch fit (logged).
+ * WHISPERD_VK_KV=f32 or f16 decides AUTO instead (tests, comparisons). */
+typedef enum {
+  WD_VK_KV_AUTO = 0,
+  WD_VK_KV_F32 = 1,
+  WD_VK_KV_F16 = 2,
+} wd_vk_kv_type_t;
 
 typedef struct {
   int device;        /* Vulkan device index, -1 for the best */
@@ -50,6 +72,10 @@ typedef struct {
   int max_seqs;      /* decoder batch rows (>= 1, <= 16) */
   int max_audio;     /* encoded windows held at once (>= 1) */
   bool profile;      /* timestamp every operation (benchmarks; costs a little) */
+  /* Plan as if the device were this small (tests; see gpu/vk_limits.h,
+   * which also reads WHISPERD_VK_LIMITS). NULL for the device's own. */
+  const wd_vk_limits_t *limits;
+  wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m (m must outlive it only during this call:

@@ -18,8 +18,10 @@
 #include "vk_gemm.h"
 #include "vk_gemv.h"
 #include "vk_kv.h"
+#include "vk_layers.h"
 #include "vk_misc.h"
 #include "vk_norm.h"
+#include "vk_plan.h"
 #include "vk_push.h"
 #include "vk_softmax.h"
 #include "vk_weights.h"
@@ -27,11 +29,10 @@
 #define WD_ENG_FRAMES 3000         /* mel frames per window */
 #define WD_ENG_MAX_SEQS 16
 #define WD_ENG_MAX_SETS 16384 /* large-v3 with 16 batch sizes records about 8,600 */
-#define WD_ENG_SCORES_MAX (120ull << 20) /* bytes of encoder attention scores per group */
 #define WD_ENG_PROF_MAX 1024       /* profiled operations per recording */
 
 /* Prefill and align (vk_engine_rows.c). */
-#define WD_ENG_MAX_PREFILL 256u /* rows of the largest prefill recording */
+#define WD_ENG_MAX_PREFILL WD_PLAN_PREFILL /* rows of the largest prefill recording */
 #define WD_ENG_N_BUCKETS 5      /* prefill recordings of 16, 32, 64, 128, 256 rows */
 #define WD_ENG_LG_ROWS 32u      /* align: rows per chunk of the all-row logits */
 #define WD_ENG_QK_ROWS 1024u    /* align: (head, token) rows of qk per submit */
@@ -48,6 +49,7 @@ struct wd_vk_engine {
   wd_vk_weights_t *w;
   wd_hparams_t hp;
   int max_seqs, max_audio;
+  wd_vk_plan_t plan; /* layouts and sizes, checked against the device (vk_plan.h) */
   /* kernels */
   wd_vk_gemm_t *gemm, *gemm_f32b;
   wd_vk_gemv_t *gemv;
@@ -63,16 +65,16 @@ struct wd_vk_engine {
   wd_vk_buffer_t *x1;     /* (3000, d) conv1 output */
   wd_vk_buffer_t *xa, *ha, *qa, *ka, *va, *oa; /* (1500, d) */
   wd_vk_buffer_t *vt;     /* (heads, 64, 1500) V transposed per head */
-  wd_vk_buffer_t *scores; /* (group, 1500, 1500) */
+  wd_vk_buffer_t *scores; /* (plan.score_group, 1500, 1500) */
   wd_vk_buffer_t *fa;     /* (1500, 4d) */
-  wd_vk_buffer_t *xk, *xv; /* (n_text_layer, max_audio, 1500, d) cross K/V */
+  wd_vk_layers_t *xk, *xv; /* per layer (max_audio, 1500, d) cross K/V (plan.cross) */
   /* decoder activations; rows = max(max_seqs, WD_ENG_MAX_PREFILL) */
   wd_vk_buffer_t *step;   /* (rows) wd_seq_t, host-visible */
   wd_vk_buffer_t *x, *h, *o; /* (rows, d) */
   wd_vk_buffer_t *q;      /* (max_seqs, d) the step's cross-attention queries */
   wd_vk_buffer_t *qkv;    /* (rows, 3d) */
   wd_vk_buffer_t *f;      /* (rows, 4d) */
-  wd_vk_buffer_t *kc, *vc; /* (n_text_layer, max_seqs slots, n_text_ctx, d) self K/V caches */
+  wd_vk_layers_t *kc, *vc; /* per layer (max_seqs slots, n_text_ctx, d) self K/V (plan.self) */
   wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
   /* recordings */
   wd_vk_cmd_t *enc_cmd;
@@ -88,15 +90,16 @@ struct wd_vk_engine {
   wd_vk_cmd_t *al_tail;    /* re-recorded by each align(): qk products, logits chunks */
   wd_vk_cmd_t **cp_cmd;    /* [max_seqs]: seq_copy of k slots at index k - 1 */
   wd_vk_buffer_t *qall;    /* (n_text_layer, WD_ENG_MAX_PREFILL, d) cross-attention queries */
-  wd_vk_buffer_t *kx, *vx; /* scratch caches: max((max_seqs, n_text_ctx, d) for one layer,
-                            * (n_text_layer, WD_ENG_MAX_PREFILL, d) for align) */
+  wd_vk_layers_t *kx, *vx; /* scratch caches (plan.scratch): per layer (WD_ENG_MAX_PREFILL,
+                            * d) for align; their start (max_seqs, n_text_ctx, d) for seq_copy */
   wd_vk_buffer_t *cp_in, *cp_out; /* (max_seqs) wd_seq_t gather records, host-visible */
   wd_vk_buffer_t *lgc;     /* (WD_ENG_LG_ROWS, ldv) one chunk of align's logits */
   wd_vk_buffer_t *mask;    /* (n_vocab) 0 below n_text, -inf from it, host-visible */
   wd_vk_buffer_t *stats;   /* (WD_ENG_MAX_PREFILL) wd_argmax_out_t, readback */
   wd_vk_buffer_t *tgt;     /* (WD_ENG_MAX_PREFILL) logit of the next token, readback */
   wd_vk_buffer_t *qk;      /* (WD_ENG_QK_ROWS, n_audio_ctx) align scores, readback */
-  wd_vk_dset_t *set_qk, *set_lg; /* the align tail's two GEMMs */
+  wd_vk_dset_t **set_qk;   /* [n_text_layer] the align tail's score GEMM over layer l */
+  wd_vk_dset_t *set_lg;    /* its logits GEMM */
   wd_vk_dset_t *set_am[WD_ENG_MAX_PREFILL / WD_ENG_LG_ROWS]; /* its argmax, per chunk */
   int mask_n_text;         /* n_text the mask holds, 0 for none yet */
   /* sequence state, host side */

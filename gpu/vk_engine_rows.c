@@ -65,6 +65,12 @@ static wd_vk_arg_t slice(wd_vk_buffer_t *b, uint64_t off_floats, uint64_t n_floa
   return wd__eng_slice(b, off_floats, n_floats);
 }
 
+/* The GEMM whose B operand is the cross keys: f16 caches are read like
+ * weights (f16 texels), f32 ones by the f32-B variant. */
+static wd_vk_gemm_t *qk_gemm(const wd_vk_engine_t *e) {
+  return e->plan.kv_f16 ? e->gemm : e->gemm_f32b;
+}
+
 /* Logits row stride of the align chunks: n_vocab rounded up to a texel. */
 static uint32_t ldv(const wd_vk_engine_t *e) { return ((uint32_t)e->hp.n_vocab + 3u) & ~3u; }
 
@@ -147,7 +153,9 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
   wd_vk_dset_t *app[2] = { NULL, NULL }, *att[2] = { NULL, NULL };
   int rc = 0;
   for (int i = 0; i < 2 && !rc; i++) {
-    const wd_vk_arg_t k = whole(i ? e->kx : e->kc), v = whole(i ? e->vx : e->vc);
+    /* Layer l of the slots' caches (i = 0) or of the align scratch (i = 1). */
+    const wd_vk_arg_t k = wd_vk_layers_arg(i ? e->kx : e->kc, (uint32_t)l, 0, 0);
+    const wd_vk_arg_t v = wd_vk_layers_arg(i ? e->vx : e->vc, (uint32_t)l, 0, 0);
     rc = wd__eng_keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &k, &v, &app[i]), &app[i]);
     if (!rc)
       rc = wd__eng_keep(e, wd_vk_attn_bind(e->attn, &st, &aqkv, &k, &v, &ao, &dm, &att[i]),
@@ -157,14 +165,13 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
     const int al = c->al[k];
     /* The align scratch holds one sequence of WD_ENG_MAX_PREFILL rows per layer. */
     const uint32_t n_ctx = al ? WD_ENG_MAX_PREFILL : C;
-    const uint32_t off = (uint32_t)((uint64_t)l * (al ? al_layer(e) : main_layer(e)));
     const wd_pc_kv_t pk = { .d = d, .n_ctx = n_ctx, .in_off = d, .v_in_off = 2 * d,
-                            .ldi = 3 * d, .cache_off = off };
+                            .ldi = 3 * d, .cache_off = 0 };
     rc = wd_vk_kv_record_append(e->kv, c->cmd[k], app[al], &pk, c->rows[k]);
     /* Every row's key is in the cache before any row attends. */
     wd_vk_cmd_barrier(c->cmd[k]);
     const wd_pc_attn_t pa = { .n_head = (uint32_t)e->hp.n_text_head, .n_ctx = n_ctx,
-                              .q_off = 0, .ldq = 3 * d, .kv_off = off, .ldkv = d, .o_off = 0,
+                              .q_off = 0, .ldq = 3 * d, .kv_off = 0, .ldkv = d, .o_off = 0,
                               .ldo = d, .scale = 0.125f /* 1 / sqrt(64) */ };
     if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd[k], att[al], &pa, c->rows[k]);
   }
@@ -176,14 +183,16 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
 static int rows_cross_attn(rows_ctx_t *c, int l) {
   wd_vk_engine_t *e = c->e;
   const uint32_t d = c->d, na = (uint32_t)e->hp.n_audio_ctx;
-  const wd_vk_arg_t st = whole(e->step), aq = whole(e->qall), ak = whole(e->xk);
-  const wd_vk_arg_t av = whole(e->xv), ao = whole(e->o), dm = whole(e->dummy);
+  const wd_vk_arg_t st = whole(e->step), aq = whole(e->qall);
+  const wd_vk_arg_t ak = wd_vk_layers_arg(e->xk, (uint32_t)l, 0, 0);
+  const wd_vk_arg_t av = wd_vk_layers_arg(e->xv, (uint32_t)l, 0, 0);
+  const wd_vk_arg_t ao = whole(e->o), dm = whole(e->dummy);
   wd_vk_dset_t *s = NULL;
   int rc = wd__eng_keep(e, wd_vk_attn_bind(e->attn, &st, &aq, &ak, &av, &ao, &dm, &s), &s);
   const wd_pc_attn_t pa = {
     .n_head = (uint32_t)e->hp.n_text_head, .n_ctx = na, .n_keys = na, .flags = WD_ATTN_CROSS,
     .q_off = (uint32_t)((uint64_t)l * al_layer(e)), .ldq = d,
-    .kv_off = (uint32_t)((uint64_t)l * (uint64_t)e->max_audio * na * d), .ldkv = d,
+    .kv_off = 0, .ldkv = d,
     .o_off = 0, .ldo = d, .scale = 0.125f,
   };
   for (int k = 0; k < c->n && !rc; k++)
@@ -299,14 +308,15 @@ static int rec_copy(wd_vk_engine_t *e, wd_vk_dset_t *const *set_in,
 
 static int new_copies(wd_vk_engine_t *e) {
   const int L = e->hp.n_text_layer;
-  const uint64_t per = main_layer(e);
+  const uint64_t per = main_layer(e) * e->plan.kv_elem; /* bytes of one layer of the slots */
   wd_vk_dset_t **in = calloc((size_t)L, sizeof *in), **out = calloc((size_t)L, sizeof *out);
   int rc = in && out ? 0 : WD_ENOMEM;
   const wd_vk_arg_t ci = whole(e->cp_in), co = whole(e->cp_out);
-  const wd_vk_arg_t xk = slice(e->kx, 0, per), xv = slice(e->vx, 0, per);
+  /* The scratch's start holds one layer of every slot (plan.scratch). */
+  const wd_vk_arg_t xk = wd_vk_layers_head(e->kx, per), xv = wd_vk_layers_head(e->vx, per);
   for (int l = 0; l < L && !rc; l++) {
-    const wd_vk_arg_t k = slice(e->kc, (uint64_t)l * per, per);
-    const wd_vk_arg_t v = slice(e->vc, (uint64_t)l * per, per);
+    const wd_vk_arg_t k = wd_vk_layers_arg(e->kc, (uint32_t)l, 0, 0);
+    const wd_vk_arg_t v = wd_vk_layers_arg(e->vc, (uint32_t)l, 0, 0);
     rc = wd__eng_keep(e, wd_vk_kv_bind_gather(e->kv, &ci, &k, &v, &xk, &xv, &in[l]), &in[l]);
     if (!rc)
       rc = wd__eng_keep(e, wd_vk_kv_bind_gather(e->kv, &co, &xk, &xv, &k, &v, &out[l]), &out[l]);
@@ -325,12 +335,12 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
   const wd_hparams_t *hp = &e->hp;
   const uint64_t d = (uint64_t)hp->n_text_state, L = (uint64_t)hp->n_text_layer;
   const uint64_t P = WD_ENG_MAX_PREFILL, na = (uint64_t)hp->n_audio_ctx;
-  const uint64_t scratch = main_layer(e) > L * al_layer(e) ? main_layer(e) : L * al_layer(e);
   const uint64_t rec = sizeof(wd_seq_t) / 4 * (uint64_t)e->max_seqs;
   const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST, R = WD_VK_MEM_READBACK;
   int rc;
   if ((rc = wd__eng_buf(e, L * P * d, D, &e->qall)) ||
-      (rc = wd__eng_buf(e, scratch, D, &e->kx)) || (rc = wd__eng_buf(e, scratch, D, &e->vx)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.scratch, &e->kx)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.scratch, &e->vx)) ||
       (rc = wd__eng_buf(e, rec, H, &e->cp_in)) || (rc = wd__eng_buf(e, rec, H, &e->cp_out)) ||
       (rc = wd__eng_buf(e, WD_ENG_LG_ROWS * (uint64_t)ldv(e), D, &e->lgc)) ||
       (rc = wd__eng_buf(e, (uint64_t)hp->n_vocab, H, &e->mask)) ||
@@ -338,6 +348,7 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
       (rc = wd__eng_buf(e, P, R, &e->tgt)) ||
       (rc = wd__eng_buf(e, WD_ENG_QK_ROWS * na, R, &e->qk)))
     return rc;
+  e->act_bytes += wd_vk_layers_bytes(e->kx) + wd_vk_layers_bytes(e->vx);
   e->cp_cmd = calloc((size_t)e->max_seqs, sizeof *e->cp_cmd);
   if (!e->cp_cmd)
     return WD_ENOMEM;
@@ -356,13 +367,17 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
   if (!rc) rc = new_copies(e);
   /* The align tail's sets; its recording is made per call. */
   wd_vk_arg_t emb;
-  const wd_vk_arg_t aqall = whole(e->qall), axk = whole(e->xk), dm = whole(e->dummy);
+  const wd_vk_arg_t aqall = whole(e->qall), dm = whole(e->dummy);
   const wd_vk_arg_t aqk = whole(e->qk), ah = whole(e->h), algc = whole(e->lgc);
   const wd_vk_arg_t amask = whole(e->mask);
   if (!rc) rc = wd__eng_wt(e, &emb, "decoder.token_embedding.weight", 0);
-  if (!rc)
-    rc = wd__eng_keep(e, wd_vk_gemm_bind(e->gemm_f32b, &aqall, &axk, &dm, &aqk, &e->set_qk),
-                      &e->set_qk);
+  if (!rc && !(e->set_qk = calloc(L, sizeof *e->set_qk)))
+    rc = WD_ENOMEM;
+  for (uint32_t l = 0; l < L && !rc; l++) {
+    const wd_vk_arg_t axk = wd_vk_layers_arg(e->xk, l, 0, 0);
+    rc = wd__eng_keep(e, wd_vk_gemm_bind(qk_gemm(e), &aqall, &axk, &dm, &aqk, &e->set_qk[l]),
+                      &e->set_qk[l]);
+  }
   if (!rc)
     rc = wd__eng_keep(e, wd_vk_gemm_bind(e->gemm, &ah, &emb, &dm, &algc, &e->set_lg),
                       &e->set_lg);
@@ -385,10 +400,13 @@ void wd__eng_rows_free(wd_vk_engine_t *e) {
   for (int k = 0; e->cp_cmd && k < e->max_seqs; k++)
     wd_vk_cmd_free(e->cp_cmd[k]);
   free(e->cp_cmd);
-  wd_vk_buffer_t *bufs[] = { e->qall, e->kx,    e->vx,  e->cp_in, e->cp_out,
-                             e->lgc,  e->mask, e->stats, e->tgt, e->qk };
+  wd_vk_buffer_t *bufs[] = { e->qall, e->cp_in, e->cp_out, e->lgc,
+                             e->mask, e->stats, e->tgt,    e->qk };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     wd_vk_buffer_free(bufs[i]);
+  wd_vk_layers_free(e->kx);
+  wd_vk_layers_free(e->vx);
+  free(e->set_qk); /* the sets themselves are in e->sets */
 }
 
 /* ---- operations ---------------------------------------------------------- */
@@ -516,11 +534,11 @@ static int rec_tail(wd_vk_engine_t *e, uint32_t P, int a, int n, const int32_t *
     const wd_pc_gemm_t pc = {
       .M = (uint32_t)n, .N = na, .K = WD_ATTN_HEAD_DIM, .lda = d, .ldb = d, .ldc = na,
       .a_off = (uint32_t)(l * al_layer(e) + first * d + hd),
-      .b_off = (uint32_t)(((uint64_t)l * (uint64_t)e->max_audio + (uint64_t)a) * na * d + hd),
+      .b_off = (uint32_t)((uint64_t)a * na * d + hd), /* within layer l's binding */
       .c_off = (uint32_t)(h - h0) * (uint32_t)n * na,
       .alpha = 0.125f, /* (q d_head^-0.25) . (k d_head^-0.25) */
     };
-    rc = wd_vk_gemm_record(e->gemm_f32b, cmd, e->set_qk, &pc, 1); /* independent: no barrier */
+    rc = wd_vk_gemm_record(qk_gemm(e), cmd, e->set_qk[l], &pc, 1); /* independent: no barrier */
   }
   const uint32_t nv = (uint32_t)e->hp.n_vocab, ld = ldv(e);
   for (uint32_t r0 = 0; probs && r0 + 1 < (uint32_t)n && !rc; r0 += WD_ENG_LG_ROWS) {

@@ -14,31 +14,44 @@
 struct wd_vk_kv {
   wd_vk_pipeline_t *append;
   wd_vk_pipeline_t *gather;
+  wd_vk_pipeline_t *to_f16; /* f16 caches only */
 };
 
 int wd_vk_kv_new(wd_vk_device_t *dev, wd_vk_kv_t **ret_kv) {
+  return wd_vk_kv_new_fmt(dev, false, ret_kv);
+}
+
+int wd_vk_kv_new_fmt(wd_vk_device_t *dev, bool kv_f16, wd_vk_kv_t **ret_kv) {
   int rc = 0;
   wd_vk_kv_t *kv = calloc(1, sizeof *kv);
   if (!kv)
     return WD_ENOMEM;
-  *kv = (wd_vk_kv_t){ .append = NULL, .gather = NULL };
+  *kv = (wd_vk_kv_t){ .append = NULL, .gather = NULL, .to_f16 = NULL };
   const wd_vk_pipeline_desc_t app = {
-    .shader = "kv_append",
+    .shader = kv_f16 ? "kv_append_f16" : "kv_append",
     .n_args = 4,
     .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
     .push_size = sizeof(wd_pc_kv_t),
     .local_size = { 64, 1, 1 },
   };
   const wd_vk_pipeline_desc_t gat = {
-    .shader = "kv_gather",
+    .shader = kv_f16 ? "kv_gather_f16" : "kv_gather",
     .n_args = 5,
     .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE,
               WD_VK_ARG_STORAGE },
     .push_size = sizeof(wd_pc_kv_t),
     .local_size = { 64, 1, 1 },
   };
+  const wd_vk_pipeline_desc_t cvt = {
+    .shader = "kv_to_f16",
+    .n_args = 4,
+    .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .push_size = sizeof(wd_pc_cvt_t),
+    .local_size = { 64, 1, 1 },
+  };
   if ((rc = wd_vk_pipeline_new(dev, &app, &kv->append)) < 0 ||
-      (rc = wd_vk_pipeline_new(dev, &gat, &kv->gather)) < 0)
+      (rc = wd_vk_pipeline_new(dev, &gat, &kv->gather)) < 0 ||
+      (kv_f16 && (rc = wd_vk_pipeline_new(dev, &cvt, &kv->to_f16)) < 0))
     goto fail;
   *ret_kv = kv;
   return 0;
@@ -52,6 +65,7 @@ void wd_vk_kv_free(wd_vk_kv_t *kv) {
     return;
   wd_vk_pipeline_free(kv->append);
   wd_vk_pipeline_free(kv->gather);
+  wd_vk_pipeline_free(kv->to_f16);
   free(kv);
 }
 
@@ -91,5 +105,25 @@ int wd_vk_kv_record_gather(wd_vk_kv_t *kv, wd_vk_cmd_t *cmd, const wd_vk_dset_t 
     return WD_EINVAL;
   const uint64_t n4 = (uint64_t)pc->n_ctx * pc->d / 4;
   wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, (uint32_t)WD_CEIL_DIV(n4, 64u), nb, n_layer);
+  return 0;
+}
+
+int wd_vk_kv_bind_to_f16(wd_vk_kv_t *kv, const wd_vk_arg_t *ks, const wd_vk_arg_t *vs,
+                         const wd_vk_arg_t *kd, const wd_vk_arg_t *vd, wd_vk_dset_t **ret_set) {
+  if (!kv->to_f16)
+    return WD_EINVAL;
+  const wd_vk_arg_t args[4] = { *ks, *vs, *kd, *vd };
+  return wd_vk_dset_new(kv->to_f16, args, 4, ret_set);
+}
+
+int wd_vk_kv_record_to_f16(wd_vk_kv_t *kv, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                           uint32_t n4) {
+  if (!kv->to_f16 || n4 == 0)
+    return WD_EINVAL;
+  /* 64 vec4s per workgroup; rows of at most 65535 workgroups. */
+  const uint32_t groups = WD_CEIL_DIV(n4, 64u);
+  const uint32_t gx = groups < 65535u ? groups : 65535u;
+  const wd_pc_cvt_t pc = { .n4 = n4 };
+  wd_vk_cmd_dispatch(cmd, set, &pc, sizeof pc, gx, WD_CEIL_DIV(groups, gx), 1);
   return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * vk_kv.h - the decoder's self-attention KV caches: append and beam gather.
  *
- * Caches are (B slots, n_ctx, d) f32 per layer (all layers may share one
+ * Caches are (B slots, n_ctx, d) f32 or f16 per layer (all layers may share one
  * buffer, layer l at cache_off + l * layer_stride). Append writes this
  * step's K and V rows of batch row b into slot slot[b] at row pos[b]; gather
  * copies, for every layer and record b, cache[slot[b]] <- cache[src[b]] for
@@ -14,6 +14,8 @@
 #ifndef WD_VK_KV_H
 #define WD_VK_KV_H
 
+#include <stdbool.h>
+
 #include "vk_cmd.h"
 #include "vk_device.h"
 #include "vk_pipeline.h"
@@ -21,7 +23,11 @@
 
 typedef struct wd_vk_kv wd_vk_kv_t;
 
-int wd_vk_kv_new(wd_vk_device_t *dev, wd_vk_kv_t **ret_kv);
+int wd_vk_kv_new(wd_vk_device_t *dev, wd_vk_kv_t **ret_kv); /* f32 caches */
+/* kv_f16: caches of f16 elements (four to 8 bytes), written by append with
+ * round-to-nearest-even and copied bit for bit by gather; the f32 -> f16
+ * conversion of cross K/V below exists only then. */
+int wd_vk_kv_new_fmt(wd_vk_device_t *dev, bool kv_f16, wd_vk_kv_t **ret_kv);
 void wd_vk_kv_free(wd_vk_kv_t *kv); /* accepts NULL */
 
 /* step: wd_seq_t records; in: the rows to append (f32); k, v: caches. */
@@ -39,5 +45,16 @@ int wd_vk_kv_bind_gather(wd_vk_kv_t *kv, const wd_vk_arg_t *step, const wd_vk_ar
 /* Uses d, n_ctx, cache_off, layer_stride over n_layer layers. */
 int wd_vk_kv_record_gather(wd_vk_kv_t *kv, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                            const wd_pc_kv_t *pc, uint32_t nb, uint32_t n_layer);
+
+/* kv_to_f16.comp: one window's K and V rows, f32 -> f16 (n4 vec4s each).
+ * ks/vs f32 storage, kd/vd the f16 destinations. WD_EINVAL for an f32 kv. */
+typedef struct {
+  uint32_t n4, pad0, pad1, pad2;
+} wd_pc_cvt_t;
+_Static_assert(sizeof(wd_pc_cvt_t) == 16, "wd_pc_cvt_t must match kv_to_f16.comp");
+int wd_vk_kv_bind_to_f16(wd_vk_kv_t *kv, const wd_vk_arg_t *ks, const wd_vk_arg_t *vs,
+                         const wd_vk_arg_t *kd, const wd_vk_arg_t *vd, wd_vk_dset_t **ret_set);
+int wd_vk_kv_record_to_f16(wd_vk_kv_t *kv, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                           uint32_t n4);
 
 #endif

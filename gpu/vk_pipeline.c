@@ -204,7 +204,11 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
     if (p->desc.args[i] == WD_VK_ARG_TEXEL_F32 || p->desc.args[i] == WD_VK_ARG_TEXEL_F16) {
       const int f16 = p->desc.args[i] == WD_VK_ARG_TEXEL_F16;
       const uint64_t texel = f16 ? 8 : 16;
-      if (a->offset % 16 || range % texel || range / texel > d->limits.maxTexelBufferElements) {
+      /* The view's offset obeys the device's alignment (and the format's
+       * element size, which the shaders' texel indexing assumes). */
+      const uint64_t talign = d->limits.minTexelBufferOffsetAlignment;
+      if (a->offset % texel || (talign && a->offset % talign) || range % texel ||
+          range / texel > d->limits.maxTexelBufferElements) {
         wd_log_debug("%s: '%s' binding %u: texel range %llu+%llu not aligned or too long",
                      __func__, p->desc.shader, i, (unsigned long long)a->offset,
                      (unsigned long long)range);

@@ -52,7 +52,10 @@ int wd_vk_pipeline_variant(const wd_vk_pipeline_t *base, const uint32_t *spec, u
                            wd_vk_pipeline_t **ret_pipe);
 
 /* One binding: a byte range of a buffer. range 0 means "to the end".
- * Texel bindings need offset and range aligned to 16 bytes. */
+ * Texel bindings need offset and range aligned to the texel size (16 bytes
+ * for f32, 8 for f16) and the offset to minTexelBufferOffsetAlignment;
+ * storage bindings need minStorageBufferOffsetAlignment and at most
+ * maxStorageBufferRange bytes. */
 typedef struct {
   wd_vk_buffer_t *buf;
   uint64_t offset;

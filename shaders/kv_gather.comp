@@ -22,6 +22,8 @@
 //   3  buffer vec4    Kd   same layout                                                  write
 //   4  buffer vec4    Vd   same layout                                                  write
 // Requirements: d, cache_off, layer_stride multiples of 4.
+// WD_KV_F16 (variant kv_gather_f16): f16 caches, four elements to a uvec2;
+// the copy moves bits, so only the element size changes.
 //
 // Workgroup: 64 invocations, one vec4 of a (row, d) plane each.
 // Grid: (ceil(n_ctx * d / 256), nb, n_layer).
@@ -30,10 +32,15 @@
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 layout(std430, set = 0, binding = 0) readonly buffer Step { wd_seq seq[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BufKs { vec4 ks[]; };
-layout(std430, set = 0, binding = 2) readonly buffer BufVs { vec4 vs[]; };
-layout(std430, set = 0, binding = 3) writeonly buffer BufKd { vec4 kd[]; };
-layout(std430, set = 0, binding = 4) writeonly buffer BufVd { vec4 vd[]; };
+#ifdef WD_KV_F16
+#define ELEM4 uvec2
+#else
+#define ELEM4 vec4
+#endif
+layout(std430, set = 0, binding = 1) readonly buffer BufKs { ELEM4 ks[]; };
+layout(std430, set = 0, binding = 2) readonly buffer BufVs { ELEM4 vs[]; };
+layout(std430, set = 0, binding = 3) writeonly buffer BufKd { ELEM4 kd[]; };
+layout(std430, set = 0, binding = 4) writeonly buffer BufVd { ELEM4 vd[]; };
 layout(push_constant) uniform PC { wd_pc_kv p; };
 
 void main() {
