@@ -135,10 +135,13 @@ static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out)
   p = p32;
   if (rc == WD_ENOMEM)
     rc = wd_vk_plan_make(wd_model_hparams(m), wb, lim, b, b, true, &p, err, sizeof err);
+  char heap[48] = "host memory, unchecked"; /* a CPU driver's heap is no limit */
+  if (lim->heap_bytes)
+    snprintf(heap, sizeof heap, "%.0f MiB heap", MIB(lim->heap_bytes));
   if (dev)
-    fprintf(out, "device:          %s (%.0f MiB heap, %llu M texels, %llu MiB storage range, "
+    fprintf(out, "device:          %s (%s, %llu M texels, %llu MiB storage range, "
                  "%llu/%llu B texel/storage alignment)\n",
-            dev->name, MIB(lim->heap_bytes), (unsigned long long)(lim->max_texel_elements >> 20),
+            dev->name, heap, (unsigned long long)(lim->max_texel_elements >> 20),
             (unsigned long long)(lim->max_storage_range >> 20),
             (unsigned long long)lim->texel_align, (unsigned long long)lim->storage_align);
   else

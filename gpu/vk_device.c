@@ -211,7 +211,10 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
     .storage_align = p->limits.minStorageBufferOffsetAlignment,
     /* Vulkan 1.1 guarantees at least 1 GiB. */
     .max_alloc = is_12 && p11.maxMemoryAllocationSize ? p11.maxMemoryAllocationSize : 1ull << 30,
-    .heap_bytes = largest_heap,
+    /* A CPU driver's "device-local heap" is host memory handed out on
+     * demand (lavapipe reports 2 GiB here and allocates past it), so it is
+     * no limit to plan against: 0 means unchecked. An override can set one. */
+    .heap_bytes = info->device_class == WD_VK_CLASS_CPU ? 0 : largest_heap,
   };
   info->max_storage_range = info->limits.max_storage_range;
   info->max_texel_elements = (uint32_t)info->limits.max_texel_elements;
