@@ -50,16 +50,25 @@ int wd_vk_buffer_new(wd_vk_device_t *d, uint64_t size, unsigned usage, wd_vk_mem
     HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
     HC = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
   };
-  static const VkMemoryPropertyFlags want[3][3] = {
+  static const VkMemoryPropertyFlags want[4][3] = {
     [WD_VK_MEM_DEVICE] = { VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, 0 },
     [WD_VK_MEM_HOST] = { HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, HV, HV },
     [WD_VK_MEM_READBACK] = { HV | HC, HC, HV },
+    [WD_VK_MEM_STAGING] = { HV, HV, HV },
   };
-  if ((unsigned)mem > WD_VK_MEM_READBACK) {
+  if ((unsigned)mem > WD_VK_MEM_STAGING) {
     rc = WD_EINVAL;
     goto fail;
   }
   int type = -1;
+  /* STAGING: coherent host memory that is not device-local, when there is. */
+  for (uint32_t i = 0; mem == WD_VK_MEM_STAGING && type < 0 && i < d->mem_props.memoryTypeCount;
+       i++) {
+    const VkMemoryPropertyFlags f = d->mem_props.memoryTypes[i].propertyFlags;
+    if ((req.memoryTypeBits & (1u << i)) && (f & HV) == HV &&
+        !(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+      type = (int)i;
+  }
   for (int k = 0; k < 3 && type < 0; k++)
     type = wd__vk_memory_type(d, req.memoryTypeBits, want[mem][k]);
   if (type < 0) {
@@ -222,7 +231,7 @@ static int wd_vk_transfer(wd_vk_buffer_t *b, uint64_t offset, void *host, uint64
   }
   const uint64_t chunk = n < WD_VK_STAGING_CHUNK ? n : WD_VK_STAGING_CHUNK;
   wd_vk_buffer_t *st = NULL;
-  int rc = wd_vk_buffer_new(b->dev, chunk, 0, WD_VK_MEM_HOST, &st);
+  int rc = wd_vk_buffer_new(b->dev, chunk, 0, WD_VK_MEM_STAGING, &st);
   if (rc < 0)
     return rc;
   for (uint64_t done = 0; done < n && rc == 0; done += chunk) {

@@ -35,6 +35,9 @@ typedef enum {
                            * destination of the copies that end a recording whose results
                            * the host reads (logits). Shaders never write it: on a discrete
                            * GPU WD_VK_MEM_HOST is BAR memory, read uncached over PCIe. */
+  WD_VK_MEM_STAGING = 3,  /* host-visible + coherent system memory (not device-local where
+                           * the device offers that: BAR space is scarce): the source of
+                           * uploads, written once by the host, read once by a copy. */
 } wd_vk_mem_t;
 
 int wd_vk_buffer_new(wd_vk_device_t *dev, uint64_t size, unsigned usage, wd_vk_mem_t mem,
