@@ -123,6 +123,7 @@ static int eng_rc(wd_worker_t *w, int rc) {
     w->reset_backoff = 1.0;
     pthread_mutex_lock(&w->mu);
     w->st.device_losses++;
+    w->st.device_lost = 1;
     pthread_mutex_unlock(&w->mu);
   }
   return rc;
@@ -375,6 +376,9 @@ static void try_reset(wd_worker_t *w) {
   if (!e->reset) {
     wd_log_warning("worker: the engine lost its device and cannot rebuild; going on");
     w->lost = 0;
+    pthread_mutex_lock(&w->mu);
+    w->st.device_lost = 0;
+    pthread_mutex_unlock(&w->mu);
     return;
   }
   wd_log_warning("worker: GPU device lost: rebuilding the engine");
@@ -391,6 +395,7 @@ static void try_reset(wd_worker_t *w) {
   w->lost = 0;
   pthread_mutex_lock(&w->mu);
   w->st.device_resets++;
+  w->st.device_lost = 0;
   pthread_mutex_unlock(&w->mu);
   wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (now_s() - t0) * 1e3);
 }

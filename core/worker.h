@@ -98,6 +98,7 @@ typedef struct {
   uint64_t aligns;                 /* word-timestamp alignments */
   uint64_t device_losses;          /* engine calls that said WD_EDEVLOST (a lost or hung GPU) */
   uint64_t device_resets;          /* engine rebuilds that succeeded after one */
+  int device_lost;                 /* 1 from a loss until the rebuild succeeds */
   double audio_s;                  /* seconds of audio of completed jobs */
   double busy_s;                   /* worker time spent encoding and stepping */
 } wd_worker_stats_t;

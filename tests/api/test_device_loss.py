@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from wd_api import (JFK_TEXT, assert_jfk_json, check_error, metrics, post_audio, start_daemon,
-                    stop_daemon)
+from wd_api import (JFK_TEXT, assert_jfk_json, check_error, metrics, post_audio, request,
+                    start_daemon, stop_daemon)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,8 @@ def test_running_job_gets_503_queued_job_runs_after_rebuild(lossy):
 
 
 def test_later_requests_succeed_and_metrics_count_the_reset(lossy):
+    # Ready again once rebuilt (503 "device_rebuilding" while it was not).
+    assert request(lossy.port, "GET", "/ready", timeout=10).status == 200
     assert_jfk_json(post_audio(lossy.port))
     m = metrics(lossy.port)
     assert m["whisperd_device_losses_total"] == 1, m

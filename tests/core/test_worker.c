@@ -330,6 +330,7 @@ WD_TEST(device_loss_fails_running_job_and_queued_job_runs_after_reset) {
   wd_worker_stats(w, &st);
   WD_CHECK_EQ_INT(st.device_losses, 1);
   WD_CHECK_EQ_INT(st.device_resets, 1);
+  WD_CHECK_EQ_INT(st.device_lost, 0);
   WD_CHECK_EQ_INT(st.jobs_failed, 1);
   WD_CHECK_EQ_INT(st.jobs_done, 2);
   if (o[1].rc == 0)
