@@ -12,6 +12,7 @@
  *   batch_rows_mean                          gauge: rows / steps
  *   audio_seconds_total, worker_busy_seconds_total   counters
  *   real_time_factor                         gauge: busy / audio seconds
+ *   device_losses_total, device_resets_total counters: lost (or hung) GPU, rebuilds
  */
 #include "metrics.h"
 
@@ -188,6 +189,10 @@ static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
   gauge(o, "real_time_factor",
         "Worker busy seconds per second of audio since start (lower is faster).",
         ws->audio_s > 0 ? ws->busy_s / ws->audio_s : 0.0);
+  counter(o, "device_losses_total", "Times the GPU device was lost or hung.",
+          (double)ws->device_losses);
+  counter(o, "device_resets_total", "Engine rebuilds (device, weights, plans) after a loss.",
+          (double)ws->device_resets);
 }
 
 int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,

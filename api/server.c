@@ -132,6 +132,14 @@ static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_
     why = "loading";
   else if (!atomic_load(&s->ready))
     why = "starting";
+  if (!why) {
+    /* Rebuilding after a lost GPU: requests queue, but a load balancer
+     * should prefer another instance meanwhile. */
+    wd_worker_stats_t ws;
+    wd_worker_stats(s->model.worker, &ws);
+    if (ws.device_lost)
+      why = "device_rebuilding";
+  }
   if (why)
     return reply_json(c, r, 503, json_pack("{s:s}", "status", why));
   return reply_json(c, r, 200, json_pack("{s:s}", "status", "ready"));

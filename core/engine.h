@@ -79,6 +79,15 @@ typedef struct {
   int (*align)(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
                const int (*heads)[2], float *qk, float *probs);
   int n_audio_ctx; /* 1500 */
+
+  /* After any operation returned WD_EDEVLOST (the device was lost or hung:
+   * every slot's state is gone), rebuilds whatever the engine runs on (the
+   * Vulkan engine: a new device, the weights uploaded again, pipelines and
+   * recordings made again) in place: self stays valid, every sequence and
+   * audio slot is empty. Until it succeeds, every operation returns
+   * WD_EDEVLOST; it may be called again after a failure. Optional: an engine
+   * that cannot lose its device leaves it NULL. */
+  int (*reset)(void *self);
 } wd_engine_t;
 
 #endif

@@ -81,6 +81,8 @@ struct wd_worker {
   /* worker thread only */
   uint64_t encode_clock;
   unsigned seq_used, audio_used; /* bit masks of engine slots */
+  int lost;                 /* an engine call said WD_EDEVLOST: reset before admitting */
+  double reset_at, reset_backoff; /* next reset() try, and the wait after a failed one */
   atomic_llong heartbeat_ns;
 };
 
@@ -112,6 +114,20 @@ static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
 }
 
 /* ---- the worker thread ------------------------------------------------- */
+
+/* Passes an engine call's rc through, noting a lost device. */
+static int eng_rc(wd_worker_t *w, int rc) {
+  if (rc == WD_EDEVLOST && !w->lost) {
+    w->lost = 1;
+    w->reset_at = 0.0;
+    w->reset_backoff = 1.0;
+    pthread_mutex_lock(&w->mu);
+    w->st.device_losses++;
+    w->st.device_lost = 1;
+    pthread_mutex_unlock(&w->mu);
+  }
+  return rc;
+}
 
 /* Takes running job j out of run[] and gives its slots back; worker thread. */
 static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
@@ -170,14 +186,14 @@ static void advance_one(void *arg, int i) {
  * audio slot, then the copies its search asked for (beams, samples). */
 static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
-  int rc = wk->reset ? e->seq_reset(e->self, j->seq[0], j->audio) : 0;
+  int rc = wk->reset ? eng_rc(w, e->seq_reset(e->self, j->seq[0], j->audio)) : 0;
   if (rc == 0 && wk->n_copy > 0) {
     int dst[WD_DECODE_MAX_ROWS], src[WD_DECODE_MAX_ROWS];
     for (int i = 0; i < wk->n_copy; i++) {
       dst[i] = j->seq[wk->copy_dst[i]];
       src[i] = j->seq[wk->copy_src[i]];
     }
-    rc = e->seq_copy ? e->seq_copy(e->self, wk->n_copy, dst, src) : WD_EUNSUP;
+    rc = e->seq_copy ? eng_rc(w, e->seq_copy(e->self, wk->n_copy, dst, src)) : WD_EUNSUP;
   }
   return rc;
 }
@@ -186,8 +202,9 @@ static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
 static int job_align(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
   const double t0 = now_s();
-  int rc = e->align ? e->align(e->self, j->audio, wk->n_align, wk->align, wk->align_n_text,
-                               wk->n_heads, wk->heads, wk->qk, wk->probs)
+  int rc = e->align ? eng_rc(w, e->align(e->self, j->audio, wk->n_align, wk->align,
+                                         wk->align_n_text, wk->n_heads, wk->heads, wk->qk,
+                                         wk->probs))
                     : WD_EUNSUP;
   const double dt = now_s() - t0;
   beat(w);
@@ -203,7 +220,7 @@ static int job_prefill(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
   const float *lg = NULL;
   const double t0 = now_s();
-  int rc = e->prefill(e->self, j->seq[0], wk->n_prefill, wk->prefill, &lg);
+  int rc = eng_rc(w, e->prefill(e->self, j->seq[0], wk->n_prefill, wk->prefill, &lg));
   const double dt = now_s() - t0;
   beat(w);
   pthread_mutex_lock(&w->mu);
@@ -245,7 +262,7 @@ static void run_turn(wd_worker_t *w) {
       enc = jobs[i];
   if (enc) {
     const double t0 = now_s();
-    int rc = e->encode(e->self, enc->audio, wd_decoder_window(enc->dec));
+    int rc = eng_rc(w, e->encode(e->self, enc->audio, wd_decoder_window(enc->dec)));
     const double dt = now_s() - t0;
     beat(w);
     enc->last_encode = ++w->encode_clock;
@@ -306,7 +323,7 @@ static void run_turn(wd_worker_t *w) {
     return;
   const float *lg = NULL;
   const double t0 = now_s();
-  const int rc = e->step(e->self, rows, seqs, tokens, &lg);
+  const int rc = eng_rc(w, e->step(e->self, rows, seqs, tokens, &lg));
   const double dt = now_s() - t0;
   beat(w);
   pthread_mutex_lock(&w->mu);
@@ -337,6 +354,50 @@ static void run_turn(wd_worker_t *w) {
     for (int i = 0; i < n_owner; i++)
       run_finish(w, owner[i], rc);
   }
+}
+
+/* After a lost device: the running jobs end with WD_EDEVLOST (their
+ * caches and encoded windows went with the device); worker thread, no lock
+ * held. */
+static void fail_running(wd_worker_t *w) {
+  wd_job_t *jobs[WD_WORKER_MAX_RUN];
+  pthread_mutex_lock(&w->mu);
+  const int n = w->n_running;
+  memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
+  pthread_mutex_unlock(&w->mu);
+  for (int i = 0; i < n; i++)
+    run_finish(w, jobs[i], WD_EDEVLOST);
+}
+
+/* One try at rebuilding the engine after a lost device; worker thread, no
+ * lock held. Queued jobs stay queued either way. */
+static void try_reset(wd_worker_t *w) {
+  const wd_engine_t *e = w->o.engine;
+  if (!e->reset) {
+    wd_log_warning("worker: the engine lost its device and cannot rebuild; going on");
+    w->lost = 0;
+    pthread_mutex_lock(&w->mu);
+    w->st.device_lost = 0;
+    pthread_mutex_unlock(&w->mu);
+    return;
+  }
+  wd_log_warning("worker: GPU device lost: rebuilding the engine");
+  const double t0 = now_s();
+  const int rc = e->reset(e->self);
+  beat(w);
+  if (rc < 0) {
+    wd_log_error("worker: engine rebuild failed (%s); next try in %.0f s", wd_strerror(rc),
+                 w->reset_backoff);
+    w->reset_at = now_s() + w->reset_backoff;
+    w->reset_backoff = w->reset_backoff * 2 < 30.0 ? w->reset_backoff * 2 : 30.0;
+    return;
+  }
+  w->lost = 0;
+  pthread_mutex_lock(&w->mu);
+  w->st.device_resets++;
+  w->st.device_lost = 0;
+  pthread_mutex_unlock(&w->mu);
+  wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (now_s() - t0) * 1e3);
 }
 
 /* Lowest clear bit of mask below n, or -1. */
@@ -393,8 +454,14 @@ static void *worker_main(void *arg) {
       if (n_ended == 64)
         w->cancels = 1; /* more may be left: look again next turn */
     }
+    /* A lost device: rebuild (or wait for the next try) before admitting. */
+    if (w->lost && w->n_running == 0 && !w->draining && now >= w->reset_at) {
+      pthread_mutex_unlock(&w->mu);
+      try_reset(w);
+      pthread_mutex_lock(&w->mu);
+    }
     /* Admit while slots are free. */
-    while (!w->draining && w->head && w->n_running < w->cap &&
+    while (!w->lost && !w->draining && w->head && w->n_running < w->cap &&
            w->head->n_rows <= free_slots(w->seq_used, w->o.engine->max_seqs)) {
       wd_job_t *j = w->head;
       w->head = j->next;
@@ -424,6 +491,8 @@ static void *worker_main(void *arg) {
     for (int i = 0; i < n_ended; i++)
       job_end(w, ended[i], ended_rc[i], NULL);
     run_turn(w);
+    if (w->lost)
+      fail_running(w);
     pthread_mutex_lock(&w->mu);
     w->st.queued = w->n_queued;
     w->st.running = w->n_running;

@@ -10,6 +10,12 @@
  * one engine step of up to max_batch rows. A job's results are bit-for-bit
  * the same whether it runs alone or beside others.
  *
+ * Device loss: when an engine call says WD_EDEVLOST, every running job
+ * ends with WD_EDEVLOST (its state on the device is gone), admission stops,
+ * and the worker calls the engine's reset() until it succeeds (retrying
+ * after 1, 2, 4 .. 30 s); queued jobs wait for it and then run. An engine
+ * without reset() is used on as it is.
+ *
  * Callbacks run on the worker thread and must not block (store, signal,
  * return). on_done is called exactly once for every job that
  * wd_worker_submit() accepted: when it completes, fails, is cancelled,
@@ -90,6 +96,9 @@ typedef struct {
   uint64_t encodes;                /* windows encoded */
   uint64_t prefills;               /* prompts fed in one submit */
   uint64_t aligns;                 /* word-timestamp alignments */
+  uint64_t device_losses;          /* engine calls that said WD_EDEVLOST (a lost or hung GPU) */
+  uint64_t device_resets;          /* engine rebuilds that succeeded after one */
+  int device_lost;                 /* 1 from a loss until the rebuild succeeds */
   double audio_s;                  /* seconds of audio of completed jobs */
   double busy_s;                   /* worker time spent encoding and stepping */
 } wd_worker_stats_t;

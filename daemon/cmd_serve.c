@@ -194,6 +194,10 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     status = 0;
     goto out;
   }
+  if (wd_runtime_arm_faults() < 0) {
+    wd_log_error("serve: WHISPERD_FAULT_INJECT: cannot parse '%s'", getenv("WHISPERD_FAULT_INJECT"));
+    goto out;
+  }
   wd_server_set_ready(srv, 1);
   sd_notifyf(0, "READY=1\nSTATUS=Ready: %s, max batch %d", wd_model_name(m), cfg->max_batch);
   wd_log_info("serve: ready in %.0f ms", (now_s() - t0) * 1e3);

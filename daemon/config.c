@@ -45,6 +45,8 @@ static const wd_option_t wd_options[] = {
     "Vulkan device index from `whisperd devices`; -1 picks discrete > integrated > CPU", 0 },
   { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
     "Enable the Khronos validation layer when installed (debugging)", 0 },
+  { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "20", 1, 3600, NULL, "SECONDS",
+    "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt", 0 },
   { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, 16, NULL, "N",
     "Sequences (beams and requests) decoded together in one GPU step; 1 turns batching off", 0 },
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",

@@ -25,6 +25,7 @@ typedef struct {
   char *model;            /* ggml file or CTranslate2 directory */
   int device;             /* Vulkan device index, -1 = best */
   bool vk_validation;
+  int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */
   char *model_alias;      /* comma-separated extra accepted `model` names */
   /* HTTP server */

@@ -12,9 +12,11 @@
 #include <string.h>
 
 #include "error.h"
+#include "log.h"
 #include "mel.h"
 #include "model_vocab.h"
 #include "vk_engine.h"
+#include "vk_fault.h"
 
 struct wd_runtime {
   wd_model_t *m;
@@ -62,7 +64,8 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     goto fail;
   }
   const wd_vk_engine_opts_t eo = { .device = cfg->device, .validation = cfg->vk_validation,
-                                   .max_seqs = max_batch, .max_audio = max_batch };
+                                   .max_seqs = max_batch, .max_audio = max_batch,
+                                   .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
   if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
     snprintf(err, err_len, "engine: %s", msg[0] ? msg : wd_strerror(rc));
     goto fail;
@@ -144,4 +147,14 @@ int wd_runtime_warmup(wd_runtime_t *rt) {
     pthread_cond_wait(&w.cv, &w.mu);
   pthread_mutex_unlock(&w.mu);
   return w.rc;
+}
+
+int wd_runtime_arm_faults(void) {
+  const char *spec = getenv("WHISPERD_FAULT_INJECT");
+  if (!spec || !spec[0])
+    return 0;
+  const int rc = wd_vk_fault_arm(spec);
+  if (rc == 0)
+    wd_log_warning("fault injection armed: %s (testing only)", spec);
+  return rc;
 }

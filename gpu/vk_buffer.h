@@ -30,9 +30,14 @@ enum {
 typedef enum {
   WD_VK_MEM_DEVICE = 0, /* device-local: what kernels read fastest */
   WD_VK_MEM_HOST = 1,   /* host-visible + coherent, always mapped: per-step params the GPU reads */
-  WD_VK_MEM_READBACK = 2, /* host-visible + coherent, cached when the device offers it: results
-                           * the host reads (logits). On a discrete GPU WD_VK_MEM_HOST picks
-                           * BAR memory, which the CPU reads uncached over PCIe. */
+  WD_VK_MEM_READBACK = 2, /* host-visible, cached when the device offers it (then possibly
+                           * not coherent: read it after wd_vk_buffer_invalidate): the
+                           * destination of the copies that end a recording whose results
+                           * the host reads (logits). Shaders never write it: on a discrete
+                           * GPU WD_VK_MEM_HOST is BAR memory, read uncached over PCIe. */
+  WD_VK_MEM_STAGING = 3,  /* host-visible + coherent system memory (not device-local where
+                           * the device offers that: BAR space is scarce): the source of
+                           * uploads, written once by the host, read once by a copy. */
 } wd_vk_mem_t;
 
 int wd_vk_buffer_new(wd_vk_device_t *dev, uint64_t size, unsigned usage, wd_vk_mem_t mem,
@@ -48,5 +53,11 @@ void *wd_vk_buffer_map(const wd_vk_buffer_t *buf);
  * through a temporary buffer when the memory is not mapped. Synchronous. */
 int wd_vk_buffer_write(wd_vk_buffer_t *buf, uint64_t offset, const void *src, uint64_t n);
 int wd_vk_buffer_read(wd_vk_buffer_t *buf, uint64_t offset, void *dst, uint64_t n);
+
+/* Makes the GPU's writes to [offset, offset + n) of a mapped buffer visible
+ * to host reads through the mapping, after the fence of the submit that
+ * wrote them (and the recording's device->host barrier): a no-op on
+ * coherent memory, vkInvalidateMappedMemoryRanges otherwise. */
+int wd_vk_buffer_invalidate(wd_vk_buffer_t *buf, uint64_t offset, uint64_t n);
 
 #endif

@@ -14,6 +14,8 @@ struct wd_vk_buffer {
   VkDeviceMemory mem;
   uint64_t size;
   void *map; /* persistent mapping, NULL if not host-visible */
+  uint64_t alloc_size; /* of mem, for flush/invalidate ranges */
+  int coherent;        /* host-coherent: no flush/invalidate needed */
 };
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "vk_buffer_internal.h"
+#include "vk_fault.h"
 #include "vk_internal.h"
 #include "vk_pipeline_internal.h"
 
@@ -13,8 +14,8 @@ struct wd_vk_cmd {
   struct wd_vk_device *dev;
   VkCommandBuffer cb;
   VkFence fence;
-  VkQueryPool queries;     /* VK_NULL_HANDLE when n_timestamps == 0 */
-  uint32_t n_timestamps;
+  VkQueryPool queries;     /* VK_NULL_HANDLE: none asked for, or the queue has none */
+  uint32_t n_timestamps;   /* slots asked for (recorded as no-ops without a pool) */
   int recording;           /* between begin and end */
   int pending;             /* submitted, fence not yet seen signalled */
   int err;                 /* first recording error, returned by end() */
@@ -38,18 +39,16 @@ int wd_vk_cmd_new(wd_vk_device_t *d, uint32_t n_timestamps, wd_vk_cmd_t **ret_cm
   WD_VK_TRY(vkAllocateCommandBuffers(d->dev, &ai, &c->cb));
   const VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
   WD_VK_TRY(vkCreateFence(d->dev, &fci, NULL, &c->fence));
-  if (n_timestamps) {
-    if (d->info.timestamp_period_ns <= 0.0f) {
-      rc = WD_EUNSUP;
-      goto fail;
-    }
+  c->n_timestamps = n_timestamps;
+  /* A queue with timestampValidBits = 0 cannot write timestamps: the slots
+   * then exist for range checks only, and timing reports nothing. */
+  if (n_timestamps && d->info.timestamp_valid_bits > 0 && d->info.timestamp_period_ns > 0.0f) {
     const VkQueryPoolCreateInfo qci = {
       .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
       .queryType = VK_QUERY_TYPE_TIMESTAMP,
       .queryCount = n_timestamps,
     };
     WD_VK_TRY(vkCreateQueryPool(d->dev, &qci, NULL, &c->queries));
-    c->n_timestamps = n_timestamps;
   }
   *ret_cmd = c;
   return 0;
@@ -62,8 +61,9 @@ void wd_vk_cmd_free(wd_vk_cmd_t *c) {
   if (!c)
     return;
   VkDevice dev = c->dev->dev;
+  /* Bounded: after a hang the device is destroyed next anyway. */
   if (c->pending)
-    (void)vkWaitForFences(dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+    (void)vkWaitForFences(dev, 1, &c->fence, VK_TRUE, c->dev->timeout_ns);
   if (c->queries != VK_NULL_HANDLE)
     vkDestroyQueryPool(dev, c->queries, NULL);
   if (c->fence != VK_NULL_HANDLE)
@@ -206,14 +206,77 @@ void wd_vk_cmd_timestamp(wd_vk_cmd_t *c, uint32_t i) {
     return;
   if (i >= c->n_timestamps)
     return wd_vk_cmd_fail(c, WD_ERANGE, "timestamp slot out of range");
+  if (c->queries == VK_NULL_HANDLE)
+    return; /* the queue has no timestamps */
   vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, i);
 }
+
+int wd_vk_cmd_readback(wd_vk_cmd_t *c, const wd_vk_buffer_t *src, const wd_vk_buffer_t *dst,
+                       uint32_t n, const wd_vk_copy_region_t *regions) {
+  enum { CHUNK = 16 };
+  if (c->err)
+    return c->err;
+  int bad = !c->recording || !src || !dst || n == 0 || !regions;
+  for (uint32_t i = 0; !bad && i < n; i++) {
+    const wd_vk_copy_region_t *r = &regions[i];
+    bad = r->n == 0 || r->src > src->size || r->n > src->size - r->src || r->dst > dst->size ||
+          r->n > dst->size - r->dst;
+  }
+  if (bad) {
+    wd_vk_cmd_fail(c, WD_ERANGE, "readback outside its buffers");
+    return c->err;
+  }
+  /* The results the shaders wrote are complete before the copy reads them,
+   * and the host's last read of dst (before this submit) is long done. */
+  const VkMemoryBarrier before = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+  };
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+  for (uint32_t i0 = 0; i0 < n; i0 += CHUNK) {
+    VkBufferCopy vr[CHUNK];
+    const uint32_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+    for (uint32_t i = 0; i < m; i++)
+      vr[i] = (VkBufferCopy){ .srcOffset = regions[i0 + i].src,
+                              .dstOffset = regions[i0 + i].dst,
+                              .size = regions[i0 + i].n };
+    vkCmdCopyBuffer(c->cb, src->buf, dst->buf, m, vr);
+  }
+  /* A later copy of the same recording may overwrite src only after this
+   * one has read it; the host side is wd_vk_cmd_end's barrier. */
+  const VkMemoryBarrier after = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+  };
+  vkCmdPipelineBarrier(c->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                       1, &after, 0, NULL, 0, NULL);
+  return 0;
+}
+
+int wd_vk_cmd_has_timestamps(const wd_vk_cmd_t *c) { return c->queries != VK_NULL_HANDLE; }
 
 int wd_vk_cmd_end(wd_vk_cmd_t *c) {
   int rc = 0;
   if (!c->recording)
     return WD_EINVAL;
   c->recording = 0;
+  /* Every recording ends with a device -> host barrier: whatever the
+   * shaders and copies wrote is visible to host reads once the fence is
+   * seen (a fence alone makes writes available, not visible, to the host). */
+  if (!c->err) {
+    const VkMemoryBarrier host = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+    };
+    vkCmdPipelineBarrier(c->cb,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &host, 0, NULL, 0, NULL);
+  }
   /* End even after an error so the buffer leaves the recording state. */
   VkResult r = vkEndCommandBuffer(c->cb);
   if (c->err)
@@ -228,6 +291,10 @@ int wd_vk_cmd_submit(wd_vk_cmd_t *c, uint64_t timeout_ns) {
   if (c->recording)
     return WD_EINVAL;
   if (!c->pending) {
+    if (wd__vk_fault_submit()) {
+      wd_log_warning("wd_vk_cmd: fault injection: this submit fails as a lost device");
+      return WD_EDEVLOST;
+    }
     WD_VK_TRY(vkResetFences(c->dev->dev, 1, &c->fence));
     const VkSubmitInfo si = {
       .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
@@ -252,12 +319,17 @@ int wd_vk_cmd_elapsed_ns(wd_vk_cmd_t *c, uint32_t a, uint32_t b, double *ret_ns)
   int rc = 0;
   if (a >= c->n_timestamps || b >= c->n_timestamps || c->pending)
     return WD_EINVAL;
+  if (c->queries == VK_NULL_HANDLE)
+    return WD_EUNSUP;
   uint64_t t[2];
   WD_VK_TRY(vkGetQueryPoolResults(c->dev->dev, c->queries, a, 1, sizeof t[0], &t[0],
                                   sizeof t[0], VK_QUERY_RESULT_64_BIT));
   WD_VK_TRY(vkGetQueryPoolResults(c->dev->dev, c->queries, b, 1, sizeof t[1], &t[1],
                                   sizeof t[1], VK_QUERY_RESULT_64_BIT));
-  *ret_ns = (double)(int64_t)(t[1] - t[0]) * (double)c->dev->info.timestamp_period_ns;
+  /* Only the low timestampValidBits bits count; the difference wraps there. */
+  const uint32_t bits = c->dev->info.timestamp_valid_bits;
+  const uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+  *ret_ns = (double)((t[1] - t[0]) & mask) * (double)c->dev->info.timestamp_period_ns;
   return 0;
 fail:
   return rc;

@@ -22,7 +22,9 @@
 
 typedef struct wd_vk_cmd wd_vk_cmd_t;
 
-/* n_timestamps: query slots for wd_vk_cmd_timestamp (0 for none). */
+/* n_timestamps: query slots for wd_vk_cmd_timestamp (0 for none). On a
+ * queue without timestamps (timestampValidBits = 0) the slots are accepted
+ * and recorded as nothing; wd_vk_cmd_elapsed_ns then says WD_EUNSUP. */
 int wd_vk_cmd_new(wd_vk_device_t *dev, uint32_t n_timestamps, wd_vk_cmd_t **ret_cmd);
 void wd_vk_cmd_free(wd_vk_cmd_t *cmd); /* accepts NULL; waits for pending work */
 
@@ -51,16 +53,30 @@ typedef struct {
 } wd_vk_copy_region_t;
 int wd_vk_cmd_copy_regions(wd_vk_cmd_t *cmd, const wd_vk_buffer_t *src, const wd_vk_buffer_t *dst,
                            uint32_t n, const wd_vk_copy_region_t *regions);
+/* Copies n regions of shader results from src (device-local) into dst (a
+ * WD_VK_MEM_READBACK buffer the host reads after the submit): waits for the
+ * earlier shader writes; wd_vk_cmd_end's device -> host barrier then makes
+ * dst visible to the host. Usually the last thing a recording does. */
+int wd_vk_cmd_readback(wd_vk_cmd_t *cmd, const wd_vk_buffer_t *src, const wd_vk_buffer_t *dst,
+                       uint32_t n, const wd_vk_copy_region_t *regions);
 /* Writes the GPU clock into query slot i once all earlier work is done. */
 void wd_vk_cmd_timestamp(wd_vk_cmd_t *cmd, uint32_t i);
+/* Ends the recording with a device -> host memory barrier (everything the
+ * recording wrote is visible to host reads after its fence), and returns
+ * the first recording error. */
 int wd_vk_cmd_end(wd_vk_cmd_t *cmd);
 
-/* Submits the recording and waits up to timeout_ns for it to complete.
+/* Submits the recording and waits up to timeout_ns for it to complete
+ * (the engine passes wd_vk_device_timeout_ns, never an infinite wait).
  * WD_ETIMEDOUT leaves the work pending (the next call waits for it again);
- * WD_EDEVLOST means the device is gone and must be re-created. */
+ * WD_EDEVLOST means the device is gone and must be re-created (also what a
+ * submit armed by vk_fault.h returns). */
 int wd_vk_cmd_submit(wd_vk_cmd_t *cmd, uint64_t timeout_ns);
 
-/* Nanoseconds between query slots a and b of the last completed submit. */
+/* 1 when the recording really writes timestamps (see wd_vk_cmd_new). */
+int wd_vk_cmd_has_timestamps(const wd_vk_cmd_t *cmd);
+/* Nanoseconds between query slots a and b of the last completed submit;
+ * WD_EUNSUP when the queue writes no timestamps. */
 int wd_vk_cmd_elapsed_ns(wd_vk_cmd_t *cmd, uint32_t a, uint32_t b, double *ret_ns);
 
 /* Number of dispatches in the current recording (for benchmarks). */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk_fault.h"
 #include "vk_internal.h"
 
 int wd__vk_err(VkResult r, const char *call, const char *func) {
@@ -115,7 +116,8 @@ fail:
 
 /* Index of a queue family with compute, preferring compute-only families
  * (dedicated async-compute queues on discrete GPUs); -1 if none. */
-static int wd_vk_compute_family(VkPhysicalDevice pd, float *ret_ts_period, float dev_period) {
+static int wd_vk_compute_family(VkPhysicalDevice pd, float *ret_ts_period, uint32_t *ret_ts_bits,
+                                float dev_period) {
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
   if (n == 0)
@@ -131,7 +133,9 @@ static int wd_vk_compute_family(VkPhysicalDevice pd, float *ret_ts_period, float
     if (best < 0 || !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
       best = (int)i;
   }
-  *ret_ts_period = (best >= 0 && q[best].timestampValidBits > 0) ? dev_period : 0.0f;
+  /* timestampValidBits 0: the queue writes no timestamps at all. */
+  *ret_ts_bits = best >= 0 ? q[best].timestampValidBits : 0;
+  *ret_ts_period = *ret_ts_bits > 0 ? dev_period : 0.0f;
   free(q);
   return best;
 }
@@ -219,8 +223,12 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
   info->max_storage_range = info->limits.max_storage_range;
   info->max_texel_elements = (uint32_t)info->limits.max_texel_elements;
   float ts = 0.0f;
-  int fam = wd_vk_compute_family(pd, &ts, p->limits.timestampPeriod);
-  info->timestamp_period_ns = p->limits.timestampComputeAndGraphics || fam >= 0 ? ts : 0.0f;
+  uint32_t ts_bits = 0;
+  int fam = wd_vk_compute_family(pd, &ts, &ts_bits, p->limits.timestampPeriod);
+  if (wd__vk_fault_no_timestamps())
+    ts = 0.0f, ts_bits = 0;
+  info->timestamp_period_ns = ts_bits > 0 ? ts : 0.0f;
+  info->timestamp_valid_bits = ts > 0.0f ? ts_bits : 0;
   info->usable = is_12 && fam >= 0;
   if (ret_family)
     *ret_family = fam;
@@ -355,6 +363,9 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
     goto fail;
   }
   d->phys = pds[chosen];
+  d->timeout_ns = WD_VK_TIMEOUT_DEFAULT_NS;
+  const char *fs = getenv("WHISPERD_VK_FORCE_STAGING");
+  d->force_staging = fs && fs[0] && strcmp(fs, "0") != 0;
   d->queue_family = (uint32_t)chosen_family;
   vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem_props);
   VkPhysicalDeviceProperties props;
@@ -429,3 +440,9 @@ fail:
 }
 
 const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev) { return &dev->info; }
+
+void wd_vk_device_set_timeout(wd_vk_device_t *dev, uint64_t timeout_ns) {
+  dev->timeout_ns = timeout_ns ? timeout_ns : WD_VK_TIMEOUT_DEFAULT_NS;
+}
+
+uint64_t wd_vk_device_timeout_ns(const wd_vk_device_t *dev) { return dev->timeout_ns; }

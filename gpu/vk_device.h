@@ -39,6 +39,7 @@ typedef struct {
   bool storage_16bit;           /* 16-bit types in storage buffers */
   bool usable;                  /* Vulkan >= 1.2 with a compute queue */
   float timestamp_period_ns;    /* 0 if timestamps unsupported on the queue */
+  uint32_t timestamp_valid_bits; /* of the compute queue's timestamps, 0 for none */
   uint32_t max_workgroup_invocations;
   uint32_t max_shared_bytes;
   uint64_t max_storage_range;
@@ -70,6 +71,13 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev);
 void wd_vk_device_free(wd_vk_device_t *dev);
 
 const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev);
+
+/* How long any wait on the GPU may take before the work is taken for hung
+ * (a fence timeout is handled as a lost device). Default
+ * WD_VK_TIMEOUT_DEFAULT_NS; 0 restores it. */
+#define WD_VK_TIMEOUT_DEFAULT_NS (20ull * 1000000000ull)
+void wd_vk_device_set_timeout(wd_vk_device_t *dev, uint64_t timeout_ns);
+uint64_t wd_vk_device_timeout_ns(const wd_vk_device_t *dev);
 
 /* "cpu", "virtual-gpu", "integrated-gpu", "discrete-gpu" or "other". */
 const char *wd_vk_class_name(wd_vk_class_t c);

@@ -454,6 +454,8 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
   if (!rc) rc = rec_norm(e, c.cmd, e->x, e->h, nb, d, "decoder.ln", 0);
   /* Logits with the tied token embedding. */
   if (!rc) rc = rec_gemv(&c, e->h, 0, d, d, &emb, NULL, e->logits, 0, nv, nv, 0, 0);
+  /* The nb rows the host reads, into host-cached memory (vk_engine_io.c). */
+  if (!rc) rc = wd__eng_rec_readback(c.cmd, e->logits, e->lg_rb, (uint64_t)nb * nv * 4);
   wd_vk_cmd_timestamp(c.cmd, 1);
   int rc2 = wd_vk_cmd_end(c.cmd);
   return rc ? rc : rc2;
@@ -498,13 +500,15 @@ static int check_types(const wd_model_t *m, char *err, size_t err_len) {
 
 static int eng_encode(void *self, int a, const float *mel) {
   wd_vk_engine_t *e = self;
+  if (e->lost)
+    return WD_EDEVLOST;
   if (a < 0 || a >= e->max_audio || !mel)
     return WD_EINVAL;
   const uint64_t n = (uint64_t)e->hp.n_mels * WD_ENG_FRAMES * 4;
   int rc = wd_vk_buffer_write(e->mel, 0, mel, n);
-  if (!rc) rc = wd_vk_cmd_submit(e->enc_cmd, UINT64_MAX);
+  if (!rc) rc = wd__eng_submit(e, e->enc_cmd);
   if (!rc) e->encode_ms = elapsed_ms(e->enc_cmd);
-  if (!rc) rc = wd_vk_cmd_submit(e->cross_cmd[a], UINT64_MAX);
+  if (!rc) rc = wd__eng_submit(e, e->cross_cmd[a]);
   if (!rc) e->cross_ms = elapsed_ms(e->cross_cmd[a]);
   if (a < 64)
     e->encoded[a] = rc == 0;
@@ -523,6 +527,8 @@ static int eng_seq_reset(void *self, int s, int a) {
 static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
                     const float **ret_logits) {
   wd_vk_engine_t *e = self;
+  if (e->lost)
+    return WD_EDEVLOST;
   if (n < 1 || n > e->max_seqs)
     return WD_EINVAL;
   wd_seq_t *sp = wd_vk_buffer_map(e->step);
@@ -544,16 +550,16 @@ static int eng_step(void *self, int n, const int *seqs, const int32_t *tokens,
   }
   int rc = sp ? (memcpy(sp, tmp, (size_t)n * sizeof *sp), 0)
               : wd_vk_buffer_write(e->step, 0, tmp, (uint64_t)n * sizeof *tmp);
-  if (!rc) rc = wd_vk_cmd_submit(e->step_cmd[n - 1], UINT64_MAX);
+  if (!rc) rc = wd__eng_submit(e, e->step_cmd[n - 1]);
   if (rc < 0)
     return rc;
   e->step_ms = elapsed_ms(e->step_cmd[n - 1]);
   e->n_steps++;
   for (int i = 0; i < n; i++)
     e->len[seqs[i]]++;
-  const float *lg = wd_vk_buffer_map(e->logits);
+  const float *lg = wd__eng_host(e->lg_rb, (uint64_t)n * (uint64_t)e->hp.n_vocab * 4);
   if (!lg)
-    return WD_EINTERNAL; /* the logits buffer is host-visible by construction */
+    return WD_EINTERNAL; /* the readback buffer is host-visible by construction */
   *ret_logits = lg;
   return 0;
 }
@@ -575,6 +581,7 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
   for (int i = 0; i < e->n_sets; i++)
     wd_vk_dset_free(e->sets[i]);
   wd__eng_rows_free(e);
+  wd__eng_io_free(e);
   wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
                              e->va, e->oa, e->vt, e->scores, e->fa, e->step,
                              e->x, e->h, e->o, e->q, e->qkv, e->f, e->logits };
@@ -609,6 +616,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
   if (!e)
     return WD_ENOMEM;
   e->hp = *wd_model_hparams(m);
+  e->model = m;
+  e->opts = *opts;
   e->max_seqs = opts->max_seqs;
   e->max_audio = opts->max_audio;
   const wd_hparams_t *hp = &e->hp;
@@ -654,6 +663,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     wd_log_debug("vk_engine: plan failed: %s", err);
     goto fail;
   }
+  wd_vk_device_set_timeout(e->dev, (uint64_t)opts->timeout_ms * 1000000ull);
   if ((rc = wd_vk_weights_upload(e->dev, m, &e->w, err, err_len)) < 0)
     goto fail;
   if ((rc = wd_vk_gemm_new(e->dev, WD_VK_GEMM_AUTO, &e->gemm)) < 0 ||
@@ -691,7 +701,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
       (rc = buf(e, R * 4 * d, D, &e->f)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
-      (rc = buf(e, S * (uint64_t)hp->n_vocab, WD_VK_MEM_READBACK, &e->logits))) {
+      (rc = buf(e, S * (uint64_t)hp->n_vocab, D, &e->logits)) || (rc = wd__eng_io_new(e))) {
     snprintf(err, err_len, "allocating %.1f MiB of activations and caches failed: %s",
              (double)(e->plan.total - e->plan.weights) / 1048576.0, wd_strerror(rc));
     goto fail;
@@ -745,6 +755,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     .encode = eng_encode, .seq_reset = eng_seq_reset, .step = eng_step,
     .max_prefill = (int)WD_ENG_MAX_PREFILL, .prefill = wd__eng_prefill,
     .seq_copy = wd__eng_seq_copy, .align = wd__eng_align, .n_audio_ctx = hp->n_audio_ctx,
+    .reset = wd__eng_reset,
   };
   *ret_engine = e;
   return 0;
@@ -756,6 +767,10 @@ fail:
 const wd_engine_t *wd_vk_engine_iface(wd_vk_engine_t *e) { return &e->iface; }
 
 void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
+  if (!e->dev) { /* a reset that failed left nothing */
+    *r = (wd_vk_engine_stats_t){ .device_name = "lost" };
+    return;
+  }
   *r = (wd_vk_engine_stats_t){
     .encode_ms = e->encode_ms, .cross_ms = e->cross_ms, .step_ms = e->step_ms,
     .prefill_ms = e->prefill_ms, .align_ms = e->align_ms, .copy_ms = e->copy_ms,
@@ -778,6 +793,10 @@ int wd_vk_engine_profile(wd_vk_engine_t *e, int which, wd_vk_prof_row_t *rows, i
   if (!p)
     return WD_EINVAL;
   int n = 0;
+  if (!wd_vk_cmd_has_timestamps(cmd)) { /* a queue without timestamps: nothing to report */
+    *ret_n = 0;
+    return 0;
+  }
   for (int i = 0; i < p->n; i++) {
     double ns = 0.0;
     /* Operation i runs from the previous mark (or the start, slot 0). */

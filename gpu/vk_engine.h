@@ -71,15 +71,19 @@ typedef struct {
   bool validation;
   int max_seqs;      /* decoder batch rows (>= 1, <= 16) */
   int max_audio;     /* encoded windows held at once (>= 1) */
-  bool profile;      /* timestamp every operation (benchmarks; costs a little) */
+  bool profile;      /* timestamp every operation (benchmarks; costs a little; nothing
+                      * is reported on a queue without timestamps) */
+  unsigned timeout_ms; /* longest GPU wait before the device is taken for lost (a
+                        * hang); 0 = WD_VK_TIMEOUT_DEFAULT_NS */
   /* Plan as if the device were this small (tests; see gpu/vk_limits.h,
    * which also reads WHISPERD_VK_LIMITS). NULL for the device's own. */
   const wd_vk_limits_t *limits;
   wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
 } wd_vk_engine_opts_t;
 
-/* Builds the engine for model m (m must outlive it only during this call:
- * weights are copied to the device). err gets a message on failure.
+/* Builds the engine for model m. m must outlive the engine: after a lost
+ * device, reset() (core/engine.h) uploads its weights again. err gets a
+ * message on failure.
  * WD_EUNSUP for a model the kernels cannot run: a shape other than heads of
  * 64 over 1500 audio positions, or weights that are not f16 (an all-f32 or
  * quantized ggml file), with err naming the first offending tensor and its

@@ -112,6 +112,13 @@ struct wd_vk_engine {
   wd_eng_prof_t *prof_cur;             /* the recording being made, or NULL */
   unsigned long long n_steps;
   uint64_t act_bytes;
+  /* ---- vk_engine_io.c: the host boundary; vk_engine_reset.c ---- */
+  wd_vk_buffer_t *lg_rb;    /* (max_seqs, n_vocab) logits, copied out of `logits` */
+  wd_vk_buffer_t *stats_rb, *tgt_rb, *qk_rb; /* align's results, copied out of theirs */
+  const wd_model_t *model;  /* the weights a reset uploads again */
+  wd_vk_engine_opts_t opts;
+  int lost;                 /* a submit saw the device lost (or hung): all fail until reset */
+  unsigned long long n_resets;
 };
 
 static inline wd_vk_arg_t wd__eng_whole(wd_vk_buffer_t *b) { return (wd_vk_arg_t){ b, 0, 0 }; }
@@ -132,6 +139,21 @@ int wd__eng_wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l)
 int wd__eng_norm_args(const wd_vk_engine_t *e, const char *fmt, int l, wd_vk_arg_t *g,
                       wd_vk_arg_t *b) __attribute__((format(printf, 2, 0)));
 double wd__eng_elapsed_ms(wd_vk_cmd_t *cmd);
+
+/* vk_engine_io.c: the readback buffers (sized from hp and max_seqs; before
+ * the recordings, which copy into them); a submit of cmd with the device's
+ * timeout, where a timeout or a lost device marks the engine lost and says
+ * WD_EDEVLOST (and a lost engine submits nothing); a recorded copy of the
+ * first `bytes` of src into readback buffer rb; rb's first `bytes` made
+ * visible to the host, or NULL. */
+int wd__eng_io_new(wd_vk_engine_t *e);
+void wd__eng_io_free(wd_vk_engine_t *e);
+int wd__eng_submit(wd_vk_engine_t *e, wd_vk_cmd_t *cmd);
+int wd__eng_rec_readback(wd_vk_cmd_t *cmd, wd_vk_buffer_t *src, wd_vk_buffer_t *rb,
+                         uint64_t bytes);
+const void *wd__eng_host(wd_vk_buffer_t *rb, uint64_t bytes);
+/* vk_engine_reset.c: engine.h's reset(). */
+int wd__eng_reset(void *self);
 
 /* vk_engine_rows.c: allocates its buffers and records its command buffers
  * (after the step recordings); frees what it made (accepts a partial one). */

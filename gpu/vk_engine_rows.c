@@ -272,6 +272,7 @@ static int rec_rows(rows_ctx_t *c) {
     const wd_pc_gemv_t pc = { .N = nv, .K = d, .nb = 1, .x_off = (c->rows[k] - 1) * d,
                               .ldx = d, .ldy = nv, .alpha = 1.0f };
     rc = wd_vk_gemv_record(e->gemv, c->cmd[k], s, &pc);
+    if (!rc) rc = wd__eng_rec_readback(c->cmd[k], e->logits, e->lg_rb, (uint64_t)nv * 4);
   }
   int rc2 = 0;
   for (int k = 0; k < c->n; k++) {
@@ -336,7 +337,7 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
   const uint64_t d = (uint64_t)hp->n_text_state, L = (uint64_t)hp->n_text_layer;
   const uint64_t P = WD_ENG_MAX_PREFILL, na = (uint64_t)hp->n_audio_ctx;
   const uint64_t rec = sizeof(wd_seq_t) / 4 * (uint64_t)e->max_seqs;
-  const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST, R = WD_VK_MEM_READBACK;
+  const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST, R = D; /* read back by copies */
   int rc;
   if ((rc = wd__eng_buf(e, L * P * d, D, &e->qall)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.scratch, &e->kx)) ||
@@ -448,6 +449,8 @@ static int tokens_ok(const wd_vk_engine_t *e, int n, const int32_t *tokens) {
 
 int wd__eng_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits) {
   wd_vk_engine_t *e = self;
+  if (e->lost)
+    return WD_EDEVLOST;
   if (s < 0 || s >= e->max_seqs || n < 1 || n > (int)WD_ENG_MAX_PREFILL || !tokens ||
       !ret_logits || e->len[s] + n > e->hp.n_text_ctx || !e->encoded[e->audio[s]] ||
       !tokens_ok(e, n, tokens))
@@ -468,12 +471,12 @@ int wd__eng_prefill(void *self, int s, int n, const int32_t *tokens, const float
     row = 0;
     rc = write_rows(e, e->bucket[k], n, tokens, e->len[s], s, e->audio[s]);
   }
-  if (!rc) rc = wd_vk_cmd_submit(cmd, UINT64_MAX);
+  if (!rc) rc = wd__eng_submit(e, cmd);
   if (rc < 0)
     return rc;
   e->prefill_ms = wd__eng_elapsed_ms(cmd);
   e->len[s] += n;
-  const float *lg = wd_vk_buffer_map(e->logits);
+  const float *lg = wd__eng_host(e->lg_rb, (row + 1) * (uint64_t)e->hp.n_vocab * 4);
   if (!lg)
     return WD_EINTERNAL;
   *ret_logits = lg + row * (size_t)e->hp.n_vocab;
@@ -482,6 +485,8 @@ int wd__eng_prefill(void *self, int s, int n, const int32_t *tokens, const float
 
 int wd__eng_seq_copy(void *self, int n, const int *dst, const int *src) {
   wd_vk_engine_t *e = self;
+  if (e->lost)
+    return WD_EDEVLOST;
   if (n < 0 || n > e->max_seqs || (n > 0 && (!dst || !src)))
     return WD_EINVAL;
   unsigned used = 0; /* bit s: slot s is a destination (max_seqs <= 16) */
@@ -510,7 +515,7 @@ int wd__eng_seq_copy(void *self, int n, const int *dst, const int *src) {
   if (k > 0) {
     int rc = wd_vk_buffer_write(e->cp_in, 0, in, k * sizeof *in);
     if (!rc) rc = wd_vk_buffer_write(e->cp_out, 0, out, k * sizeof *out);
-    if (!rc) rc = wd_vk_cmd_submit(e->cp_cmd[k - 1], UINT64_MAX);
+    if (!rc) rc = wd__eng_submit(e, e->cp_cmd[k - 1]);
     if (rc < 0)
       return rc;
     e->copy_ms = wd__eng_elapsed_ms(e->cp_cmd[k - 1]);
@@ -563,6 +568,14 @@ static int rec_tail(wd_vk_engine_t *e, uint32_t P, int a, int n, const int32_t *
     }
     if (!rc && nr) rc = wd_vk_cmd_copy_regions(cmd, e->lgc, e->tgt, nr, reg);
   }
+  /* What the host reads, into host-cached memory (vk_engine_io.c). */
+  if (!rc && h1 > h0)
+    rc = wd__eng_rec_readback(cmd, e->qk, e->qk_rb, (uint64_t)(h1 - h0) * (uint64_t)n * na * 4);
+  if (!rc && probs && n > 1)
+    rc = wd__eng_rec_readback(cmd, e->stats, e->stats_rb,
+                              (uint64_t)(n - 1) * sizeof(wd_argmax_out_t));
+  if (!rc && probs && n > 1)
+    rc = wd__eng_rec_readback(cmd, e->tgt, e->tgt_rb, (uint64_t)(n - 1) * 4);
   wd_vk_cmd_timestamp(cmd, 1);
   const int rc2 = wd_vk_cmd_end(cmd);
   return rc ? rc : rc2;
@@ -571,6 +584,8 @@ static int rec_tail(wd_vk_engine_t *e, uint32_t P, int a, int n, const int32_t *
 int wd__eng_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
                   const int (*heads)[2], float *qk, float *probs) {
   wd_vk_engine_t *e = self;
+  if (e->lost)
+    return WD_EDEVLOST;
   if (a < 0 || a >= e->max_audio || !e->encoded[a] || n < 1 || n > (int)WD_ENG_MAX_PREFILL ||
       !tokens || !tokens_ok(e, n, tokens) || n_text < 1 || n_text > e->hp.n_vocab ||
       n_heads < 0 || (n_heads > 0 && (!heads || !qk)))
@@ -585,7 +600,7 @@ int wd__eng_align(void *self, int a, int n, const int32_t *tokens, int n_text, i
   const uint32_t P = e->bucket[k];
   /* A fresh sequence on the scratch cache: slot 0 of kx/vx. */
   int rc = write_rows(e, P, n, tokens, 0, 0, a);
-  if (!rc) rc = wd_vk_cmd_submit(e->al_cmd[k], UINT64_MAX);
+  if (!rc) rc = wd__eng_submit(e, e->al_cmd[k]);
   if (rc < 0)
     return rc;
   double ms = wd__eng_elapsed_ms(e->al_cmd[k]);
@@ -604,15 +619,15 @@ int wd__eng_align(void *self, int a, int n, const int32_t *tokens, int n_text, i
   for (int h0 = 0; (h0 < n_heads || (h0 == 0 && want_probs)) && !rc; h0 += per) {
     const int h1 = n_heads - h0 < per ? n_heads : h0 + per;
     rc = rec_tail(e, P, a, n, tokens, n_text, heads, h0, h1, want_probs && h0 == 0);
-    if (!rc) rc = wd_vk_cmd_submit(e->al_tail, UINT64_MAX);
+    if (!rc) rc = wd__eng_submit(e, e->al_tail);
     if (!rc && h1 > h0)
-      rc = wd_vk_buffer_read(e->qk, 0, qk + (size_t)h0 * plane,
+      rc = wd_vk_buffer_read(e->qk_rb, 0, qk + (size_t)h0 * plane,
                              (uint64_t)(h1 - h0) * plane * sizeof *qk);
     if (!rc && want_probs && h0 == 0) {
       wd_argmax_out_t st[WD_ENG_MAX_PREFILL];
       float tg[WD_ENG_MAX_PREFILL];
-      rc = wd_vk_buffer_read(e->stats, 0, st, (uint64_t)(n - 1) * sizeof *st);
-      if (!rc) rc = wd_vk_buffer_read(e->tgt, 0, tg, (uint64_t)(n - 1) * sizeof *tg);
+      rc = wd_vk_buffer_read(e->stats_rb, 0, st, (uint64_t)(n - 1) * sizeof *st);
+      if (!rc) rc = wd_vk_buffer_read(e->tgt_rb, 0, tg, (uint64_t)(n - 1) * sizeof *tg);
       for (int i = 0; i < n - 1 && !rc; i++)
         probs[i] = tokens[i + 1] < n_text ? (float)exp((double)tg[i] - (double)st[i].lse) : 0.0f;
     }

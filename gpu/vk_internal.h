@@ -27,6 +27,9 @@ struct wd_vk_device {
   VkPhysicalDeviceMemoryProperties mem_props;
   VkPhysicalDeviceLimits limits;
   wd_vk_device_info_t info;
+  uint64_t timeout_ns;           /* fence waits (wd_vk_device_set_timeout) */
+  int force_staging;             /* WHISPERD_VK_FORCE_STAGING: device-local memory is
+                                  * never mapped, as on a discrete GPU without BAR */
 };
 
 /* Maps a VkResult to a WD_E* code and logs the failing call at DEBUG. */

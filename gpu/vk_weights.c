@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "vk_buffer.h"
+#include "vk_upload.h"
 
 #define WD_W_ALIGN 256ull
 #define WD_W_CHUNK (1ull << 30)
@@ -84,14 +85,24 @@ int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights
     }
     w->bytes += chunk_size[c];
   }
-  for (size_t i = 0; i < w->n_slots; i++) {
-    const wd_w_slot_t *s = &w->slots[i];
-    rc = wd_vk_buffer_write(w->chunks[s->chunk], s->offset, s->t->data, s->t->nbytes);
-    if (rc < 0) {
-      snprintf(err, err_len, "tensor '%s': upload failed: %s", s->t->name, wd_strerror(rc));
-      goto fail;
-    }
+  /* Every tensor through one staging ring: a submit per ring segment, not
+   * per tensor (vk_upload.h). */
+  wd_vk_upload_t *up = NULL;
+  if ((rc = wd_vk_upload_new(dev, 0, &up)) < 0) {
+    snprintf(err, err_len, "cannot create the upload staging ring: %s", wd_strerror(rc));
+    goto fail;
   }
+  for (size_t i = 0; i < w->n_slots && rc == 0; i++) {
+    const wd_w_slot_t *s = &w->slots[i];
+    rc = wd_vk_upload_write(up, w->chunks[s->chunk], s->offset, s->t->data, s->t->nbytes);
+    if (rc < 0)
+      snprintf(err, err_len, "tensor '%s': upload failed: %s", s->t->name, wd_strerror(rc));
+  }
+  if (rc == 0 && (rc = wd_vk_upload_finish(up)) < 0)
+    snprintf(err, err_len, "weight upload failed: %s", wd_strerror(rc));
+  wd_vk_upload_free(up);
+  if (rc < 0)
+    goto fail;
   *ret_w = w;
   return 0;
 fail:

@@ -45,6 +45,10 @@ static void rig_stop(rig_t *g) {
   wd_model_free(g->m);
 }
 
+/* The engine the next rig_start() hands its worker, given the reference
+ * engine (NULL: the reference engine itself). */
+static const wd_engine_t *(*g_wrap)(const wd_engine_t *ref);
+
 /* Loads path and starts a worker on `slots` engine slots (max_batch too)
  * with queue_max places. Returns 0; on failure the check has failed, the
  * rig is released and -1 comes back. */
@@ -57,7 +61,8 @@ static int rig_start(rig_t *g, const char *path, int slots, int queue_max) {
                                wd_model_mel_filters(g->m, &n_mel, &n_fft), &g->mel);
   if (rc == 0) rc = wd_ref_engine_new(g->m, slots, slots, &g->r);
   if (rc == 0) {
-    const wd_worker_opts_t o = { .engine = wd_ref_engine_iface(g->r), .tok = g->tok,
+    const wd_engine_t *ref = wd_ref_engine_iface(g->r);
+    const wd_worker_opts_t o = { .engine = g_wrap ? g_wrap(ref) : ref, .tok = g->tok,
                                  .mel = g->mel, .queue_max = queue_max, .max_batch = slots };
     rc = wd_worker_new(&o, &g->w);
   }
@@ -230,6 +235,108 @@ WD_TEST(bad_options_refused_at_submit) {
   p.decode.translate = 1;
   WD_CHECK_EQ_INT(wd_worker_submit(w, pcm, n, &p, NULL), WD_EINVAL);
   WD_CHECK_EQ_INT(o.done, 0);
+  rig_stop(&g);
+}
+
+/* ---- device loss ----------------------------------------------------------
+ * The reference engine behind a wrapper that loses its "device" at one
+ * step (WD_EDEVLOST, as the Vulkan engine does) and counts reset() calls,
+ * failing the first `reset_failures` of them. */
+static struct {
+  wd_engine_t iface;
+  const wd_engine_t *in;
+  int steps, fail_at, resets, reset_failures;
+} g_lossy;
+
+static int lossy_encode(void *self, int a, const float *mel) {
+  (void)self;
+  return g_lossy.in->encode(g_lossy.in->self, a, mel);
+}
+
+static int lossy_seq_reset(void *self, int s, int a) {
+  (void)self;
+  return g_lossy.in->seq_reset(g_lossy.in->self, s, a);
+}
+
+static int lossy_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                      const float **ret_logits) {
+  (void)self;
+  if (++g_lossy.steps == g_lossy.fail_at)
+    return WD_EDEVLOST;
+  return g_lossy.in->step(g_lossy.in->self, n, seqs, tokens, ret_logits);
+}
+
+static int lossy_prefill(void *self, int s, int n, const int32_t *tokens,
+                         const float **ret_logits) {
+  (void)self;
+  return g_lossy.in->prefill(g_lossy.in->self, s, n, tokens, ret_logits);
+}
+
+static int lossy_reset(void *self) {
+  (void)self;
+  g_lossy.resets++;
+  return g_lossy.resets <= g_lossy.reset_failures ? WD_EVULKAN : 0;
+}
+
+static const wd_engine_t *lossy_wrap(const wd_engine_t *ref) {
+  g_lossy.in = ref;
+  g_lossy.iface = *ref;
+  g_lossy.iface.self = &g_lossy;
+  g_lossy.iface.encode = lossy_encode;
+  g_lossy.iface.seq_reset = lossy_seq_reset;
+  g_lossy.iface.step = lossy_step;
+  g_lossy.iface.prefill = ref->prefill ? lossy_prefill : NULL;
+  g_lossy.iface.seq_copy = NULL; /* greedy jobs only */
+  g_lossy.iface.align = NULL;
+  g_lossy.iface.reset = lossy_reset;
+  return &g_lossy.iface;
+}
+
+/* One slot: the running job ends with WD_EDEVLOST at its third step, the
+ * queued one waits through a failed rebuild and a successful one, then
+ * gives the same transcript a job gives on a healthy engine. */
+WD_TEST(device_loss_fails_running_job_and_queued_job_runs_after_reset) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  g_lossy.steps = 0;
+  g_lossy.fail_at = 3;
+  g_lossy.resets = 0;
+  g_lossy.reset_failures = 1;
+  g_wrap = lossy_wrap;
+  rig_t g;
+  const int started = rig_start(&g, TINY, 1, 4);
+  g_wrap = NULL;
+  if (started < 0)
+    return;
+  wd_worker_t *w = g.w;
+  outcome_t o[3];
+  for (int i = 0; i < 3; i++)
+    outcome_init(&o[i]);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[0], NULL), 0);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[1], NULL), 0);
+  wait_done(o, 2);
+  WD_CHECK_EQ_INT(o[0].rc, WD_EDEVLOST);
+  WD_CHECK_EQ_INT(o[1].rc, 0);
+  WD_CHECK_EQ_INT(g_lossy.resets, 2); /* one failed, retried after 1 s */
+  /* A later job on the rebuilt engine: the same transcript again. */
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[2], NULL), 0);
+  wait_done(&o[2], 1);
+  WD_CHECK_EQ_INT(o[2].rc, 0);
+  if (o[1].rc == 0 && o[2].rc == 0) {
+    WD_CHECK(same_transcript(&o[1].t, &o[2].t));
+    WD_CHECK(o[1].t.text && strstr(o[1].t.text, "ask not what your country") != NULL);
+  }
+  wd_worker_stats_t st;
+  wd_worker_stats(w, &st);
+  WD_CHECK_EQ_INT(st.device_losses, 1);
+  WD_CHECK_EQ_INT(st.device_resets, 1);
+  WD_CHECK_EQ_INT(st.device_lost, 0);
+  WD_CHECK_EQ_INT(st.jobs_failed, 1);
+  WD_CHECK_EQ_INT(st.jobs_done, 2);
+  if (o[1].rc == 0)
+    wd_transcript_free(&o[1].t);
+  if (o[2].rc == 0)
+    wd_transcript_free(&o[2].t);
   rig_stop(&g);
 }
 
