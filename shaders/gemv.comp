@@ -9,9 +9,12 @@
 // Bindings (set 0):
 //   0  samplerBuffer  X     RGBA32F texels, f32 activations (nb, ldx), K contiguous  read
 //   1  samplerBuffer  W     RGBA16F texels, f16 weights (N, K) at w_off, K contiguous read
+//                           (RGBA32F for f32 weights; with WTYPE, a usamplerBuffer of
+//                           R32UI words holding quantized blocks: see wquant.glsl)
 //   2  buffer float   bias  (N) f32 at bias_off                                     read
 //   3  buffer float   Y     (nb, ldy) f32 at y_off, N contiguous                   read/write
-// Requirements: K, x_off, ldx, w_off multiples of 4; nb <= NB.
+// Requirements: K, x_off, ldx, w_off multiples of 4; nb <= NB. With WTYPE
+// (quantized W), K and w_off multiples of 32.
 //
 // NB (1, 2, 4, 8, 16) is a compile-time variant rather than a specialization
 // constant: the per-sequence accumulators must be registers, and a define
@@ -53,7 +56,19 @@
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 layout(set = 0, binding = 0) uniform samplerBuffer tX;
+#if defined(WTYPE) && WTYPE != 0
+layout(set = 0, binding = 1) uniform usamplerBuffer tW;
+#define WD_WLOAD(i) texelFetch(tW, (i)).x
+#include "wquant.glsl"
+// A row's start is a block index; wfetch(row, k) gives its k-th vec4.
+#define WROW(n) int((p.w_off + (n) * p.K) / 32u)
+#define WFETCH(row, k) wd_wfetch(row, k)
+#else
 layout(set = 0, binding = 1) uniform samplerBuffer tW;
+// A row's start is a texel index.
+#define WROW(n) int((p.w_off + (n) * p.K) / 4u)
+#define WFETCH(row, k) texelFetch(tW, (row) + (k))
+#endif
 layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, set = 0, binding = 3) buffer BufY { float y[]; };
 layout(push_constant) uniform PC { wd_pc_gemv p; };
@@ -76,12 +91,12 @@ void store(uint b, uint n, float s) {
 // Accumulates W[n][k4 range] . X[b][same] for all b into acc, k4 = k0, k0 + step, ...
 void dot_rows(uint n, int k0, int step, inout vec4 acc[NB]) {
   const int K4 = int(p.K / 4u);
-  const int wrow = int((p.w_off + n * p.K) / 4u);
+  const int wrow = WROW(n);
   int xrow[NB];
   [[unroll]] for (uint b = 0; b < NB; b++)
     xrow[b] = int((p.x_off + min(b, p.nb - 1u) * p.ldx) / 4u);
   for (int k = k0; k < K4; k += step) {
-    const vec4 w = texelFetch(tW, wrow + k);
+    const vec4 w = WFETCH(wrow, k);
     [[unroll]] for (uint b = 0; b < NB; b++) acc[b] = fma(w, texelFetch(tX, xrow[b] + k), acc[b]);
   }
 }
@@ -99,14 +114,14 @@ void main() {
   const int K4 = int(p.K / 4u);
   int wrow[RPI], xrow[NB];
   [[unroll]] for (uint r = 0; r < RPI; r++)
-    wrow[r] = int((p.w_off + min(n0 + 64u * r, p.N - 1u) * p.K) / 4u);
+    wrow[r] = WROW(min(n0 + 64u * r, p.N - 1u));
   [[unroll]] for (uint b = 0; b < NB; b++)
     xrow[b] = int((p.x_off + min(b, p.nb - 1u) * p.ldx) / 4u);
   vec4 accr[RPI * NB];
   [[unroll]] for (uint i = 0; i < RPI * NB; i++) accr[i] = vec4(0.0);
   for (int k = 0; k < K4; k++) {
     vec4 w[RPI];
-    [[unroll]] for (uint r = 0; r < RPI; r++) w[r] = texelFetch(tW, wrow[r] + k);
+    [[unroll]] for (uint r = 0; r < RPI; r++) w[r] = WFETCH(wrow[r], k);
     [[unroll]] for (uint b = 0; b < NB; b++) {
       const vec4 x = texelFetch(tX, xrow[b] + k);
       [[unroll]] for (uint r = 0; r < RPI; r++) accr[r * NB + b] = fma(w[r], x, accr[r * NB + b]);
