@@ -53,7 +53,7 @@ const char *wd_vk_gemv_family_name(wd_vk_gemv_family_t f) {
 static int wd_gemv_make_family(wd_vk_gemv_t *g, wd_vk_gemv_family_t f, wd_vk_wtype_t wt) {
   static const char *const prefix[WD_GEMV_N_FAMILY] = { NULL, "row", "sg", "shm" };
   const char *sfx = wd_vk_wtype_suffix(wt);
-  const wd_vk_arg_kind_t wkind = sfx                  ? WD_VK_ARG_TEXEL_U32
+  const wd_vk_arg_kind_t wkind = sfx                  ? WD_VK_ARG_TEXEL_U32X4
                                  : wt == WD_VK_W_F32 ? WD_VK_ARG_TEXEL_F32
                                                      : WD_VK_ARG_TEXEL_F16;
   for (int i = 0; i < WD_GEMV_N_BATCH; i++) {

@@ -25,6 +25,7 @@ typedef enum {
   WD_VK_ARG_TEXEL_F16 = 2, /* samplerBuffer over RGBA16F texels (f16 weights) */
   WD_VK_ARG_UNIFORM = 3,   /* uniform block */
   WD_VK_ARG_TEXEL_U32 = 4, /* usamplerBuffer over R32UI texels (quantized weight words) */
+  WD_VK_ARG_TEXEL_U32X4 = 5, /* usamplerBuffer over RGBA32UI texels (4 words per fetch) */
 } wd_vk_arg_kind_t;
 
 /* The element type of a weight operand (GEMM B, GEMV W, the embedding's

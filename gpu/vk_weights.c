@@ -135,6 +135,10 @@ int wd_vk_weights_arg(const wd_vk_weights_t *w, const char *name, wd_vk_arg_t *r
         .range = w->slots[i].bytes,
         .wtype = wd_vk_wtype_of(w->slots[i].t->type),
       };
+      /* Quantized weights may be read as 16-byte texels (gemv.comp): the
+       * view covers whole ones, the slot's 256-byte alignment has room. */
+      if (wd_vk_wtype_is_quant(ret_arg->wtype))
+        ret_arg->range = (ret_arg->range + 15) & ~15ull;
       return 0;
     }
   return WD_ENOENT;

@@ -18,6 +18,7 @@
 //
 // Workgroup: 64 invocations, one vec4 each.
 // Grid: (ceil(d / 256), nb, 1).
+#extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 

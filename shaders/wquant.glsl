@@ -65,6 +65,57 @@ vec4 wd_wfetch(int blk, int k) {
 #endif
 #endif
 }
+
+// One whole block in registers: for loops that walk a row block by block
+// (gemv's ROW mode), so that the scale and each quant word are loaded once
+// per block instead of once per vec4: q8_0 9 loads per 32 weights, q4 5,
+// q5 6 (f16 texels: 8).
+#if WTYPE == 8
+#define WD_WQW 8
+#else
+#define WD_WQW 4
+#endif
+struct wd_wblk {
+  vec2 dm;
+  uint qh;
+  uint q[WD_WQW];
+};
+
+wd_wblk wd_wblk_load(int blk) {
+  const int base = blk * WD_WBS;
+  wd_wblk b;
+  b.dm = unpackHalf2x16(WD_WLOAD(base));
+#if WTYPE == 6 || WTYPE == 7
+  b.qh = WD_WLOAD(base + 1);
+#else
+  b.qh = 0u;
+#endif
+  [[unroll]] for (int i = 0; i < WD_WQW; i++) b.q[i] = WD_WLOAD(base + WD_WQS + i);
+  return b;
+}
+
+// Weights 4kk .. 4kk + 3 of the block (kk < 8; a constant once unrolled),
+// the same values wd_wfetch gives.
+vec4 wd_wblk_vec4(const wd_wblk b, const uint kk) {
+#if WTYPE == 8
+  const int q = int(b.q[kk]);
+  return vec4(ivec4(q << 24, q << 16, q << 8, q) >> 24) * b.dm.x;
+#else
+  const uint w = b.q[kk & 3u] >> ((kk >> 2) << 2);
+  uvec4 q = uvec4(w, w >> 8, w >> 16, w >> 24) & 0xFu;
+#if WTYPE == 6 || WTYPE == 7
+  const uint h = b.qh >> (kk << 2);
+  q |= (uvec4(h, h >> 1, h >> 2, h >> 3) & 1u) << 4;
+#endif
+#if WTYPE == 2
+  return (vec4(q) - 8.0) * b.dm.x;
+#elif WTYPE == 6
+  return (vec4(q) - 16.0) * b.dm.x;
+#else
+  return vec4(q) * b.dm.x + b.dm.y;
+#endif
+#endif
+}
 #endif
 
 #endif
