@@ -104,6 +104,31 @@ void dot_rows(uint n, int k0, int step, inout vec4 acc[NB]) {
   }
 }
 
+#if defined(WD_WQUANT) && MODE == 1
+// SUBGROUP mode on narrow subgroups (lavapipe's 8 lanes): lane i takes whole
+// blocks i, i + lanes, ... so that a block's scale and quant words are
+// loaded once (q8_0 9 word loads per 32 weights, q4 5) instead of the scale
+// again with every vec4. Sum order: per lane, blocks and k ascending, then
+// the subgroup reduction: fixed by K and the device, never by the batch
+// (so every NB variant takes this path, though from NB = 8 on it measured
+// ~10% slower than the per-vec4 split on lavapipe and ~20-30% faster at
+// NB = 1: bench_wgemv, fc2 q8_0 b1 0.48 vs 0.57 ms, b8 2.15 vs 1.88).
+void dot_blocks(uint n, int lane, int lanes, inout vec4 acc[NB]) {
+  const int wrow = WROW(n);
+  int xrow[NB];
+  [[unroll]] for (uint b = 0; b < NB; b++)
+    xrow[b] = int((p.x_off + min(b, p.nb - 1u) * p.ldx) / 4u);
+  for (int kb = lane; kb < int(p.K / 32u); kb += lanes) {
+    const wd_wblk blk = wd_wblk_load(wrow + kb);
+    [[unroll]] for (uint kk = 0; kk < 8u; kk++) {
+      const vec4 w = wd_wblk_vec4(blk, kk);
+      const int k = kb * 8 + int(kk);
+      [[unroll]] for (uint b = 0; b < NB; b++) acc[b] = fma(w, texelFetch(tX, xrow[b] + k), acc[b]);
+    }
+  }
+}
+#endif
+
 void main() {
   vec4 acc[NB];
   [[unroll]] for (uint b = 0; b < NB; b++) acc[b] = vec4(0.0);
@@ -193,6 +218,13 @@ void main() {
     const uint n = gl_WorkGroupID.x * ROWS + r;
     if (n >= p.N) break; // uniform within the subgroup
     [[unroll]] for (uint b = 0; b < NB; b++) acc[b] = vec4(0.0);
+#ifdef WD_WQUANT
+    // Wide subgroups (GPUs) keep the per-vec4 split: K = 384 is only 12
+    // blocks, too few for 32 lanes.
+    if (gl_SubgroupSize <= 16u)
+      dot_blocks(n, int(gl_SubgroupInvocationID), int(gl_SubgroupSize), acc);
+    else
+#endif
     dot_rows(n, int(gl_SubgroupInvocationID), int(gl_SubgroupSize), acc);
     float s[NB];
     [[unroll]] for (uint b = 0; b < NB; b++) s[b] = subgroupAdd(dot(acc[b], vec4(1.0)));

@@ -3,8 +3,9 @@
 // A kernel compiled with WTYPE = a ggml type id (2 q4_0, 3 q4_1, 6 q5_0,
 // 7 q5_1, 8 q8_0) reads its weight operand as 32-bit words through
 // WD_WLOAD(i) (word index i), which the including shader defines before
-// including this file (a R32UI texel fetch on the texel kernels, a uint SSBO
-// load on the tiled one). Without WTYPE (or WTYPE 0) nothing is defined and
+// including this file (an R32UI texel fetch in gemm_tex and embed, a
+// component of an RGBA32UI texel in gemv, whose ROW mode also fetches 4
+// blocks as whole texels; a uint SSBO load in gemm_tiled). Without WTYPE (or WTYPE 0) nothing is defined and
 // the kernel reads f16 / f32 vec4 texels as before.
 //
 // Device layout (gpu/vk_wquant.c repacks ggml's blocks at upload): every
