@@ -2,7 +2,9 @@
  * vk_engine.c - the planned Whisper forward pass (see vk_engine.h).
  *
  * Activations are f32, row-major (rows = frames or sequences, d
- * contiguous); weights stay f16 in the uploaded chunks (vk_weights). The
+ * contiguous); weights stay in their file's type in the uploaded chunks
+ * (vk_weights: f16, f32, or ggml blocks repacked word-aligned), and the
+ * GEMM / GEMV / embed kernels dequantize them as they read. The
  * recordings, in dispatch order:
  *
  * encoder (one submit): im2col(mel) . conv1 + GELU -> x1 (3000, d);
