@@ -12,7 +12,8 @@
  * wd_dequantize_row. Both see the same numbers, so what differs is f32
  * summation order only: the encoder output and every step's logits must
  * agree to 1e-3 relative (the f16 test's bound), and the argmax exactly.
- * Two sequences step together, so the batched GEMV variants run too.
+ * Two sequences step together, so the batched GEMV variants run too; then
+ * a 3-token prefill (the GEMM path over the decoder) is checked the same way.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -125,8 +126,29 @@ static void run_ftype(int32_t ftype, const char *name) {
     }
   }
   free(lv);
-  fprintf(stderr, "  %-5s encoder rel %.3g, logits rel %.3g\n", name, rel_enc, worst);
+  /* A prefill (the GEMM kernels over the decoder weights, the token
+   * embedding among them) against the reference's. */
+  double worst_pf = 0;
+  if (v->prefill && f->prefill) {
+    static const int32_t pf[3] = { 50257, 50362, 843 };
+    const float *pv = NULL, *pr = NULL;
+    WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+    WD_CHECK_EQ_INT(f->seq_reset(f->self, 0, 0), 0);
+    WD_CHECK_EQ_INT(v->prefill(v->self, 0, 3, pf, &pv), 0);
+    float *keep = pv ? malloc((size_t)nv * sizeof *keep) : NULL;
+    if (keep)
+      memcpy(keep, pv, (size_t)nv * sizeof *keep);
+    WD_CHECK_EQ_INT(f->prefill(f->self, 0, 3, pf, &pr), 0);
+    if (keep && pr) {
+      worst_pf = rel_max(keep, pr, (size_t)nv);
+      WD_CHECK_EQ_INT(argmax(keep, nv), argmax(pr, nv));
+    }
+    free(keep);
+  }
+  fprintf(stderr, "  %-5s encoder rel %.3g, logits rel %.3g, prefill rel %.3g\n", name, rel_enc,
+          worst, worst_pf);
   WD_CHECK(worst < 1e-3);
+  WD_CHECK(worst_pf < 1e-3);
 out:
   free(mel);
   free(enc);
