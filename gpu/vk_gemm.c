@@ -19,7 +19,6 @@ struct wd_vk_gemm {
   wd_vk_device_t *dev;
   wd_vk_gemm_family_t family;
   wd_vk_wtype_t bdef;       /* B's type when the bound arg says DEFAULT */
-  wd_vk_pipeline_t *pipe;   /* = epi[bdef][0] */
   /* [B type][epilogue bits]: [t][0] is type t's EPI = 0 pipeline, whose
    * sets bind to all its variants; the others are made on first use. */
   wd_vk_pipeline_t *epi[WD_VK_W_COUNT][8];
@@ -101,7 +100,6 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
     free(g);
     return rc;
   }
-  g->pipe = g->epi[g->bdef][0];
   *ret_gemm = g;
   return 0;
 }
