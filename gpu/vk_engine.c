@@ -2,7 +2,9 @@
  * vk_engine.c - the planned Whisper forward pass (see vk_engine.h).
  *
  * Activations are f32, row-major (rows = frames or sequences, d
- * contiguous); weights stay f16 in the uploaded chunks (vk_weights). The
+ * contiguous); weights stay in their file's type in the uploaded chunks
+ * (vk_weights: f16, f32, or ggml blocks repacked word-aligned), and the
+ * GEMM / GEMV / embed kernels dequantize them as they read. The
  * recordings, in dispatch order:
  *
  * encoder (one submit): im2col(mel) . conv1 + GELU -> x1 (3000, d);
@@ -45,6 +47,7 @@
 #include "log.h"
 #include "vk_device.h"
 #include "vk_engine_internal.h"
+#include "vk_wquant.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -281,7 +284,7 @@ static int rec_encoder(wd_vk_engine_t *e) {
   const wd_pc_im2col_t i2 = { .cin = d, .t_in = T, .t_out = n, .stride = 2, .in_cs = 1,
                               .in_ts = d, .ldo = d * 3 };
   if (!rc) rc = wd_vk_misc_record_im2col(e->misc, cmd, s, &i2);
-  if (!rc) rc = wd_vk_cmd_copy(cmd, &pos, &(wd_vk_arg_t){ e->xa, 0, 0 }, (uint64_t)n * d * 4);
+  if (!rc) rc = wd_vk_cmd_copy(cmd, &pos, &(wd_vk_arg_t){ .buf = e->xa }, (uint64_t)n * d * 4);
   wd_vk_cmd_barrier(cmd);
   mark(e, cmd, "im2col+copy");
   if (!rc)
@@ -464,32 +467,36 @@ static int rec_step(wd_vk_engine_t *e, uint32_t nb) {
 /* ---- weight types ------------------------------------------------------- */
 
 /* Refuses a model whose tensors are not the types the kernels read. The
- * f16 operands are every 2-D or 3-D ".weight": the GEMM B operand (encoder
- * linears, cross K/V projections, the conv kernels read as (d, 3 * c_in)
- * rows), the GEMV W operand (decoder linears, the tied token embedding for
- * the logits) and embed.comp's token table. Everything else is read as f32:
- * biases (conv biases are 2-D {1, d}), LayerNorm gains and biases (1-D
- * ".weight"/".bias"), and both positional embeddings (embed.comp's POS
- * table; the encoder's is copied straight into the f32 activations). Any
- * other type would be reinterpreted as garbage, so it is an error at load,
- * naming the first offending tensor in model order. */
+ * weight operands are every 2-D or 3-D ".weight": the GEMM B operand
+ * (encoder linears, cross K/V projections, the conv kernels read as
+ * (d, 3 * c_in) rows), the GEMV W operand (decoder linears, the tied token
+ * embedding for the logits) and embed.comp's token table. The kernels read
+ * them as f16, f32 or (matrices only: a conv row of 3 * n_mels elements is
+ * no whole number of blocks) q4_0, q4_1, q5_0, q5_1 or q8_0, dequantized as
+ * they load; each operand's type travels with its wd_vk_arg_t and picks the
+ * pipeline variant. Everything else is read as f32: biases (conv biases are
+ * 2-D {1, d}), LayerNorm gains and biases (1-D ".weight"/".bias"), and both
+ * positional embeddings (embed.comp's POS table; the encoder's is copied
+ * straight into the f32 activations). Any other type would be reinterpreted
+ * as garbage, so it is an error at load, naming the first offending tensor
+ * in model order. */
 static int check_types(const wd_model_t *m, char *err, size_t err_len) {
   for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
     const wd_tensor_t *t = wd_model_tensor_at(m, i);
     const size_t len = strlen(t->name);
-    const int f16 = t->n_dims >= 2 && len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
-    if (f16 && t->type != WD_DTYPE_F16) {
+    const int weight = t->n_dims >= 2 && len > 7 && strcmp(t->name + len - 7, ".weight") == 0;
+    const int conv = weight && t->n_dims == 3;
+    const wd_vk_wtype_t wt = wd_vk_wtype_of(t->type);
+    const int ok = !weight ? t->type == WD_DTYPE_F32
+                   : conv  ? t->type == WD_DTYPE_F16 || t->type == WD_DTYPE_F32
+                           : wt != WD_VK_W_DEFAULT;
+    if (!ok) {
       snprintf(err, err_len,
-               "tensor '%s' is %s; this engine runs f16 weights (f32 and quantized types are "
-               "not supported yet)",
-               t->name, wd_dtype_name(t->type));
-      return WD_EUNSUP;
-    }
-    if (!f16 && t->type != WD_DTYPE_F32) {
-      snprintf(err, err_len,
-               "tensor '%s' is %s; this engine runs f32 biases, norms and positional "
-               "embeddings",
-               t->name, wd_dtype_name(t->type));
+               "tensor '%s' is %s; the Vulkan engine reads %s", t->name,
+               wd_dtype_name(t->type),
+               !weight ? "biases, norms and positional embeddings as f32"
+               : conv  ? "conv kernels as f16 or f32"
+                       : "weight matrices as f32, f16, q8_0, q5_0, q5_1, q4_0 or q4_1");
       return WD_EUNSUP;
     }
   }

@@ -121,11 +121,11 @@ struct wd_vk_engine {
   unsigned long long n_resets;
 };
 
-static inline wd_vk_arg_t wd__eng_whole(wd_vk_buffer_t *b) { return (wd_vk_arg_t){ b, 0, 0 }; }
+static inline wd_vk_arg_t wd__eng_whole(wd_vk_buffer_t *b) { return (wd_vk_arg_t){ .buf = b }; }
 
 static inline wd_vk_arg_t wd__eng_slice(wd_vk_buffer_t *b, uint64_t off_floats,
                                         uint64_t n_floats) {
-  return (wd_vk_arg_t){ b, off_floats * 4, n_floats * 4 };
+  return (wd_vk_arg_t){ .buf = b, .offset = off_floats * 4, .range = n_floats * 4 };
 }
 
 /* vk_engine.c: keeps the set *ps for freeing with the engine (rc passes

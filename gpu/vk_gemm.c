@@ -1,18 +1,60 @@
 /*
  * vk_gemm.c - GEMM pipelines and dispatch geometry (see vk_gemm.h).
+ *
+ * Pipelines by B's element type: the one of the object's bfmt is made by
+ * wd_vk_gemm_new_fmt; a bind whose B carries another wtype (vk_pipeline.h)
+ * makes that type's pipeline then (at plan time). Each type's epilogue
+ * variants derive from its EPI = 0 pipeline.
  */
 #include "vk_gemm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "vk_internal.h"
+#include "vk_pipeline_internal.h"
+#include "vk_wquant.h"
 
 struct wd_vk_gemm {
+  wd_vk_device_t *dev;
   wd_vk_gemm_family_t family;
-  wd_vk_pipeline_t *pipe;   /* the EPI = 0 pipeline; its sets bind to every variant */
-  wd_vk_pipeline_t *epi[8]; /* variants by epilogue bits, made on first use (epi[0] = pipe) */
+  wd_vk_wtype_t bdef;       /* B's type when the bound arg says DEFAULT */
+  /* [B type][epilogue bits]: [t][0] is type t's EPI = 0 pipeline, whose
+   * sets bind to all its variants; the others are made on first use. */
+  wd_vk_pipeline_t *epi[WD_VK_W_COUNT][8];
   uint32_t tile_m, tile_n; /* outputs per workgroup, for the grid */
 };
+
+/* The EPI = 0 pipeline of g's family reading B of type wt. */
+static int wd_gemm_make(wd_vk_gemm_t *g, wd_vk_wtype_t wt) {
+  const char *sfx = wd_vk_wtype_suffix(wt);
+  char name[40];
+  wd_vk_pipeline_desc_t desc = {
+    .n_args = 4,
+    .args = { WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F16, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .push_size = sizeof(wd_pc_gemm_t),
+    .local_size = { 8, 8, 1 },
+    .n_spec = 1, /* EPI, 0 here: the variants differ only in it */
+  };
+  const char *base;
+  switch (g->family) {
+  case WD_VK_GEMM_TEXEL: base = "gemm_tex"; break;
+  case WD_VK_GEMM_TEXEL_8X8: base = "gemm_tex_8x8"; break;
+  default:
+    base = wt == WD_VK_W_F32 ? "gemm_tiled_b32" : "gemm_tiled";
+    desc.args[0] = desc.args[1] = WD_VK_ARG_STORAGE;
+    desc.local_size[0] = desc.local_size[1] = 16;
+    break;
+  }
+  snprintf(name, sizeof name, "%s%s%s", base, sfx ? "_" : "", sfx ? sfx : "");
+  desc.shader = name;
+  /* The texel kernels read f16 and f32 B through one samplerBuffer: the
+   * view's format decides; quantized B is read as R32UI words. */
+  if (g->family != WD_VK_GEMM_TILED)
+    desc.args[1] = sfx ? WD_VK_ARG_TEXEL_U32
+                       : wt == WD_VK_W_F32 ? WD_VK_ARG_TEXEL_F32 : WD_VK_ARG_TEXEL_F16;
+  return wd_vk_pipeline_new(g->dev, &desc, &g->epi[wt][0]);
+}
 
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f) {
   switch (f) {
@@ -42,43 +84,22 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
   wd_vk_gemm_t *g = calloc(1, sizeof *g);
   if (!g)
     return WD_ENOMEM;
+  g->dev = dev;
   g->family = family;
-  wd_vk_pipeline_desc_t desc = {
-    .n_args = 4,
-    .args = { WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F16, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
-    .push_size = sizeof(wd_pc_gemm_t),
-    .local_size = { 8, 8, 1 },
-    .n_spec = 1, /* EPI, 0 here: the variants differ only in it */
-  };
+  g->bdef = bfmt == WD_VK_GEMM_B_F32 ? WD_VK_W_F32 : WD_VK_W_F16;
   switch (family) {
-  case WD_VK_GEMM_TEXEL:
-    desc.shader = "gemm_tex";
-    g->tile_m = g->tile_n = 8 * 16;
-    break;
-  case WD_VK_GEMM_TEXEL_8X8:
-    desc.shader = "gemm_tex_8x8";
-    g->tile_m = g->tile_n = 8 * 8;
-    break;
-  case WD_VK_GEMM_TILED:
-    desc.shader = bfmt == WD_VK_GEMM_B_F32 ? "gemm_tiled_b32" : "gemm_tiled";
-    desc.args[0] = desc.args[1] = WD_VK_ARG_STORAGE;
-    desc.local_size[0] = desc.local_size[1] = 16;
-    g->tile_m = g->tile_n = 64;
-    break;
+  case WD_VK_GEMM_TEXEL: g->tile_m = g->tile_n = 8 * 16; break;
+  case WD_VK_GEMM_TEXEL_8X8: g->tile_m = g->tile_n = 8 * 8; break;
+  case WD_VK_GEMM_TILED: g->tile_m = g->tile_n = 64; break;
   default:
     free(g);
     return WD_EINVAL;
   }
-  /* The texel kernels read B through a samplerBuffer either way: the
-   * view's format decides whether its texels are f16 or f32. */
-  if (bfmt == WD_VK_GEMM_B_F32 && family != WD_VK_GEMM_TILED)
-    desc.args[1] = WD_VK_ARG_TEXEL_F32;
-  int rc = wd_vk_pipeline_new(dev, &desc, &g->pipe);
+  int rc = wd_gemm_make(g, g->bdef);
   if (rc < 0) {
     free(g);
     return rc;
   }
-  g->epi[0] = g->pipe;
   *ret_gemm = g;
   return 0;
 }
@@ -86,9 +107,12 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
 void wd_vk_gemm_free(wd_vk_gemm_t *g) {
   if (!g)
     return;
-  for (int i = 1; i < 8; i++)
-    wd_vk_pipeline_free(g->epi[i]);
-  wd_vk_pipeline_free(g->pipe);
+  /* Variants before the base pipelines they derive from. */
+  for (int t = 0; t < WD_VK_W_COUNT; t++)
+    for (int i = 1; i < 8; i++)
+      wd_vk_pipeline_free(g->epi[t][i]);
+  for (int t = 0; t < WD_VK_W_COUNT; t++)
+    wd_vk_pipeline_free(g->epi[t][0]);
   free(g);
 }
 
@@ -97,7 +121,15 @@ wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g) { return g->family;
 int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
                     const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set) {
   const wd_vk_arg_t args[4] = { *a, *b, *bias, *c };
-  return wd_vk_dset_new(g->pipe, args, 4, ret_set);
+  const wd_vk_wtype_t wt = b->wtype == WD_VK_W_DEFAULT ? g->bdef : b->wtype;
+  if (wt >= WD_VK_W_COUNT)
+    return WD_EINVAL;
+  if (!g->epi[wt][0]) {
+    int rc = wd_gemm_make(g, wt);
+    if (rc < 0)
+      return rc;
+  }
+  return wd_vk_dset_new(g->epi[wt][0], args, 4, ret_set);
 }
 
 int wd_vk_gemm_record(wd_vk_gemm_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
@@ -105,12 +137,22 @@ int wd_vk_gemm_record(wd_vk_gemm_t *g, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set
   /* Both families read A and B four elements at a time. */
   if (pc->M == 0 || pc->N == 0 || pc->K == 0 || n_batch == 0 || pc->K % 4 || pc->lda % 4 ||
       pc->ldb % 4 || pc->a_off % 4 || pc->b_off % 4 || pc->a_bz % 4 || pc->b_bz % 4 ||
-      pc->lda < pc->K || pc->ldb < pc->K || pc->ldc < pc->N || pc->flags > 7u)
+      pc->lda < pc->K || pc->ldb < pc->K || pc->ldc < pc->N || pc->flags > 7u || !set)
     return WD_EINVAL;
-  wd_vk_pipeline_t **v = &g->epi[pc->flags];
+  int wt = -1;
+  for (int t = 0; t < WD_VK_W_COUNT && wt < 0; t++)
+    if (g->epi[t][0] && g->epi[t][0] == set->pipe)
+      wt = t;
+  if (wt < 0)
+    return WD_EINVAL;
+  /* Quantized B rows are whole 32-element blocks. */
+  if (wd_vk_wtype_is_quant((wd_vk_wtype_t)wt) &&
+      (pc->K % 32 || pc->ldb % 32 || pc->b_off % 32 || pc->b_bz % 32))
+    return WD_EINVAL;
+  wd_vk_pipeline_t **v = &g->epi[wt][pc->flags];
   if (!*v) {
     const uint32_t spec = pc->flags;
-    int rc = wd_vk_pipeline_variant(g->pipe, &spec, 1, v);
+    int rc = wd_vk_pipeline_variant(g->epi[wt][0], &spec, 1, v);
     if (rc < 0)
       return rc;
   }

@@ -45,8 +45,12 @@ void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
 wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
 
-/* Binds the four operands: a (f32), b (f16 weights or f32), bias (f32), c (f32).
- * Each is a whole buffer range; element offsets go in the push constants. */
+/* Binds the four operands: a (f32), b, bias (f32), c (f32). b is read as
+ * b->wtype says (vk_pipeline.h): f16, f32, or quantized blocks in the
+ * vk_wquant.h layout, dequantized inside the kernel (then K, ldb, b_off and
+ * b_bz must be multiples of 32); DEFAULT means the object's bfmt. The first
+ * bind of a new type builds its pipeline. Each is a whole buffer range;
+ * element offsets go in the push constants. */
 int wd_vk_gemm_bind(wd_vk_gemm_t *g, const wd_vk_arg_t *a, const wd_vk_arg_t *b,
                     const wd_vk_arg_t *bias, const wd_vk_arg_t *c, wd_vk_dset_t **ret_set);
 

@@ -2,7 +2,9 @@
  * vk_gemv.h - batched GEMV ("skinny GEMM") for the decoder step.
  *
  * Y[b][n] = alpha * W[n] . X[b] (+ bias[n]) (GELU) (+ Y_old[b][n]) for the
- * nb <= 16 live sequences of a step: W f16 (N, K) in an RGBA16F texel view,
+ * nb <= 16 live sequences of a step: W (N, K) f16 in an RGBA16F texel view
+ * (or f32 in an RGBA32F one, or quantized blocks in an R32UI one, which the
+ * kernel dequantizes as it reads: shaders/wquant.glsl),
  * X f32 (nb, ldx) in an RGBA32F texel view, Y f32 storage. The weights are
  * read once per step for all nb rows. Flags are the WD_GEMM_* values.
  *
@@ -44,9 +46,12 @@ const char *wd_vk_gemv_family_name(wd_vk_gemv_family_t f);
 /* The family a bind for this K would use. */
 wd_vk_gemv_family_t wd_vk_gemv_choose(const wd_vk_gemv_t *g, uint32_t K);
 
-/* Binds x (f32 texels), w (f16 texels), bias (f32) and y (f32) for products
+/* Binds x (f32 texels), w (weights), bias (f32) and y (f32) for products
  * with inner size K and up to nb sequences: the set is tied to the kernel
- * variant chosen for (K, nb). WD_EINVAL for nb outside 1..16. */
+ * variant chosen for (K, nb, w->wtype). w is f16 when w->wtype is DEFAULT
+ * or F16, f32 for F32, or quantized blocks in the vk_wquant.h layout (then
+ * K and pc->w_off must be multiples of 32). The first bind for a weight
+ * type other than f16 builds its pipelines. WD_EINVAL for nb outside 1..16. */
 int wd_vk_gemv_bind(wd_vk_gemv_t *g, uint32_t K, uint32_t nb, const wd_vk_arg_t *x,
                     const wd_vk_arg_t *w, const wd_vk_arg_t *bias, const wd_vk_arg_t *y,
                     wd_vk_dset_t **ret_set);

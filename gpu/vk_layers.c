@@ -49,12 +49,13 @@ wd_vk_arg_t wd_vk_layers_arg(const wd_vk_layers_t *ly, uint32_t l, uint64_t off,
     return (wd_vk_arg_t){ 0 }; /* a NULL buffer: the bind refuses it */
   if (n == 0)
     n = y->layer_bytes - off;
-  return (wd_vk_arg_t){ ly->bufs[l / y->per_buf], (uint64_t)(l % y->per_buf) * y->stride + off,
-                        n };
+  return (wd_vk_arg_t){ .buf = ly->bufs[l / y->per_buf],
+                        .offset = (uint64_t)(l % y->per_buf) * y->stride + off,
+                        .range = n };
 }
 
 wd_vk_arg_t wd_vk_layers_head(const wd_vk_layers_t *ly, uint64_t n) {
-  return (wd_vk_arg_t){ ly->bufs[0], 0, n };
+  return (wd_vk_arg_t){ .buf = ly->bufs[0], .offset = 0, .range = n };
 }
 
 uint64_t wd_vk_layers_bytes(const wd_vk_layers_t *ly) { return ly->lay.total; }

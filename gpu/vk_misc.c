@@ -7,12 +7,19 @@
  */
 #include "vk_misc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "vk_internal.h"
+#include "vk_pipeline_internal.h"
+#include "vk_wquant.h"
 
 struct wd_vk_misc {
-  wd_vk_pipeline_t *embed;
+  wd_vk_device_t *dev;
+  wd_vk_pipeline_t *embed; /* f16 token table */
+  /* Other token-table types (f32, quantized: the variant reading them),
+   * made by the first bind that needs one; [WD_VK_W_F16] stays NULL. */
+  wd_vk_pipeline_t *embed_w[WD_VK_W_COUNT];
   wd_vk_pipeline_t *im2col;
   wd_vk_pipeline_t *transpose;
   wd_vk_pipeline_t *argmax;
@@ -23,7 +30,7 @@ int wd_vk_misc_new(wd_vk_device_t *dev, wd_vk_misc_t **ret_misc) {
   wd_vk_misc_t *m = calloc(1, sizeof *m);
   if (!m)
     return WD_ENOMEM;
-  *m = (wd_vk_misc_t){ .embed = NULL };
+  *m = (wd_vk_misc_t){ .dev = dev };
   const wd_vk_pipeline_desc_t embed = {
     .shader = "embed",
     .n_args = 4,
@@ -68,6 +75,8 @@ void wd_vk_misc_free(wd_vk_misc_t *m) {
   if (!m)
     return;
   wd_vk_pipeline_free(m->embed);
+  for (int i = 0; i < WD_VK_W_COUNT; i++)
+    wd_vk_pipeline_free(m->embed_w[i]);
   wd_vk_pipeline_free(m->im2col);
   wd_vk_pipeline_free(m->transpose);
   wd_vk_pipeline_free(m->argmax);
@@ -77,14 +86,36 @@ void wd_vk_misc_free(wd_vk_misc_t *m) {
 int wd_vk_misc_bind_embed(wd_vk_misc_t *m, const wd_vk_arg_t *step, const wd_vk_arg_t *tok,
                           const wd_vk_arg_t *pos, const wd_vk_arg_t *x, wd_vk_dset_t **ret_set) {
   const wd_vk_arg_t args[4] = { *step, *tok, *pos, *x };
-  return wd_vk_dset_new(m->embed, args, 4, ret_set);
+  wd_vk_pipeline_t *pipe = m->embed;
+  const wd_vk_wtype_t wt = tok->wtype;
+  if (wt != WD_VK_W_DEFAULT && wt != WD_VK_W_F16) {
+    if (wt >= WD_VK_W_COUNT)
+      return WD_EINVAL;
+    if (!m->embed_w[wt]) {
+      /* The same bindings with the table read as f32 texels or as words. */
+      wd_vk_pipeline_desc_t desc = *wd_vk_pipeline_desc(m->embed);
+      char name[32];
+      const char *sfx = wd_vk_wtype_suffix(wt);
+      snprintf(name, sizeof name, "embed_%s", sfx ? sfx : "");
+      desc.shader = sfx ? name : "embed";
+      desc.args[1] = sfx ? WD_VK_ARG_TEXEL_U32 : WD_VK_ARG_TEXEL_F32;
+      int rc = wd_vk_pipeline_new(m->dev, &desc, &m->embed_w[wt]);
+      if (rc < 0)
+        return rc;
+    }
+    pipe = m->embed_w[wt];
+  }
+  return wd_vk_dset_new(pipe, args, 4, ret_set);
 }
 
 int wd_vk_misc_record_embed(wd_vk_misc_t *m, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                             const wd_pc_embed_t *pc, uint32_t nb) {
-  (void)m;
+  /* A quantized table is read in whole 32-element blocks per row. */
+  int quant = 0;
+  for (int i = WD_VK_W_Q4_0; i < WD_VK_W_COUNT; i++)
+    quant |= m->embed_w[i] && set->pipe == m->embed_w[i];
   if (nb == 0 || pc->d == 0 || pc->d % 4 || pc->ldx % 4 || pc->x_off % 4 || pc->ldx < pc->d ||
-      pc->n_vocab == 0 || pc->n_pos == 0)
+      pc->n_vocab == 0 || pc->n_pos == 0 || (quant && pc->d % 32))
     return WD_EINVAL;
   wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, WD_CEIL_DIV(pc->d, 256u), nb, 1);
   return 0;

@@ -22,6 +22,8 @@ static VkDescriptorType wd_vk_desc_type(wd_vk_arg_kind_t k) {
   switch (k) {
   case WD_VK_ARG_TEXEL_F32:
   case WD_VK_ARG_TEXEL_F16:
+  case WD_VK_ARG_TEXEL_U32:
+  case WD_VK_ARG_TEXEL_U32X4:
     return VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
   case WD_VK_ARG_UNIFORM:
     return VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
@@ -201,9 +203,12 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
       .descriptorCount = 1,
       .descriptorType = wd_vk_desc_type(p->desc.args[i]),
     };
-    if (p->desc.args[i] == WD_VK_ARG_TEXEL_F32 || p->desc.args[i] == WD_VK_ARG_TEXEL_F16) {
+    if (p->desc.args[i] == WD_VK_ARG_TEXEL_F32 || p->desc.args[i] == WD_VK_ARG_TEXEL_F16 ||
+        p->desc.args[i] == WD_VK_ARG_TEXEL_U32 || p->desc.args[i] == WD_VK_ARG_TEXEL_U32X4) {
       const int f16 = p->desc.args[i] == WD_VK_ARG_TEXEL_F16;
-      const uint64_t texel = f16 ? 8 : 16;
+      const int u32 = p->desc.args[i] == WD_VK_ARG_TEXEL_U32;
+      const int u32x4 = p->desc.args[i] == WD_VK_ARG_TEXEL_U32X4;
+      const uint64_t texel = u32 ? 4 : f16 ? 8 : 16;
       /* The view's offset obeys the device's alignment (and the format's
        * element size, which the shaders' texel indexing assumes). */
       const uint64_t talign = d->limits.minTexelBufferOffsetAlignment;
@@ -218,7 +223,10 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
       const VkBufferViewCreateInfo vci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
         .buffer = a->buf->buf,
-        .format = f16 ? VK_FORMAT_R16G16B16A16_SFLOAT : VK_FORMAT_R32G32B32A32_SFLOAT,
+        .format = u32     ? VK_FORMAT_R32_UINT
+                  : u32x4 ? VK_FORMAT_R32G32B32A32_UINT
+                  : f16   ? VK_FORMAT_R16G16B16A16_SFLOAT
+                          : VK_FORMAT_R32G32B32A32_SFLOAT,
         .offset = a->offset,
         .range = range,
       };

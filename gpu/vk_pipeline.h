@@ -24,7 +24,26 @@ typedef enum {
   WD_VK_ARG_TEXEL_F32 = 1, /* samplerBuffer over RGBA32F texels */
   WD_VK_ARG_TEXEL_F16 = 2, /* samplerBuffer over RGBA16F texels (f16 weights) */
   WD_VK_ARG_UNIFORM = 3,   /* uniform block */
+  WD_VK_ARG_TEXEL_U32 = 4, /* usamplerBuffer over R32UI texels (quantized weight words) */
+  WD_VK_ARG_TEXEL_U32X4 = 5, /* usamplerBuffer over RGBA32UI texels (4 words per fetch) */
 } wd_vk_arg_kind_t;
+
+/* The element type of a weight operand (GEMM B, GEMV W, the embedding's
+ * token table), carried by its wd_vk_arg_t so that the kernel family picks
+ * the matching pipeline variant. DEFAULT (0, what a zero-initialised arg
+ * has) means the operand's usual format: f16 for weights. Quantized types
+ * are in the repacked device layout of shaders/wquant.glsl (vk_wquant.h). */
+typedef enum {
+  WD_VK_W_DEFAULT = 0,
+  WD_VK_W_F16,
+  WD_VK_W_F32,
+  WD_VK_W_Q4_0,
+  WD_VK_W_Q4_1,
+  WD_VK_W_Q5_0,
+  WD_VK_W_Q5_1,
+  WD_VK_W_Q8_0,
+  WD_VK_W_COUNT,
+} wd_vk_wtype_t;
 
 typedef struct {
   const char *shader;                    /* variant name in the SPIR-V table */
@@ -52,14 +71,17 @@ int wd_vk_pipeline_variant(const wd_vk_pipeline_t *base, const uint32_t *spec, u
                            wd_vk_pipeline_t **ret_pipe);
 
 /* One binding: a byte range of a buffer. range 0 means "to the end".
- * Texel bindings need offset and range aligned to the texel size (16 bytes
- * for f32, 8 for f16) and the offset to minTexelBufferOffsetAlignment;
- * storage bindings need minStorageBufferOffsetAlignment and at most
- * maxStorageBufferRange bytes. */
+ * Texel bindings need offset and range aligned to the texel size (4 bytes
+ * for u32, 8 for f16, 16 for f32 and u32x4) and the offset to
+ * minTexelBufferOffsetAlignment; storage bindings need
+ * minStorageBufferOffsetAlignment and at most maxStorageBufferRange bytes.
+ * wtype matters only for weight operands (see wd_vk_wtype_t); pipelines
+ * ignore it. */
 typedef struct {
   wd_vk_buffer_t *buf;
   uint64_t offset;
   uint64_t range;
+  wd_vk_wtype_t wtype;
 } wd_vk_arg_t;
 
 /* Allocates a set for pipe and writes args[0..n_args-1] into it, creating

@@ -13,6 +13,7 @@
 
 #include "error.h"
 #include "vk_push.h"
+#include "vk_wquant.h"
 
 #define MIB(b) ((double)(b) / 1048576.0)
 
@@ -22,8 +23,12 @@ static uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 uint64_t wd_vk_plan_weight_bytes(const wd_model_t *m) {
   uint64_t b = 0;
-  for (size_t i = 0; i < wd_model_n_tensors(m); i++)
-    b += round_up(wd_model_tensor_at(m, i)->nbytes, 256);
+  /* As vk_weights.c packs them: each tensor in its device layout (quantized
+   * blocks repacked word-aligned, vk_wquant.h) at a 256-byte boundary. */
+  for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    b += round_up(wd_vk_wquant_bytes(t->type, wd_tensor_n_elements(t)), 256);
+  }
   return b;
 }
 

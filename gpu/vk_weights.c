@@ -3,7 +3,9 @@
  *
  * Layout: tensors are placed in model order; a new chunk starts when the
  * next tensor would cross the chunk size. The model's host memory is only
- * read during the upload.
+ * read during the upload. f32 and f16 tensors are copied as they are;
+ * quantized ones are repacked on the way (vk_wquant.h: word-aligned blocks),
+ * one tensor at a time through a host buffer of its device size.
  */
 #include "vk_weights.h"
 
@@ -14,6 +16,7 @@
 #include "error.h"
 #include "vk_buffer.h"
 #include "vk_upload.h"
+#include "vk_wquant.h"
 
 #define WD_W_ALIGN 256ull
 #define WD_W_CHUNK (1ull << 30)
@@ -23,6 +26,7 @@ typedef struct {
   const wd_tensor_t *t;
   int chunk;
   uint64_t offset;
+  uint64_t bytes; /* on the device: the repacked size for quantized types */
 } wd_w_slot_t;
 
 struct wd_vk_weights {
@@ -59,10 +63,17 @@ int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights
   int chunk = 0;
   for (size_t i = 0; i < w->n_slots; i++) {
     const wd_tensor_t *t = wd_model_tensor_at(m, i);
-    const uint64_t nb = (t->nbytes + WD_W_ALIGN - 1) & ~(WD_W_ALIGN - 1);
+    const uint64_t dev_bytes = wd_vk_wquant_bytes(t->type, wd_tensor_n_elements(t));
+    if (dev_bytes == 0) {
+      snprintf(err, err_len, "tensor '%s': type %s cannot be uploaded", t->name,
+               wd_dtype_name(t->type));
+      rc = WD_EUNSUP;
+      goto fail;
+    }
+    const uint64_t nb = (dev_bytes + WD_W_ALIGN - 1) & ~(WD_W_ALIGN - 1);
     if (nb > WD_W_CHUNK) {
-      snprintf(err, err_len, "tensor '%s': %zu bytes exceed the %llu-byte upload chunk", t->name,
-               t->nbytes, (unsigned long long)WD_W_CHUNK);
+      snprintf(err, err_len, "tensor '%s': %llu bytes exceed the %llu-byte upload chunk",
+               t->name, (unsigned long long)dev_bytes, (unsigned long long)WD_W_CHUNK);
       rc = WD_ENOMEM;
       goto fail;
     }
@@ -71,7 +82,8 @@ int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights
       rc = WD_ENOMEM;
       goto fail;
     }
-    w->slots[i] = (wd_w_slot_t){ .t = t, .chunk = chunk, .offset = chunk_size[chunk] };
+    w->slots[i] = (wd_w_slot_t){ .t = t, .chunk = chunk, .offset = chunk_size[chunk],
+                                 .bytes = dev_bytes };
     chunk_size[chunk] += nb;
   }
   w->n_chunks = w->n_slots ? chunk + 1 : 0;
@@ -92,9 +104,25 @@ int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights
     snprintf(err, err_len, "cannot create the upload staging ring: %s", wd_strerror(rc));
     goto fail;
   }
+  /* Quantized blocks are repacked word-aligned (vk_wquant.h) on the way;
+   * the ring copies the bytes before upload_write returns. */
   for (size_t i = 0; i < w->n_slots && rc == 0; i++) {
     const wd_w_slot_t *s = &w->slots[i];
-    rc = wd_vk_upload_write(up, w->chunks[s->chunk], s->offset, s->t->data, s->t->nbytes);
+    void *packed = NULL;
+    const void *src = s->t->data;
+    if (wd_vk_wtype_is_quant(wd_vk_wtype_of(s->t->type))) {
+      packed = malloc(s->bytes);
+      if (!packed) {
+        rc = WD_ENOMEM;
+        snprintf(err, err_len, "tensor '%s': no host memory to repack it", s->t->name);
+        break;
+      }
+      rc = wd_vk_wquant_pack(s->t->type, s->t->data, wd_tensor_n_elements(s->t), packed);
+      src = packed;
+    }
+    if (rc == 0)
+      rc = wd_vk_upload_write(up, w->chunks[s->chunk], s->offset, src, s->bytes);
+    free(packed);
     if (rc < 0)
       snprintf(err, err_len, "tensor '%s': upload failed: %s", s->t->name, wd_strerror(rc));
   }
@@ -116,8 +144,13 @@ int wd_vk_weights_arg(const wd_vk_weights_t *w, const char *name, wd_vk_arg_t *r
       *ret_arg = (wd_vk_arg_t){
         .buf = w->chunks[w->slots[i].chunk],
         .offset = w->slots[i].offset,
-        .range = w->slots[i].t->nbytes,
+        .range = w->slots[i].bytes,
+        .wtype = wd_vk_wtype_of(w->slots[i].t->type),
       };
+      /* Quantized weights may be read as 16-byte texels (gemv.comp): the
+       * view covers whole ones, the slot's 256-byte alignment has room. */
+      if (wd_vk_wtype_is_quant(ret_arg->wtype))
+        ret_arg->range = (ret_arg->range + 15) & ~15ull;
       return 0;
     }
   return WD_ENOENT;

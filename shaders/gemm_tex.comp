@@ -7,10 +7,12 @@
 // Bindings (set 0):
 //   0  samplerBuffer  A     RGBA32F texels, f32 activations, (Z, M, lda), K contiguous   read
 //   1  samplerBuffer  B     RGBA16F texels, f16 weights,     (Z, N, ldb), K contiguous   read
+//                           (RGBA32F for f32; with WTYPE, a usamplerBuffer of R32UI
+//                           words holding quantized blocks: see wquant.glsl)
 //   2  buffer vec4    bias  (Z, N) f32                                                  read
 //   3  buffer vec4    C     (Z, M, ldc) f32, N contiguous                              read/write
 // Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4; TN a
-// multiple of 4. C and bias are read and written as vec4s when ldc, the
+// multiple of 4; with WTYPE, K, ldb, b_off and b_bz multiples of 32. C and bias are read and written as vec4s when ldc, the
 // offsets and the batch strides are multiples of 4, else one float at a time.
 //
 // Why this shape: on lavapipe every SSBO load is a scalar per-lane loop while
@@ -44,7 +46,17 @@
 
 layout(local_size_x = WGX, local_size_y = WGY, local_size_z = 1) in;
 layout(set = 0, binding = 0) uniform samplerBuffer tA;
+#if defined(WTYPE) && WTYPE != 0
+layout(set = 0, binding = 1) uniform usamplerBuffer tB;
+#define WD_WLOAD(i) texelFetch(tB, (i)).x
+#include "wquant.glsl"
+#define BDIV 32u // a B row's start is a block index
+#define BFETCH(row, k) wd_wfetch(row, k)
+#else
 layout(set = 0, binding = 1) uniform samplerBuffer tB;
+#define BDIV 4u  // a B row's start is a texel index
+#define BFETCH(row, k) texelFetch(tB, (row) + (k))
+#endif
 // Bias and C are declared as vec4 arrays: on lavapipe each SSBO access is a
 // per-lane scalar loop whatever its width, so one vec4 access costs what one
 // float access does. Unaligned shapes fall back to component accesses.
@@ -71,7 +83,7 @@ void main() {
   [[unroll]] for (uint i = 0; i < TM; i++)
     arow[i] = int((p.a_off + z * p.a_bz + min(m0 + i * WGY, p.M - 1) * p.lda) / 4);
   [[unroll]] for (uint j = 0; j < TN; j++)
-    brow[j] = int((p.b_off + z * p.b_bz + min(n0 + j, p.N - 1) * p.ldb) / 4);
+    brow[j] = int((p.b_off + z * p.b_bz + min(n0 + j, p.N - 1) * p.ldb) / BDIV);
 
   float acc[TM * TN];
   [[unroll]] for (uint i = 0; i < TM * TN; i++) acc[i] = 0.0;
@@ -79,7 +91,7 @@ void main() {
   for (int k = 0; k < K4; k++) {
     vec4 va[TM], vb[TN];
     [[unroll]] for (uint i = 0; i < TM; i++) va[i] = texelFetch(tA, arow[i] + k);
-    [[unroll]] for (uint j = 0; j < TN; j++) vb[j] = texelFetch(tB, brow[j] + k);
+    [[unroll]] for (uint j = 0; j < TN; j++) vb[j] = BFETCH(brow[j], k);
     [[unroll]] for (uint i = 0; i < TM; i++)
       [[unroll]] for (uint j = 0; j < TN; j++) {
         float s = acc[i * TN + j];

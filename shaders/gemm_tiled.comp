@@ -10,10 +10,12 @@
 // Bindings (set 0):
 //   0  buffer vec4   A     (Z, M, lda) f32, K contiguous                  read
 //   1  buffer uvec2  B     (Z, N, ldb) f16 x4 per uvec2, K contiguous     read
-//                          (variant B_F32: buffer vec4, f32 B, e.g. attention K / V^T)
+//                          (variant B_F32: buffer vec4, f32 B, e.g. attention K / V^T;
+//                          variant WTYPE: buffer uint, quantized blocks, see wquant.glsl)
 //   2  buffer float  bias  (Z, N) f32                                     read
 //   3  buffer float  C     (Z, M, ldc) f32                               read/write
-// Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4.
+// Requirements: K, lda, ldb, a_off, b_off, a_bz, b_bz multiples of 4 (with
+// WTYPE: K, ldb, b_off, b_bz multiples of 32).
 //
 // Workgroup: 16 x 16 invocations computing a BM x BN = 64 x 64 tile, 4 x 4
 // outputs each, stepping K by BK = 16.
@@ -27,7 +29,11 @@
 #define BK 16
 layout(local_size_x = 16, local_size_y = 16, local_size_z = 1) in;
 layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
-#ifdef B_F32
+#if defined(WTYPE) && WTYPE != 0
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uint bq[]; };
+#define WD_WLOAD(i) bq[i]
+#include "wquant.glsl"
+#elif defined(B_F32)
 layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
 #else
 layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec2 b4[]; };
@@ -65,7 +71,9 @@ void main() {
     vec4 va = vec4(0.0), vb = vec4(0.0);
     if (k0 + lk < p.K) {
       va = a4[(abase + k0 + lk) / 4u];
-#ifdef B_F32
+#if defined(WD_WQUANT)
+      vb = wd_wfetch(int(bbase / 32u), int((k0 + lk) / 4u));
+#elif defined(B_F32)
       vb = b4[(bbase + k0 + lk) / 4u];
 #else
       uvec2 hb = b4[(bbase + k0 + lk) / 4u];

@@ -36,3 +36,24 @@ wd_shader(NAME softmax_wg_sg SRC softmax.comp   DEFINES MODE=1 WD_RED_SUBGROUP=1
 wd_shader(NAME softmax_wg_shm SRC softmax.comp  DEFINES MODE=1)
 wd_shader(NAME transpose     SRC transpose.comp)
 wd_shader(NAME argmax        SRC argmax.comp)
+# Quantized-weight variants (shaders/wquant.glsl): the same kernels with
+# WTYPE = the ggml type id, named <f16 variant>_<type>. f32 weights need no
+# variant: the texel kernels read them through an RGBA32F view, the tiled one
+# through gemm_tiled_b32.
+foreach(q q4_0:2 q4_1:3 q5_0:6 q5_1:7 q8_0:8)
+  string(REPLACE ":" ";" qv ${q})
+  list(GET qv 0 qn)
+  list(GET qv 1 qid)
+  wd_shader(NAME gemm_tex_${qn}     SRC gemm_tex.comp   DEFINES TM=16 TN=16 WTYPE=${qid})
+  wd_shader(NAME gemm_tex_8x8_${qn} SRC gemm_tex.comp   DEFINES TM=8 TN=8 WTYPE=${qid})
+  wd_shader(NAME gemm_tiled_${qn}   SRC gemm_tiled.comp DEFINES WTYPE=${qid})
+  wd_shader(NAME embed_${qn}        SRC embed.comp      DEFINES WTYPE=${qid})
+  foreach(b 1:4 2:4 4:4 8:2 16:1)
+    string(REPLACE ":" ";" bv ${b})
+    list(GET bv 0 nb)
+    list(GET bv 1 rpi)
+    wd_shader(NAME gemv_row_b${nb}_${qn} SRC gemv.comp DEFINES MODE=0 NB=${nb} RPI=${rpi} WTYPE=${qid})
+    wd_shader(NAME gemv_sg_b${nb}_${qn}  SRC gemv.comp DEFINES MODE=1 NB=${nb} WTYPE=${qid})
+    wd_shader(NAME gemv_shm_b${nb}_${qn} SRC gemv.comp DEFINES MODE=2 NB=${nb} WTYPE=${qid})
+  endforeach()
+endforeach()

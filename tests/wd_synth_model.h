@@ -25,14 +25,25 @@
 #include "mel_filters.h"
 #include "model.h"
 #include "model_internal.h"
+#include "quant.h"
 
 #define WD_SYNTH_MAGIC 0x67676d6c /* "ggml" */
 
 static inline void wd_synth_put_i32(FILE *f, int32_t v) { fwrite(&v, 4, 1, f); }
 
-/* One tensor record. f32 and f16 hold a ramp; a quantized type gets
- * wd_dtype_row_bytes() bytes per row of a byte ramp (valid sizes, arbitrary
- * blocks: enough for the loader, which checks sizes, not values). */
+/* Pseudo-random value i of tensor `seed`, uniform in [-0.25, 0.25). */
+static inline float wd_synth_rand(int64_t i, unsigned seed) {
+  uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed + 1) * 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 31;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  return (float)((double)(h >> 40) / (double)(1ull << 24)) * 0.5f - 0.25f;
+}
+
+/* One tensor record. f32 and f16 hold a ramp; a quantized type holds
+ * pseudo-random values quantized row by row with wd_quantize_row (ggml's
+ * rounding), so that its blocks are ones a real file could have: scales
+ * that are finite f16s, a model whose logits mean something to compare. */
 static inline void wd_synth_put_tensor(FILE *f, const char *name, int n_dims, const int64_t *ne,
                                        wd_dtype_t type, unsigned seed) {
   wd_synth_put_i32(f, n_dims);
@@ -45,9 +56,18 @@ static inline void wd_synth_put_tensor(FILE *f, const char *name, int n_dims, co
   }
   fwrite(name, 1, strlen(name), f);
   if (type != WD_DTYPE_F32 && type != WD_DTYPE_F16) {
-    const size_t bytes = wd_dtype_row_bytes(type, ne[0]) * (size_t)(n / ne[0]);
-    for (size_t i = 0; i < bytes; i++)
-      fputc((int)((i * 7 + seed) & 0xffu), f);
+    const size_t row_bytes = wd_dtype_row_bytes(type, ne[0]);
+    float *x = malloc((size_t)ne[0] * sizeof *x);
+    unsigned char *q = malloc(row_bytes ? row_bytes : 1);
+    for (int64_t r = 0; x && q && r < n / ne[0]; r++) {
+      for (int64_t j = 0; j < ne[0]; j++)
+        x[j] = wd_synth_rand(r * ne[0] + j, seed);
+      if (wd_quantize_row(type, x, q, ne[0]) < 0)
+        memset(q, 0, row_bytes);
+      fwrite(q, 1, row_bytes, f);
+    }
+    free(x);
+    free(q);
     return;
   }
   for (int64_t i = 0; i < n; i++) {
@@ -115,10 +135,10 @@ static inline int wd_synth_write(const char *path, const wd_hparams_t *hp) {
 }
 
 /* The smallest shape the Vulkan engine accepts (1500 audio positions,
- * heads of 64, one layer each), with the given ggml ftype as stored: 1 (f16)
- * is the one it runs; 0 (all f32) and the quantized 2002, 2003, 2007, 2008,
- * 2009 (q4_0, q4_1, q8_0, q5_0, q5_1 at quantization version 2, the only one
- * the loader reads) it refuses. */
+ * heads of 64, one layer each), with the given ggml ftype as stored: 1
+ * (f16), 0 (all f32) or the quantized 2002, 2003, 2007, 2008, 2009 (q4_0,
+ * q4_1, q8_0, q5_0, q5_1 at quantization version 2, the only one the loader
+ * reads); the engine runs them all. */
 static inline wd_hparams_t wd_synth_engine_hparams(int32_t ftype) {
   return (wd_hparams_t){ .n_vocab = 51864, .n_audio_ctx = 1500, .n_audio_state = 64,
                          .n_audio_head = 1, .n_audio_layer = 1, .n_text_ctx = 8,

@@ -59,7 +59,7 @@ static int bench_shape(wd_vk_device_t *dev, wd_vk_gemm_t *g, uint32_t M, uint32_
     rc = wd_vk_buffer_write(bb, 0, bh, nb * 2);
   if (!rc)
     rc = wd_vk_buffer_write(bbias, 0, bias, (uint64_t)N * 4);
-  const wd_vk_arg_t aa = { ba, 0, 0 }, ab = { bb, 0, 0 }, abias = { bbias, 0, 0 }, ac = { bc, 0, 0 };
+  const wd_vk_arg_t aa = { .buf = ba }, ab = { .buf = bb }, abias = { .buf = bbias }, ac = { .buf = bc };
   if (!rc)
     rc = wd_vk_gemm_bind(g, &aa, &ab, &abias, &ac, &set);
   if (!rc)

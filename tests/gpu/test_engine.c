@@ -30,46 +30,9 @@ static wd_ref_engine_t *g_ref;
 static float *g_mel;   /* (n_mels, n_frames) of jfk.wav */
 static int g_frames;
 
-/* Models whose weights the kernels cannot read are refused at load with
- * WD_EUNSUP, naming the first offending tensor, before any device is opened
- * (so this runs without one): synthetic files in the engine's smallest
- * shape, all-f32 (ftype 0) and q5_1 (ftype 2009: type 9, quantization
- * version 2; its conv kernels stay f16, so the first offender is the first
- * linear weight). */
-WD_TEST(refuses_weight_types_it_cannot_run) {
-  char dir[] = "/tmp/wd_test_engine.XXXXXX", path[64];
-  WD_CHECK(mkdtemp(dir) != NULL);
-  snprintf(path, sizeof path, "%s/synth.bin", dir);
-  static const struct {
-    int32_t ftype;
-    const char *msg;
-  } cases[] = {
-    { 0, "tensor 'encoder.conv1.weight' is f32; this engine runs f16 weights (f32 and "
-         "quantized types are not supported yet)" },
-    { 2009, "tensor 'encoder.blocks.0.attn.query.weight' is q5_1; this engine runs f16 weights "
-         "(f32 and quantized types are not supported yet)" },
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const wd_hparams_t hp = wd_synth_engine_hparams(cases[i].ftype);
-    WD_CHECK_EQ_INT(wd_synth_write(path, &hp), 0);
-    wd_model_t *m = NULL;
-    char err[256] = "";
-    WD_CHECK_EQ_INT(wd_model_load(path, &m, err, sizeof err), 0);
-    if (!m) {
-      fprintf(stderr, "  load: %s\n", err);
-      continue;
-    }
-    const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 1, .max_audio = 1 };
-    wd_vk_engine_t *e = NULL;
-    WD_CHECK_EQ_INT(wd_vk_engine_new(m, &o, &e, err, sizeof err), WD_EUNSUP);
-    WD_CHECK(e == NULL);
-    WD_CHECK_EQ_STR(err, cases[i].msg);
-    wd_vk_engine_free(e);
-    wd_model_free(m);
-  }
-  unlink(path);
-  rmdir(dir);
-}
+/* Weight types other than f16 (f32 and the block types) run too:
+ * test_engine_types.c checks them against the reference on synthetic
+ * models. */
 
 WD_TEST(setup) {
   char err[256] = "";

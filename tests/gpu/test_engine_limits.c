@@ -215,9 +215,12 @@ WD_TEST(binding_checks_obey_lowered_limits) {
                                    WD_VK_MEM_DEVICE, &b), 0);
   if (at && b) {
     /* step, q, k, v, o, save: q is a texel view, o a storage range. */
-    const wd_vk_arg_t ok = { b, 0, 4096 }, q16 = { b, 16, 4096 }, q64 = { b, 64, 4096 };
-    const wd_vk_arg_t o16 = { b, 16, 4096 }, big = { b, 0, 2u << 20 };
-    const wd_vk_arg_t tex_big = { b, 0, (64u << 10) * 16 + 16 };
+    const wd_vk_arg_t ok = { .buf = b, .range = 4096 };
+    const wd_vk_arg_t q16 = { .buf = b, .offset = 16, .range = 4096 };
+    const wd_vk_arg_t q64 = { .buf = b, .offset = 64, .range = 4096 };
+    const wd_vk_arg_t o16 = { .buf = b, .offset = 16, .range = 4096 };
+    const wd_vk_arg_t big = { .buf = b, .range = 2u << 20 };
+    const wd_vk_arg_t tex_big = { .buf = b, .range = (64u << 10) * 16 + 16 };
     wd_vk_dset_t *set = NULL;
     WD_CHECK_EQ_INT(wd_vk_attn_bind(at, &ok, &q64, &ok, &ok, &ok, &ok, &set), 0);
     wd_vk_dset_free(set);

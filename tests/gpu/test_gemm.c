@@ -91,7 +91,7 @@ static int run_case(wd_vk_gemm_family_t fam, const gemm_case_t *tc, double *ret_
   WD_CHECK_EQ_INT(wd_vk_buffer_write(bbias, 0, bias, (uint64_t)Z * N * 4), 0);
   WD_CHECK_EQ_INT(wd_vk_buffer_write(bc, 0, cin, nc * 4), 0);
 
-  const wd_vk_arg_t aa = { ba, 0, 0 }, ab = { bb, 0, 0 }, abias = { bbias, 0, 0 }, ac = { bc, 0, 0 };
+  const wd_vk_arg_t aa = { .buf = ba }, ab = { .buf = bb }, abias = { .buf = bbias }, ac = { .buf = bc };
   WD_CHECK_EQ_INT(wd_vk_gemm_bind(g, &aa, &ab, &abias, &ac, &set), 0);
   WD_CHECK_EQ_INT(wd_vk_cmd_new(g_dev, 0, &cmd), 0);
   const wd_pc_gemm_t pc = {

@@ -78,7 +78,7 @@ WD_TEST(append_gather_convert_f16) {
   wd_vk_buffer_t *bk = hbuf(dev, nc * 2, NULL), *bv = hbuf(dev, nc * 2, NULL);
   op_t o = { .kv = kv, .nb = NB,
              .pc = { .d = D, .n_ctx = CTX, .in_off = D, .v_in_off = 2 * D, .ldi = 3 * D } };
-  wd_vk_arg_t as = { bst, 0, 0 }, ai = { bin, 0, 0 }, ak = { bk, 0, 0 }, av = { bv, 0, 0 };
+  wd_vk_arg_t as = { .buf = bst }, ai = { .buf = bin }, ak = { .buf = bk }, av = { .buf = bv };
   WD_CHECK_EQ_INT(wd_vk_kv_bind_append(kv, &as, &ai, &ak, &av, &o.set), 0);
   WD_CHECK_EQ_INT(run(dev, rec_append, &o), 0);
   wd_vk_dset_free(o.set);
@@ -103,7 +103,7 @@ WD_TEST(append_gather_convert_f16) {
   const wd_seq_t g[2] = { { .len = 6, .src = 2, .slot = 1 }, { .len = 1, .src = 0, .slot = 3 } };
   wd_vk_buffer_t *bg = hbuf(dev, sizeof g, g);
   wd_vk_buffer_t *dk = hbuf(dev, nc * 2, NULL), *dv = hbuf(dev, nc * 2, NULL);
-  wd_vk_arg_t ag = { bg, 0, 0 }, adk = { dk, 0, 0 }, adv = { dv, 0, 0 };
+  wd_vk_arg_t ag = { .buf = bg }, adk = { .buf = dk }, adv = { .buf = dv };
   o = (op_t){ .kv = kv, .nb = 2, .pc = { .d = D, .n_ctx = CTX } };
   WD_CHECK_EQ_INT(wd_vk_kv_bind_gather(kv, &ag, &ak, &av, &adk, &adv, &o.set), 0);
   WD_CHECK_EQ_INT(run(dev, rec_gather, &o), 0);
@@ -131,7 +131,7 @@ WD_TEST(append_gather_convert_f16) {
     tg_fill(vs, n, 70000.0f); /* some overflow to inf, as f16 rounding does */
     wd_vk_buffer_t *bks = hbuf(dev, n * 4, ks), *bvs = hbuf(dev, n * 4, vs);
     wd_vk_buffer_t *ck = hbuf(dev, n * 2, NULL), *cv = hbuf(dev, n * 2, NULL);
-    wd_vk_arg_t a0 = { bks, 0, 0 }, a1 = { bvs, 0, 0 }, a2 = { ck, 0, 0 }, a3 = { cv, 0, 0 };
+    wd_vk_arg_t a0 = { .buf = bks }, a1 = { .buf = bvs }, a2 = { .buf = ck }, a3 = { .buf = cv };
     wd_vk_dset_t *s32 = NULL;
     WD_CHECK_EQ_INT(wd_vk_kv_bind_to_f16(kv32, &a0, &a1, &a2, &a3, &s32), WD_EINVAL);
     o = (op_t){ .kv = kv, .n4 = (uint32_t)(n / 4) };

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "f16.h"
+#include "quant.h"
 
 /* The tensor as f32 (malloc'd), or NULL when absent or of another size. */
 float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel) {
@@ -28,17 +28,19 @@ float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel) {
   float *out = malloc(n * sizeof *out);
   if (!out)
     return NULL;
-  if (t->type == WD_DTYPE_F32) {
-    memcpy(out, t->data, n * sizeof *out);
-  } else if (t->type == WD_DTYPE_F16) {
-    /* Tensor data may sit unaligned in the mapped file: copy, never cast. */
-    const unsigned char *h = t->data;
-    for (size_t i = 0; i < n; i++) {
-      uint16_t v;
-      memcpy(&v, h + 2 * i, sizeof v);
-      out[i] = wd_f16_to_f32(v);
+  /* Every type through core/quant.h, one ggml row (ne[0] elements) at a
+   * time: the plain-C reading the kernels are checked against. Tensor data
+   * may sit unaligned in the mapped file; wd_dequantize_row copies, never
+   * casts. */
+  const int64_t row = t->ne[0];
+  const size_t row_bytes = wd_dtype_row_bytes(t->type, row);
+  const unsigned char *src = t->data;
+  for (size_t r = 0; row_bytes && r < n / (size_t)row; r++)
+    if (wd_dequantize_row(t->type, src + r * row_bytes, out + r * (size_t)row, row) < 0) {
+      free(out);
+      return NULL;
     }
-  } else {
+  if (!row_bytes) {
     free(out);
     return NULL;
   }

@@ -2,7 +2,7 @@
  * synth_model.c - writes a synthetic ggml Whisper model in the smallest
  * shape the Vulkan engine accepts (tests/wd_synth_model.h), for black-box
  * tests of `whisperd` on model files no one publishes, such as an all-f32
- * or a quantized file the engine must refuse.
+ * or a quantized file (its blocks hold quantized random values).
  *
  *   wd_synth_model PATH FTYPE     (FTYPE as stored: 0, 1, 2002 .. 2009)
  */
