@@ -146,7 +146,7 @@ int wd__model_check_hparams(const wd_hparams_t *hp, char *err, size_t err_len) {
       (rc = wd_check_range("n_text_state", hp->n_text_state, 1, 8192, err, err_len)) < 0 ||
       (rc = wd_check_range("n_text_head", hp->n_text_head, 1, 256, err, err_len)) < 0 ||
       (rc = wd_check_range("n_text_layer", hp->n_text_layer, 1, 128, err, err_len)) < 0 ||
-      (rc = wd_check_range("ftype", hp->ftype, 0, 2 * WD__MODEL_QNT_FACTOR + 9, err, err_len)) < 0)
+      (rc = wd_check_range("ftype", hp->ftype, 0, 2 * WD__MODEL_QNT_FACTOR + 99, err, err_len)) < 0)
     return rc;
   if (hp->n_mels != 80 && hp->n_mels != 128)
     return wd__model_fail(err, err_len, WD_EMODEL, "hyper-parameter n_mels = %d: expected 80 or 128",
@@ -165,9 +165,18 @@ int wd__model_check_hparams(const wd_hparams_t *hp, char *err, size_t err_len) {
                           "hyper-parameters: n_text_state = %d differs from n_audio_state = %d",
                           (int)hp->n_text_state, (int)hp->n_audio_state);
   wd_dtype_t wtype;
-  if (wd_ftype_wtype(hp->ftype, &wtype) < 0)
-    return wd__model_fail(err, err_len, WD_EUNSUP, "hyper-parameter ftype = %d: unsupported type",
-                          (int)hp->ftype);
+  if (wd_ftype_wtype(hp->ftype, &wtype) < 0) {
+    /* ggml's ftype ids 10..14 are the k-quants (q2_K .. q6_K), which
+     * whisper.cpp's quantize also writes; their super-blocks are not
+     * implemented in our kernels. */
+    static const char *const kq[] = { "q2_K", "q3_K", "q4_K", "q5_K", "q6_K" };
+    const int id = (int)(hp->ftype % WD__MODEL_QNT_FACTOR);
+    return wd__model_fail(err, err_len, WD_EUNSUP,
+                          "hyper-parameter ftype = %d: %s%s weights are not supported; whisperd "
+                          "runs f32, f16, q8_0, q5_0, q5_1, q4_0 and q4_1 files",
+                          (int)hp->ftype, id >= 10 && id <= 14 ? kq[id - 10] : "this type's",
+                          id >= 10 && id <= 14 ? " (k-quant)" : "");
+  }
   if (wtype != WD_DTYPE_F32 && wtype != WD_DTYPE_F16) {
     /* Quantized blocks changed layout before ggml's quantization version 2. */
     if (hp->ftype / WD__MODEL_QNT_FACTOR != 2)

@@ -227,7 +227,9 @@ static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_s
     return wd__model_fail(err, err_len, WD_EMODEL,
                           "tensor '%s': expected type %s (ftype %d), found %s (%d)", name,
                           wd_dtype_name(want_type), (int)m->hp.ftype,
-                          wd_dtype_known(type) ? wd_dtype_name((wd_dtype_t)type) : "unknown",
+                          wd_dtype_known(type)        ? wd_dtype_name((wd_dtype_t)type)
+                          : type >= 10 && type <= 15 ? "a k-quant, unsupported"
+                                                     : "unknown",
                           (int)type);
   /* The shape is one we derived from checked hyper-parameters, so this product
    * stays below 2^40; a quantized row must hold whole blocks. */

@@ -285,6 +285,23 @@ static bool read_f32(const char *path, float *out, size_t n) {
   return got == n && extra == EOF;
 }
 
+/* whisper.cpp's quantize also writes k-quant files (ftype 10..14): refused
+ * by name before any tensor is read. */
+WD_TEST(k_quant_files_are_refused_by_name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s", tmp_path("q4k.bin"));
+  wd_hparams_t hp = syn_hp;
+  hp.ftype = 2012; /* MOSTLY_Q4_K at quantization version 2 */
+  FILE *f = fopen(path, "wb");
+  WD_CHECK(f != NULL);
+  if (!f)
+    return;
+  wd_synth_put_preamble(f, &hp, WD_SYNTH_MAGIC, -1);
+  WD_CHECK_EQ_INT(fclose(f), 0);
+  expect_reject(path, WD_EUNSUP, "ftype = 2012: q4_K (k-quant) weights are not supported",
+                "q5_0");
+}
+
 WD_TEST(filterbank_matches_openai_mel_filters_npz) {
   static const int n_mels[2] = { 80, 128 };
   static float ref[128 * 201], ours[128 * 201];
