@@ -67,7 +67,10 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
                                    .max_seqs = max_batch, .max_audio = max_batch,
                                    .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
   if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
-    snprintf(err, err_len, "engine: %s", msg[0] ? msg : wd_strerror(rc));
+    /* The engine speaks of max_seqs and max_audio; the user sets both
+     * with one option. */
+    snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
+             strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
     goto fail;
   }
   rt->iface = *wd_vk_engine_iface(rt->eng);
