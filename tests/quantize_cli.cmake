@@ -32,14 +32,15 @@ add_test(NAME cli_quantize_unwritable_out
 set_tests_properties(cli_quantize_unwritable_out PROPERTIES LABELS "cli;unit"
   PASS_REGULAR_EXPRESSION "quantize: '/nonexistent-dir/out\\.bin': [^\n]*'/nonexistent-dir/out\\.bin\\.tmp': cannot create: No such file or directory\n(.*\n)?exit status 1")
 
-# quantize, then info on the result; the output and its .tmp are removed.
+# quantize, then info on the result (label gpu: info opens Vulkan, see
+# wd_info_test in model_cli.cmake); the output and its .tmp are removed.
 # $0 whisperd, $1 input, $2 output, $3 type.
 set(WD_QUANTIZE_INFO_SH
   "test -e \"$1\" || exit 77; \"$0\" quantize \"$1\" \"$2\" \"$3\" && \"$0\" info \"$2\"; s=$?; test -e \"$2.tmp\" && echo \"left $2.tmp\"; rm -f \"$2\"; echo \"exit status $s\"")
 function(wd_quantize_info_test name model type regex)
   add_test(NAME ${name} COMMAND sh -c "${WD_QUANTIZE_INFO_SH}" $<TARGET_FILE:whisperd>
            ${PROJECT_SOURCE_DIR}/models/${model} ${CMAKE_CURRENT_BINARY_DIR}/${name}.bin ${type})
-  set_tests_properties(${name} PROPERTIES LABELS "cli;unit" SKIP_RETURN_CODE 77
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "${regex}" FAIL_REGULAR_EXPRESSION "left [^\n]*\\.tmp")
 endfunction()
 # 65 of tiny.en's 167 tensors are 2-D weights: 4 x 6 encoder, 4 x 10 decoder,
@@ -56,7 +57,7 @@ add_test(NAME cli_quantize_synth_q4_1
   COMMAND sh -c "\"$0\" \"$1\" 1 || exit 1; \"$2\" quantize \"$1\" \"$1.q\" q4_1 && \"$2\" info \"$1.q\"; s=$?; rm -f \"$1\" \"$1.q\"; echo \"exit status $s\""
   $<TARGET_FILE:wd_synth_model> ${CMAKE_CURRENT_BINARY_DIR}/quantize-synth.bin
   $<TARGET_FILE:whisperd>)
-set_tests_properties(cli_quantize_synth_q4_1 PROPERTIES LABELS "cli;unit"
+set_tests_properties(cli_quantize_synth_q4_1 PROPERTIES LABELS "cli;gpu"
   PASS_REGULAR_EXPRESSION "q4_1 \\(ftype 2003\\), 17 of 50 tensors converted(.*\n)*ftype: +2003\n(.*\n)*tensors: [^\n]*17 q4_1(.*\n)*exit status 0")
 
 # --help lists the command.
