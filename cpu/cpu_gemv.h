@@ -1,0 +1,43 @@
+/*
+ * cpu_gemv.h - the decoder's batched GEMV: n rows of activations against
+ * one weight matrix, each weight row read once for all rows.
+ *
+ *   y[r][o] (op)= sum_k W[o][k] * x[r][k] + b[o]   r < n_rows, o0 <= o < o1
+ *
+ * Each (r, o) sum runs in one fixed order (16 lanes in two 8-wide
+ * accumulators, folded the same way) whatever n_rows is and whichever row
+ * block r falls in, so a row's outputs are bit-identical alone or batched.
+ * The AVX2+FMA+F16C kernel is picked at run time (__builtin_cpu_supports);
+ * elsewhere (other x86-64, arm64) a portable C loop with the same lane
+ * structure runs.
+ */
+#ifndef WD_CPU_GEMV_H
+#define WD_CPU_GEMV_H
+
+#include "cpu_mat.h"
+
+typedef enum {
+  CPU_GEMV_SET,  /* y = Wx + b */
+  CPU_GEMV_GELU, /* y = gelu(Wx + b) */
+  CPU_GEMV_ADD,  /* y += Wx + b (the residual) */
+} cpu_gemv_op_t;
+
+typedef struct {
+  const cpu_mat_t *w;
+  const float *b; /* (n_out) or NULL */
+  int n_rows;
+  const float *x; /* (n_rows, ldx) */
+  int ldx;
+  float *y; /* (n_rows, ldy) */
+  int ldy;
+  cpu_gemv_op_t op;
+} cpu_gemv_t;
+
+/* Outputs [o0, o1) of g, every row. */
+void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
+/* "avx2+fma+f16c" or "portable": the kernel cpu_gemv_range runs. */
+const char *cpu_gemv_kernel(void);
+
+float cpu_gelu(float x);
+
+#endif
