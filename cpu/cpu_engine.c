@@ -461,3 +461,5 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->kernel = cpu_gemv_kernel();
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
 }
+
+const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }

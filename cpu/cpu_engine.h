@@ -50,5 +50,7 @@ const wd_engine_t *wd_cpu_engine_iface(wd_cpu_engine_t *e);
 /* The last encoder output, (n_audio_ctx, n_audio_state). */
 int wd_cpu_engine_read_encoded(const wd_cpu_engine_t *e, float *out);
 void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st);
+/* The decoder kernel this host runs: "avx2+fma+f16c" or "portable". */
+const char *wd_cpu_engine_kernel(void);
 
 #endif
