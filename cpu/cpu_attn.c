@@ -5,6 +5,7 @@
  * value accumulation runs across the head's columns.
  */
 #include "cpu_attn.h"
+#include "cpu_gemv.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -153,7 +154,8 @@ static int attn_have_avx2(void) {
   static int cached = -1; /* benign race: every thread computes the same value */
   if (cached < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             !cpu_force_portable();
   }
   return cached;
 }

@@ -406,6 +406,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     snprintf(err, err_len, "state not a multiple of the heads");
     return WD_EMODEL;
   }
+  cpu_gemv_init();
   wd_cpu_engine_t *e = calloc(1, sizeof *e);
   if (!e)
     return WD_ENOMEM;

@@ -10,6 +10,8 @@
 #include "cpu_gemv.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "f16.h"
@@ -21,7 +23,24 @@
 #define CPU_X86 0
 #endif
 
+int cpu_force_portable(void) {
+  const char *v = getenv("WHISPERD_CPU_PORTABLE");
+  return v && v[0] && strcmp(v, "0") != 0;
+}
+
 float cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+/* f16 -> f32 for the portable kernel: one load instead of the branchy
+ * conversion (256 KiB, built once, shared by every engine). */
+static float g_f16_table[65536];
+static pthread_once_t g_f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table_build(void) {
+  for (uint32_t i = 0; i < 65536; i++)
+    g_f16_table[i] = wd_f16_to_f32((uint16_t)i);
+}
+
+void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
 
 /* res[r] = W_row . x[r] for r < R: the fixed-order dot products. */
 typedef void (*dot_fn)(const void *wrow, int k, const float *const *x, int R, float *res);
@@ -37,7 +56,7 @@ static void dot_portable(const void *wrow, int k, const float *const *x, int R, 
     int i = 0;
     for (; i + 16 <= k; i += 16)
       for (int j = 0; j < 16; j++) {
-        const float w = f16 ? wd_f16_to_f32(wh[i + j]) : wf[i + j];
+        const float w = f16 ? g_f16_table[wh[i + j]] : wf[i + j];
         lane[j] += w * x[r][i + j];
       }
     for (int j = 0; j < 8; j++)
@@ -46,7 +65,7 @@ static void dot_portable(const void *wrow, int k, const float *const *x, int R, 
       lane[j] += lane[j + 4];
     float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);
     for (; i < k; i++)
-      s += (f16 ? wd_f16_to_f32(wh[i]) : wf[i]) * x[r][i];
+      s += (f16 ? g_f16_table[wh[i]] : wf[i]) * x[r][i];
     res[r] = s;
   }
 }
@@ -142,7 +161,7 @@ static int have_avx2(void) {
   if (cached < 0) {
     __builtin_cpu_init();
     cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("f16c") && !cpu_force_portable();
   }
   return cached;
 }

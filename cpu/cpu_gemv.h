@@ -33,11 +33,19 @@ typedef struct {
   cpu_gemv_op_t op;
 } cpu_gemv_t;
 
+/* Builds the portable kernel's f16 table; call before cpu_gemv_range
+ * (thread-safe, idempotent). */
+void cpu_gemv_init(void);
+
 /* Outputs [o0, o1) of g, every row. */
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
 /* "avx2+fma+f16c" or "portable": the kernel cpu_gemv_range runs. */
 const char *cpu_gemv_kernel(void);
 
 float cpu_gelu(float x);
+
+/* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
+ * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
+int cpu_force_portable(void);
 
 #endif

@@ -14,3 +14,9 @@ wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_tiny_en ggml-tiny.en.bin jfk.w
   "\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")
 wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
   "1\n00:00:00,000 --> 00:00:07,[0-9]+\nAnd so my fellow Americans,? ask not what your country can do for you,?\n\n2\n00:00:07,[0-9]+ --> 00:00:10,[0-9]+\nask what you can do for your country\\.?\n")
+
+# The engine tests again on the portable kernels (the path arm64 and x86
+# without AVX2 take), forced by WHISPERD_CPU_PORTABLE.
+add_test(NAME cpu_test_engine_portable COMMAND cpu_test_engine)
+set_tests_properties(cpu_test_engine_portable PROPERTIES LABELS "cpu;unit" TIMEOUT 600
+  SKIP_RETURN_CODE 77 ENVIRONMENT "WHISPERD_CPU_PORTABLE=1")
