@@ -12,13 +12,11 @@
 #include "f16.h"
 #include "quant.h"
 
-void *cpu_alloc(size_t bytes) {
-  const size_t n = (bytes + 63) / 64 * 64;
-  void *p = aligned_alloc(64, n ? n : 64);
-  if (p)
-    memset(p, 0, n ? n : 64);
-  return p;
-}
+/* calloc: large blocks come straight from mmap as zero pages, so planning
+ * the caches for every slot costs address space, not time, until a slot is
+ * used. The kernels load unaligned, so malloc's 16-byte alignment is all
+ * they need. */
+void *cpu_alloc(size_t bytes) { return calloc(bytes ? bytes : 1, 1); }
 
 /* Dequantizes every ggml row of t (ne[0] elements) into out. */
 static int tensor_f32(const wd_tensor_t *t, float *out) {

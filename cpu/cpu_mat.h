@@ -7,7 +7,7 @@
  * halving the bytes each step reads) or f32 (what sgemm wants, and what the
  * GEMV reads for f32 and quantized files, whose blocks are dequantized once
  * at load). Several tensors may be stacked into one matrix (the Q, K and V
- * projections become one (3d, d) product). Data is 64-byte aligned.
+ * projections become one (3d, d) product).
  */
 #ifndef WD_CPU_MAT_H
 #define WD_CPU_MAT_H
@@ -33,10 +33,10 @@ size_t cpu_mat_bytes(const cpu_mat_t *w);
 /* Row o as f32 into out (n_in). */
 void cpu_mat_row(const cpu_mat_t *w, int o, float *out);
 
-/* A vector tensor of n elements as f32 (malloc'd, 64-byte aligned) or NULL
+/* A vector tensor of n elements as f32 (malloc'd) or NULL
  * with err set; name NULL gives zeros (the key projection has no bias). */
 float *cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len);
 
-void *cpu_alloc(size_t bytes); /* 64-byte aligned, zeroed; free() it */
+void *cpu_alloc(size_t bytes); /* zeroed; free() it */
 
 #endif
