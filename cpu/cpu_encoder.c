@@ -15,6 +15,7 @@
 
 #include "cpu_attn.h"
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 #include "error.h"
 
 /* y (rows, n_out) = beta * y + x . W^T */
@@ -41,14 +42,14 @@ static void bias_task(void *arg, int i) {
   const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
   for (int r = r0; r < r1; r++) {
     float *y = t->y + (size_t)r * (size_t)t->ld;
-    for (int c = 0; c < t->n; c++) {
-      float v = y[c] + t->b[c];
-      if (t->gelu)
-        v = cpu_gelu(v);
-      if (t->add)
-        v += t->add[(size_t)r * (size_t)t->n + (size_t)c];
-      y[c] = v;
-    }
+    if (t->gelu)
+      cpu_bias_gelu_vec(y, t->b, t->n);
+    else
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->b[c];
+    if (t->add)
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->add[(size_t)r * (size_t)t->n + (size_t)c];
   }
 }
 
@@ -94,7 +95,7 @@ static void sm_task(void *arg, int i) {
   const sm_task_t *t = arg;
   const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->n ? r0 + t->rows_per : t->n;
   for (int r = r0; r < r1; r++)
-    cpu_softmax_row(t->s + (size_t)r * (size_t)t->n, t->n);
+    cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
 }
 
 /* ---- the encoder ---- */
