@@ -79,7 +79,7 @@ static void attend_portable(const float *q, const float *K, const float *V, int 
     o[c] *= inv;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
 #include <immintrin.h>
 #define ATTN_TARGET __attribute__((target("avx2,fma")))
 
@@ -163,7 +163,7 @@ static int attn_have_avx2(void) {
 
 void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
                     float scale, float *s, float *o, float *keep) {
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
   if (dh % 8 == 0 && dh <= 128 && attn_have_avx2()) {
     attend_avx2(q, K, V, n, ld, dh, scale, s, o, keep);
     return;

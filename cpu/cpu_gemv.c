@@ -16,11 +16,8 @@
 
 #include "f16.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
 #include <immintrin.h>
-#define CPU_X86 1
-#else
-#define CPU_X86 0
 #endif
 
 int cpu_force_portable(void) {

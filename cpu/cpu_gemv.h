@@ -16,6 +16,15 @@
 
 #include "cpu_mat.h"
 
+/* 1 where the AVX2 kernels are compiled in (x86; picked at run time), 0
+ * elsewhere. -DWD_CPU_NO_SIMD builds the portable path alone, as arm64
+ * builds it, to check it compiles clean on x86. */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(WD_CPU_NO_SIMD)
+#define CPU_X86 1
+#else
+#define CPU_X86 0
+#endif
+
 typedef enum {
   CPU_GEMV_SET,  /* y = Wx + b */
   CPU_GEMV_GELU, /* y = gelu(Wx + b) */

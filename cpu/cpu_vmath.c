@@ -8,7 +8,7 @@
 #include "cpu_attn.h"
 #include "cpu_gemv.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
 #include <immintrin.h>
 #define VM_TARGET __attribute__((target("avx2,fma")))
 
@@ -112,7 +112,7 @@ static int vm_have_avx2(void) {
 #endif
 
 void cpu_softmax_vec(float *s, int n) {
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
   if (vm_have_avx2()) {
     softmax_avx2(s, n);
     return;
@@ -122,7 +122,7 @@ void cpu_softmax_vec(float *s, int n) {
 }
 
 void cpu_bias_gelu_vec(float *y, const float *b, int n) {
-#if defined(__x86_64__) || defined(__i386__)
+#if CPU_X86
   if (vm_have_avx2()) {
     bias_gelu_avx2(y, b, n);
     return;
