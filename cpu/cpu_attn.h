@@ -8,6 +8,8 @@
 #ifndef WD_CPU_ATTN_H
 #define WD_CPU_ATTN_H
 
+#include <stdint.h>
+
 /* y (d) = LayerNorm(x (d)) * g + b; statistics in double, eps 1e-5 (as the
  * reference). x and y may alias. */
 void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y);
@@ -20,5 +22,9 @@ void cpu_softmax_row(float *s, int n);
  * scratch; the pre-softmax scores are left in keep (n) when it is not NULL. */
 void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
                     float scale, float *s, float *o, float *keep);
+
+/* The same with K and V stored as f16 (the cross-attention cache). */
+void cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
+                        int dh, float scale, float *s, float *o, float *keep);
 
 #endif

@@ -39,6 +39,8 @@ static void f16_table_build(void) {
 
 void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
 
+const float *cpu_f16_lut(void) { return g_f16_table; }
+
 /* res[r] = W_row . x[r] for r < R: the fixed-order dot products. */
 typedef void (*dot_fn)(const void *wrow, int k, const float *const *x, int R, float *res);
 

@@ -45,6 +45,8 @@ typedef struct {
 /* Builds the portable kernel's f16 table; call before cpu_gemv_range
  * (thread-safe, idempotent). */
 void cpu_gemv_init(void);
+/* That table: f16 bits -> f32, 65536 entries (valid after cpu_gemv_init). */
+const float *cpu_f16_lut(void);
 
 /* Outputs [o0, o1) of g, every row. */
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
