@@ -56,8 +56,8 @@ static void attn_task(void *arg, int t) {
       if (a->keep->heads[k][0] == a->l && a->keep->heads[k][1] == h)
         keep = a->keep->qk + ((size_t)k * (size_t)a->n + (size_t)r) * na;
     const size_t base = ((size_t)e->r_audio[r] * nl + (size_t)a->l) * na * (size_t)d;
-    cpu_attend_one(q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh), (int)na,
-                   d, dh, scale, s, o, keep);
+    cpu_attend_one_f16(q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh),
+                       (int)na, d, dh, scale, s, o, keep);
   }
 }
 

@@ -98,6 +98,21 @@ static void sm_task(void *arg, int i) {
     cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
 }
 
+/* f32 -> f16 in F16_CHUNKS pieces. */
+#define F16_CHUNKS 8
+typedef struct {
+  const float *x;
+  uint16_t *y;
+  size_t n;
+} f16_task_t;
+
+static void f16_task(void *arg, int i) {
+  const f16_task_t *t = arg;
+  const size_t per = (t->n + F16_CHUNKS - 1) / F16_CHUNKS, a = (size_t)i * per;
+  if (a < t->n)
+    cpu_f32_to_f16_vec(t->x + a, t->y + a, a + per < t->n ? per : t->n - a);
+}
+
 /* ---- the encoder ---- */
 
 /* im2col for a kernel-3, padding-1 convolution: col (n_out, cin * 3), column
@@ -174,21 +189,25 @@ int cpu_encode(void *self, int a, const float *mel) {
   }
   ln_rows(e, e->e_x, e->e_x, n, da, e->enc_ln_g, e->enc_ln_b);
   const double t1 = cpu_now_ms();
-  /* Cross K/V of every decoder layer: (n, 2d) = enc . [Wk; Wv]^T, written
-   * straight into the audio slot's K and V (ldc 2d would interleave them,
-   * so one product each, reading the stacked matrix's halves). */
+  /* Cross K/V of every decoder layer: K (n, d) = enc . Wk^T and V (n, d) =
+   * enc . Wv^T + bv in f32 (one product each, reading the stacked
+   * matrix's halves), then stored as f16 in the audio slot. */
   const int d = hp->n_text_state;
   const size_t slab = (size_t)n * (size_t)d;
+  float *K = e->e_qkv, *V = e->e_qkv + slab; /* (n, 3 d_a) of scratch holds both */
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_dec_layer_t *L = &e->dec[l];
-    float *K = e->xk + ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
-    float *V = e->xv + ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
     const float *w = L->xkv.data;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da, w, da, 0.0f,
                 K, d);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da,
                 w + (size_t)d * (size_t)da, da, 0.0f, V, d);
     bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
+    const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
+    f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };
+    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
+    t = (f16_task_t){ .x = V, .y = e->xv + at, .n = slab };
+    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
   }
   e->audio_ok[a] = 1;
   e->encode_ms = t1 - t0;

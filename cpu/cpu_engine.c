@@ -277,8 +277,8 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   const size_t nc = (size_t)hp->n_text_ctx, nm = (size_t)hp->n_mels, f = sizeof(float);
   const size_t rows = (size_t)e->max_rows, ms = (size_t)e->max_seqs;
   e->n_bufs = e->max_seqs + 2;
-  e->xk = cpu_alloc((size_t)e->max_audio * nl * na * d * f);
-  e->xv = cpu_alloc((size_t)e->max_audio * nl * na * d * f);
+  e->xk = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+  e->xv = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
   e->audio_ok = calloc((size_t)e->max_audio, sizeof(int));
   e->kc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
   e->vc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
@@ -293,7 +293,9 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->e_x1 = cpu_alloc(2 * na * da * f);
   e->e_x = cpu_alloc(na * da * f), e->e_h = cpu_alloc(na * da * f);
   e->e_o = cpu_alloc(na * da * f);
-  e->e_qkv = cpu_alloc(na * 3 * da * f);
+  /* (n, 3 d_a) for the encoder's Q K V, and the f32 cross K and V (2 x
+   * (n, d)) before they are stored as f16. */
+  e->e_qkv = cpu_alloc(na * (3 * da > 2 * d ? 3 * da : 2 * d) * f);
   e->e_f = cpu_alloc(na * 4 * da * f);
   e->e_s = cpu_alloc(na * na * f);
   e->d_x = cpu_alloc(rows * d * f), e->d_h = cpu_alloc(rows * d * f);

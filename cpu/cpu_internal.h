@@ -48,8 +48,10 @@ struct wd_cpu_engine {
   double weight_bytes;
 
   /* ---- state ---- */
-  /* Cross K/V per audio slot: (max_audio, n_layer, n_audio_ctx, d). */
-  float *xk, *xv;
+  /* Cross K/V per audio slot: (max_audio, n_layer, n_audio_ctx, d), f16:
+   * every row of a step reads its slot's whole cache (18 MiB a row for
+   * tiny.en in f32), so half the bytes is most of the per-row cost. */
+  uint16_t *xk, *xv;
   int *audio_ok; /* (max_audio): encoded since load */
   /* Self K/V buffers: n_bufs = max_seqs + 2 of (n_layer, n_ctx, d) each.
    * Slot s uses buffer phys[s]: seq_copy moves buffers where it can and
@@ -64,7 +66,7 @@ struct wd_cpu_engine {
   float *e_col;  /* im2col: max(2 n_ctx * n_mels * 3, n_ctx * d_a * 3) */
   float *e_x1;   /* conv1 out (2 n_ctx, d_a) */
   float *e_x, *e_h, *e_o; /* (n_ctx, d_a): residual stream, normed, attention out */
-  float *e_qkv;  /* (n_ctx, 3 d_a) */
+  float *e_qkv;  /* (n_ctx, max(3 d_a, 2 d)): Q K V, then the cross K and V in f32 */
   float *e_f;    /* (n_ctx, 4 d_a) */
   float *e_s;    /* (n_ctx, n_ctx) one head's scores */
 

@@ -7,6 +7,7 @@
 
 #include "cpu_attn.h"
 #include "cpu_gemv.h"
+#include "f16.h"
 
 #if CPU_X86
 #include <immintrin.h>
@@ -100,12 +101,22 @@ VM_TARGET static void bias_gelu_avx2(float *y, const float *b, int n) {
     y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
 }
 
+__attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16_t *y,
+                                                          size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(void *)(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++)
+    y[i] = wd_f32_to_f16(x[i]);
+}
+
 static int vm_have_avx2(void) {
   static int cached = -1; /* benign race: every thread computes the same value */
   if (cached < 0) {
     __builtin_cpu_init();
     cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             !cpu_force_portable();
+             __builtin_cpu_supports("f16c") && !cpu_force_portable();
   }
   return cached;
 }
@@ -130,4 +141,15 @@ void cpu_bias_gelu_vec(float *y, const float *b, int n) {
 #endif
   for (int j = 0; j < n; j++)
     y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
+}
+
+void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
+#if CPU_X86
+  if (vm_have_avx2()) {
+    f16_avx2(x, y, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++)
+    y[i] = wd_f32_to_f16(x[i]);
 }
