@@ -20,3 +20,13 @@ wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
 add_test(NAME cpu_test_engine_portable COMMAND cpu_test_engine)
 set_tests_properties(cpu_test_engine_portable PROPERTIES LABELS "cpu;unit" TIMEOUT 600
   SKIP_RETURN_CODE 77 ENVIRONMENT "WHISPERD_CPU_PORTABLE=1")
+
+# Word timestamps (engine align) on the CPU engine: the words and times the
+# Vulkan engine gives for jfk.wav on tiny.en.
+add_test(NAME cli_cpu_transcribe_jfk_words_tiny_en
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu -m \"$1\" -f json --word-timestamps \"$2\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_cpu_transcribe_jfk_words_tiny_en PROPERTIES LABELS "cli;cpu;unit"
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "\"word\":\" Americans\",\"start\":1\\.76,\"end\":2\\.26,.*\"word\":\" ask\",\"start\":8\\.06,\"end\":8\\.66,.*\"word\":\" country\",\"start\":10\\.22,\"end\":10\\.5")
