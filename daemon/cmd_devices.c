@@ -1,10 +1,12 @@
 /*
  * cmd_devices.c - `whisperd devices`: what Vulkan devices are visible and
- * which one the engine would pick.
+ * which one the engine would pick, and the native CPU engine (--device cpu).
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "cpu_engine.h"
 #include "error.h"
 #include "log.h"
 #include "vk_device.h"
@@ -14,13 +16,11 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   wd_vk_device_info_t *infos = NULL;
   uint32_t n = 0;
   int rc = wd_vk_device_list(&infos, &n);
-  if (rc < 0) {
+  if (rc < 0) /* the CPU engine below still runs */
     wd_log_error("devices: cannot enumerate Vulkan devices: %s (is a Vulkan loader and driver "
                  "installed? On Debian: mesa-vulkan-drivers)",
                  wd_strerror(rc));
-    return 1;
-  }
-  if (n == 0)
+  else if (n == 0)
     fprintf(out, "no Vulkan devices found (install mesa-vulkan-drivers for lavapipe)\n");
   for (uint32_t i = 0; i < n; i++) {
     const wd_vk_device_info_t *d = &infos[i];
@@ -43,5 +43,10 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
     fprintf(out, "  usable:        %s\n", d->usable ? "yes" : "no (needs Vulkan 1.2 + compute)");
   }
   free(infos);
-  return 0;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  fprintf(out, "device cpu: the native CPU engine (--device cpu)\n");
+  fprintf(out, "  threads:       %ld (online cores)\n", cores > 0 ? cores : 1);
+  fprintf(out, "  kernels:       OpenBLAS sgemm (encoder), batched GEMV %s (decoder)\n",
+          wd_cpu_engine_kernel());
+  return rc < 0 ? 1 : 0;
 }

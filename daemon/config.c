@@ -21,7 +21,10 @@
 
 #include <unistd.h>
 
-typedef enum { WD_OPT_STR, WD_OPT_INT, WD_OPT_BOOL, WD_OPT_LOGLEVEL, WD_OPT_ENUM } wd_opt_type_t;
+/* WD_OPT_DEVICE: an int in [min, max] or the word "cpu" (WD_DEVICE_CPU). */
+typedef enum {
+  WD_OPT_STR, WD_OPT_INT, WD_OPT_BOOL, WD_OPT_LOGLEVEL, WD_OPT_ENUM, WD_OPT_DEVICE
+} wd_opt_type_t;
 
 typedef struct {
   const char *key;      /* file key and --long flag */
@@ -41,8 +44,8 @@ typedef struct {
 static const wd_option_t wd_options[] = {
   { "model", 'm', WD_OPT_STR, OFF(model), "models/ggml-tiny.en.bin", 0, 0, NULL, "PATH",
     "Whisper model: a ggml .bin file or a CTranslate2 directory", 0 },
-  { "device", 0, WD_OPT_INT, OFF(device), "-1", -1, 63, NULL, "N",
-    "Vulkan device index from `whisperd devices`; -1 picks discrete > integrated > CPU", 0 },
+  { "device", 0, WD_OPT_DEVICE, OFF(device), "-1", -1, 63, NULL, "N|cpu",
+    "Vulkan device index from `whisperd devices`, or cpu for the native CPU engine; -1 picks discrete > integrated > CPU (lavapipe)", 0 },
   { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
     "Enable the Khronos validation layer when installed (debugging)", 0 },
   { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "20", 1, 3600, NULL, "SECONDS",
@@ -204,6 +207,12 @@ static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *val
     *(char **)field = copy;
     return 0;
   }
+  case WD_OPT_DEVICE: /* "cpu", or an index parsed as WD_OPT_INT */
+    if (strcmp(value, "cpu") == 0) {
+      *(int *)field = WD_DEVICE_CPU;
+      return 0;
+    }
+    /* fall through */
   case WD_OPT_INT: {
     errno = 0;
     char *end = NULL;
@@ -487,6 +496,12 @@ void wd_config_dump(const wd_config_t *cfg) {
     }
     case WD_OPT_INT:
       wd_log_info("  %s = %d", o->key, *(const int *)field);
+      break;
+    case WD_OPT_DEVICE:
+      if (*(const int *)field == WD_DEVICE_CPU)
+        wd_log_info("  %s = cpu", o->key);
+      else
+        wd_log_info("  %s = %d", o->key, *(const int *)field);
       break;
     case WD_OPT_BOOL:
       wd_log_info("  %s = %s", o->key, *(const bool *)field ? "true" : "false");

@@ -19,11 +19,13 @@
 
 #define WD_CONFIG_DEFAULT_FILE "/etc/whisperd/whisperd.conf"
 #define WD_CONFIG_MAX_ARGS 64
+/* --device cpu: the native CPU engine (cpu/) instead of a Vulkan device. */
+#define WD_DEVICE_CPU (-2)
 
 typedef struct {
   /* model and engine */
   char *model;            /* ggml file or CTranslate2 directory */
-  int device;             /* Vulkan device index, -1 = best */
+  int device;             /* Vulkan device index, -1 = best, WD_DEVICE_CPU = cpu/ engine */
   bool vk_validation;
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */

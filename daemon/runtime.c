@@ -1,6 +1,6 @@
 /*
- * runtime.c - model, tokenizer, mel, Vulkan engine and worker, built once
- * (see runtime.h).
+ * runtime.c - model, tokenizer, mel, engine (Vulkan, or the CPU engine for
+ * --device cpu) and worker, built once (see runtime.h).
  */
 #include "runtime.h"
 
@@ -15,6 +15,7 @@
 #include "log.h"
 #include "mel.h"
 #include "model_vocab.h"
+#include "cpu_engine.h"
 #include "vk_engine.h"
 #include "vk_fault.h"
 
@@ -22,7 +23,9 @@ struct wd_runtime {
   wd_model_t *m;
   wd_tokenizer_t *tok;
   wd_mel_t *mel;
-  wd_vk_engine_t *eng;
+  wd_vk_engine_t *eng;   /* one of eng and cpu */
+  wd_cpu_engine_t *cpu;
+  char cpu_name[96];
   wd_worker_t *worker;
   wd_engine_t iface;     /* the engine as the worker sees it */
   int (*heads)[2];       /* alignment heads for word timestamps */
@@ -63,17 +66,29 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     snprintf(err, err_len, "mel filterbank: %s", wd_strerror(rc));
     goto fail;
   }
-  const wd_vk_engine_opts_t eo = { .device = cfg->device, .validation = cfg->vk_validation,
-                                   .max_seqs = max_batch, .max_audio = max_batch,
-                                   .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
-  if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
-    /* The engine speaks of max_seqs and max_audio; the user sets both
-     * with one option. */
-    snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
-             strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
-    goto fail;
+  if (cfg->device == WD_DEVICE_CPU) {
+    const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch };
+    if ((rc = wd_cpu_engine_new(rt->m, &co, &rt->cpu, msg, sizeof msg)) < 0) {
+      snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
+      goto fail;
+    }
+    wd_cpu_engine_stats_t st;
+    wd_cpu_engine_stats(rt->cpu, &st);
+    snprintf(rt->cpu_name, sizeof rt->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
+    rt->iface = *wd_cpu_engine_iface(rt->cpu);
+  } else {
+    const wd_vk_engine_opts_t eo = { .device = cfg->device, .validation = cfg->vk_validation,
+                                     .max_seqs = max_batch, .max_audio = max_batch,
+                                     .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
+    if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
+      /* The engine speaks of max_seqs and max_audio; the user sets both
+       * with one option. */
+      snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
+               strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
+      goto fail;
+    }
+    rt->iface = *wd_vk_engine_iface(rt->eng);
   }
-  rt->iface = *wd_vk_engine_iface(rt->eng);
   if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
     rt->iface.prefill = NULL;
   const wd_worker_opts_t wo = { .engine = &rt->iface, .tok = rt->tok,
@@ -95,6 +110,7 @@ void wd_runtime_close(wd_runtime_t *rt) {
     return;
   wd_worker_free(rt->worker); /* before the engine it drives */
   wd_vk_engine_free(rt->eng);
+  wd_cpu_engine_free(rt->cpu);
   wd_mel_free(rt->mel);
   wd_tokenizer_free(rt->tok);
   wd_model_free(rt->m);
@@ -112,6 +128,8 @@ const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt) { return rt->tok; }
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt) { return rt->m; }
 
 const char *wd_runtime_device(wd_runtime_t *rt) {
+  if (rt->cpu)
+    return rt->cpu_name;
   wd_vk_engine_stats_t st;
   wd_vk_engine_stats(rt->eng, &st);
   return st.device_name ? st.device_name : "?";

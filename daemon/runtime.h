@@ -31,7 +31,8 @@ const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
 /* The model's alignment heads for word timestamps (valid while rt lives). */
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2];
 
-/* The engine's device, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)". */
+/* The engine's device, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", or "cpu (2 threads,
+ * avx2+fma+f16c)" for the native CPU engine. */
 const char *wd_runtime_device(wd_runtime_t *rt);
 
 /* Runs one second of silence through the worker and waits for it: proves

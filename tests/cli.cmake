@@ -9,6 +9,10 @@ set_tests_properties(cli_help PROPERTIES LABELS "cli;unit"
 add_test(NAME cli_devices COMMAND ${WD_BIN} devices)
 set_tests_properties(cli_devices PROPERTIES LABELS "cli;gpu"
   PASS_REGULAR_EXPRESSION "device 0: .*usable: +yes")
+# The native CPU engine is listed on every host.
+add_test(NAME cli_devices_cpu COMMAND ${WD_BIN} devices)
+set_tests_properties(cli_devices_cpu PROPERTIES LABELS "cli;cpu;unit"
+  PASS_REGULAR_EXPRESSION "device cpu: ")
 add_test(NAME cli_bad_option COMMAND ${WD_BIN} --port 0)
 set_tests_properties(cli_bad_option PROPERTIES LABELS "cli;unit"
   PASS_REGULAR_EXPRESSION "--port: port: 0 is out of range")

@@ -1,15 +1,19 @@
 /*
- * bench_engine.c - the Vulkan engine on a real model and real audio:
+ * bench_engine.c - the Vulkan engine (or the CPU engine) on a real model and real audio:
  * encoder ms per 30 s window, cross-K/V ms, decoder ms per token and
  * dispatches per token (GPU timestamps), the encoder's achieved GFLOP/s, and
  * the end-to-end real-time factor of a transcription (model load included).
  * A benchmark, not a test: it prints figures and never fails on speed.
  *
- * Usage: bench_engine MODEL AUDIO [repeats, default 3]
+ * Usage: bench_engine MODEL AUDIO [repeats, default 3] [cpu]
+ * With `cpu` the native CPU engine (cpu/) runs instead of the Vulkan one;
+ * its times are host wall-clock, and the Vulkan-only figures (dispatches,
+ * GPU profile) are left out.
  */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "audio.h"
@@ -18,8 +22,35 @@
 #include "mel.h"
 #include "model.h"
 #include "model_vocab.h"
+#include "cpu_engine.h"
 #include "vk_engine.h"
 #include "bench_util.h"
+
+/* The figures both engines give, as the Vulkan engine's stats name them. */
+typedef struct {
+  wd_vk_engine_t *vk;
+  wd_cpu_engine_t *cpu;
+} bench_eng_t;
+
+static void eng_stats(const bench_eng_t *b, wd_vk_engine_stats_t *st) {
+  if (b->vk) {
+    wd_vk_engine_stats(b->vk, st);
+    return;
+  }
+  wd_cpu_engine_stats_t cs;
+  wd_cpu_engine_stats(b->cpu, &cs);
+  memset(st, 0, sizeof *st);
+  st->encode_ms = cs.encode_ms;
+  st->cross_ms = cs.cross_ms;
+  st->step_ms = cs.step_ms;
+  st->n_steps = cs.n_steps;
+  st->device_mib = cs.weight_mib;
+  st->device_name = cs.kernel;
+}
+
+static const wd_engine_t *eng_iface(const bench_eng_t *b) {
+  return b->vk ? wd_vk_engine_iface(b->vk) : wd_cpu_engine_iface(b->cpu);
+}
 
 /* FLOPs of one encoder window: convolutions, projections, attention, MLP. */
 static double encoder_flops(const wd_hparams_t *hp) {
@@ -73,16 +104,17 @@ static double openblas_encoder_s(const wd_hparams_t *hp) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: bench_engine MODEL AUDIO [repeats]\n");
+    fprintf(stderr, "usage: bench_engine MODEL AUDIO [repeats] [cpu]\n");
     return 2;
   }
-  const int reps = argc > 3 ? atoi(argv[3]) : 3;
+  const int reps = argc > 3 && atoi(argv[3]) > 0 ? atoi(argv[3]) : 3;
+  const int use_cpu = argc > 4 && strcmp(argv[4], "cpu") == 0;
   char err[512] = "";
   const double t0 = bench_now_s();
   wd_model_t *m = NULL;
   wd_tokenizer_t *tok = NULL;
   wd_mel_t *mel = NULL;
-  wd_vk_engine_t *eng = NULL;
+  bench_eng_t be = { 0 };
   float *pcm = NULL, *spec = NULL;
   size_t n = 0;
   int n_frames = 0, n_mel = 0, n_fft = 0, rc;
@@ -94,15 +126,21 @@ int main(int argc, char **argv) {
     filters = wd_model_mel_filters(m, &n_mel, &n_fft);
   if (rc < 0 || (rc = wd_model_tokenizer_new(m, &tok)) < 0 ||
       (rc = wd_mel_new(n_mel, filters, &mel)) < 0 ||
-      (rc = wd_vk_engine_new(m, &eo, &eng, err, sizeof err)) < 0) {
+      (rc = use_cpu ? wd_cpu_engine_new(m, &(wd_cpu_engine_opts_t){ .max_seqs = 1, .max_audio = 1 },
+                                        &be.cpu, err, sizeof err)
+                    : wd_vk_engine_new(m, &eo, &be.vk, err, sizeof err)) < 0) {
     fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);
     return 1;
   }
   const double t_load = bench_now_s() - t0;
   wd_vk_engine_stats_t st;
-  wd_vk_engine_stats(eng, &st);
-  printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device\n", wd_model_name(m),
-         st.device_name, t_load * 1e3, st.device_mib);
+  eng_stats(&be, &st);
+  if (be.vk)
+    printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device\n", wd_model_name(m),
+           st.device_name, t_load * 1e3, st.device_mib);
+  else
+    printf("model %s on the CPU engine (%s): load + plan %.0f ms, %.1f MiB of weights\n",
+           wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib);
   double best_total = 1e30, best_enc = 1e30, best_cross = 1e30, sum_step = 0;
   unsigned long long steps = 0;
   double dur = 0;
@@ -119,13 +157,13 @@ int main(int argc, char **argv) {
     }
     wd_decode_opts_t o;
     wd_decode_opts_default(&o);
-    const unsigned long long s0 = (wd_vk_engine_stats(eng, &st), st.n_steps);
-    if ((rc = wd_decode_transcribe(wd_vk_engine_iface(eng), tok, spec, n_frames, &o, &tr)) < 0) {
+    const unsigned long long s0 = (eng_stats(&be, &st), st.n_steps);
+    if ((rc = wd_decode_transcribe(eng_iface(&be), tok, spec, n_frames, &o, &tr)) < 0) {
       fprintf(stderr, "bench_engine: decode: %s\n", wd_strerror(rc));
       return 1;
     }
     const double t = bench_now_s() - a;
-    wd_vk_engine_stats(eng, &st);
+    eng_stats(&be, &st);
     dur = tr.duration;
     if (r == 0)
       printf("text:%s\n", tr.text);
@@ -158,7 +196,7 @@ int main(int argc, char **argv) {
    * steps, on the window of the last run; best of the repeats, wall clock
    * around the calls and GPU time of the prefill. */
   {
-    const wd_engine_t *e = wd_vk_engine_iface(eng);
+    const wd_engine_t *e = eng_iface(&be);
     enum { NP = 224 };
     int32_t toks[NP];
     for (int i = 0; i < NP; i++)
@@ -171,7 +209,7 @@ int main(int argc, char **argv) {
       if ((rc = e->seq_reset(e->self, 0, 0)) == 0)
         rc = e->prefill(e->self, 0, NP, toks, &lg);
       const double t_pf = bench_now_s() - a;
-      wd_vk_engine_stats(eng, &st);
+      eng_stats(&be, &st);
       a = bench_now_s();
       if (rc == 0)
         rc = e->seq_reset(e->self, 0, 0);
@@ -192,7 +230,7 @@ int main(int argc, char **argv) {
   for (int which = 0; which < 2; which++) {
     wd_vk_prof_row_t rows[32];
     int nr = 0;
-    if (wd_vk_engine_profile(eng, which, rows, 32, &nr) < 0)
+    if (!be.vk || wd_vk_engine_profile(be.vk, which, rows, 32, &nr) < 0)
       continue;
     printf("%s, by operation (last run, GPU ms):\n", which ? "decoder step" : "encoder");
     for (int i = 0; i < nr; i++)
@@ -200,7 +238,8 @@ int main(int argc, char **argv) {
   }
   free(pcm);
   free(spec);
-  wd_vk_engine_free(eng);
+  wd_vk_engine_free(be.vk);
+  wd_cpu_engine_free(be.cpu);
   wd_mel_free(mel);
   wd_tokenizer_free(tok);
   wd_model_free(m);

@@ -117,6 +117,30 @@ WD_TEST(env_and_flag_errors) {
   WD_CHECK(strstr(err, "'loud' is not a log level") != NULL);
 }
 
+/* --device takes a Vulkan index or cpu (the native CPU engine), nothing else. */
+WD_TEST(device_cpu_or_index) {
+  wd_config_t c;
+  char err[256];
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *a1[] = { "whisperd", "--device", "cpu", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a1, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_CPU);
+  wd_config_free(&c);
+  char *a2[] = { "whisperd", "--device=1", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 2, a2, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, 1);
+  wd_config_free(&c);
+  char *env2[] = { "WHISPERD_CONFIG=/dev/null", "WHISPERD_DEVICE=cpu", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, a1, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_CPU);
+  wd_config_free(&c);
+  char *a3[] = { "whisperd", "--device", "gpu", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a3, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK(strstr(err, "not an integer") != NULL);
+  char *a4[] = { "whisperd", "--device", "-2", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a4, env, err, sizeof err), WD_ECONFIG);
+}
+
 WD_TEST(help_lists_every_option) {
   char *buf = NULL;
   size_t len = 0;

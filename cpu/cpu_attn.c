@@ -1,0 +1,240 @@
+/*
+ * cpu_attn.c - LayerNorm, softmax and single-query attention (see
+ * cpu_attn.h). Plain C written so that the compiler vectorises the inner
+ * loops without reassociating a sum: dot products keep 8 partial sums, the
+ * value accumulation runs across the head's columns.
+ */
+#include "cpu_attn.h"
+#include "cpu_gemv.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y) {
+  double mean = 0.0, var = 0.0;
+  for (int i = 0; i < d; i++)
+    mean += x[i];
+  mean /= d;
+  for (int i = 0; i < d; i++)
+    var += (x[i] - mean) * (x[i] - mean);
+  var /= d;
+  const float m = (float)mean, inv = (float)(1.0 / sqrt(var + 1e-5));
+  for (int i = 0; i < d; i++)
+    y[i] = (x[i] - m) * inv * g[i] + b[i];
+}
+
+void cpu_softmax_row(float *s, int n) {
+  float mx = -INFINITY;
+  for (int j = 0; j < n; j++)
+    mx = s[j] > mx ? s[j] : mx;
+  float sum = 0.0f;
+  for (int j = 0; j < n; j++) {
+    s[j] = expf(s[j] - mx);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int j = 0; j < n; j++)
+    s[j] *= inv;
+}
+
+static float dot8(const float *a, const float *b, int n) {
+  float p[8] = { 0 };
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++)
+      p[j] += a[i + j] * b[i + j];
+  float s = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+  for (; i < n; i++)
+    s += a[i] * b[i];
+  return s;
+}
+
+/* Portable: 8 partial sums per dot product, value rows accumulated across
+ * the head's columns. */
+static void attend_portable(const float *q, const float *K, const float *V, int n, int ld,
+                            int dh, float scale, float *s, float *o, float *keep) {
+  float mx = -INFINITY;
+  for (int j = 0; j < n; j++) {
+    s[j] = dot8(q, K + (size_t)j * (size_t)ld, dh) * scale;
+    mx = s[j] > mx ? s[j] : mx;
+  }
+  if (keep)
+    for (int j = 0; j < n; j++)
+      keep[j] = s[j];
+  float sum = 0.0f;
+  for (int j = 0; j < n; j++) {
+    s[j] = expf(s[j] - mx);
+    sum += s[j];
+  }
+  for (int c = 0; c < dh; c++)
+    o[c] = 0.0f;
+  for (int j = 0; j < n; j++) {
+    const float *v = V + (size_t)j * (size_t)ld;
+    const float p = s[j];
+    for (int c = 0; c < dh; c++)
+      o[c] += p * v[c];
+  }
+  const float inv = 1.0f / sum;
+  for (int c = 0; c < dh; c++)
+    o[c] *= inv;
+}
+
+/* The same over f16 keys and values (the cross-attention cache), each
+ * element widened as it is read. */
+static float dot8_f16(const float *a, const uint16_t *b, const float *lut, int n) {
+  float p[8] = { 0 };
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++)
+      p[j] += a[i + j] * lut[b[i + j]];
+  float s = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+  for (; i < n; i++)
+    s += a[i] * lut[b[i]];
+  return s;
+}
+
+static void attend_portable_f16(const float *q, const uint16_t *K, const uint16_t *V, int n,
+                                int ld, int dh, float scale, float *s, float *o, float *keep) {
+  const float *lut = cpu_f16_lut();
+  float mx = -INFINITY;
+  for (int j = 0; j < n; j++) {
+    s[j] = dot8_f16(q, K + (size_t)j * (size_t)ld, lut, dh) * scale;
+    mx = s[j] > mx ? s[j] : mx;
+  }
+  if (keep)
+    for (int j = 0; j < n; j++)
+      keep[j] = s[j];
+  float sum = 0.0f;
+  for (int j = 0; j < n; j++) {
+    s[j] = expf(s[j] - mx);
+    sum += s[j];
+  }
+  for (int c = 0; c < dh; c++)
+    o[c] = 0.0f;
+  for (int j = 0; j < n; j++) {
+    const uint16_t *v = V + (size_t)j * (size_t)ld;
+    const float p = s[j];
+    for (int c = 0; c < dh; c++)
+      o[c] += p * lut[v[c]];
+  }
+  const float inv = 1.0f / sum;
+  for (int c = 0; c < dh; c++)
+    o[c] *= inv;
+}
+
+#if CPU_X86
+#include <immintrin.h>
+#define ATTN_TARGET __attribute__((target("avx2,fma")))
+
+ATTN_TARGET static inline float attn_hsum(__m256 s) {
+  __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+/* AVX2 for 64-wide heads (every Whisper model's). Scores: four keys at a
+ * time, each key's own accumulator running over the head's columns in
+ * order (a key's score is the same in a block or in the tail). Values: the
+ * output row lives in eight registers, one FMA per 8 columns per key. The
+ * head width is a constant so that the column loops unroll and q, the
+ * accumulators and the output stay in registers. KT is the cache's element
+ * type and LOADK(p) gives 8 f32 of it. */
+#define ATTN_NV 8
+#define ATTN_BODY(KT, LOADK)                                                          \
+  __m256 qv[ATTN_NV];                                                                 \
+  _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) qv[c] =                  \
+      _mm256_loadu_ps(q + 8 * c);                                                     \
+  int j = 0;                                                                          \
+  for (; j + 4 <= n; j += 4) {                                                        \
+    const KT *k0 = K + (size_t)j * (size_t)ld;                                        \
+    const KT *k1 = k0 + ld, *k2 = k1 + ld, *k3 = k2 + ld;                             \
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                       \
+    _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) {                       \
+      a0 = _mm256_fmadd_ps(qv[c], LOADK(k0 + 8 * c), a0);                             \
+      a1 = _mm256_fmadd_ps(qv[c], LOADK(k1 + 8 * c), a1);                             \
+      a2 = _mm256_fmadd_ps(qv[c], LOADK(k2 + 8 * c), a2);                             \
+      a3 = _mm256_fmadd_ps(qv[c], LOADK(k3 + 8 * c), a3);                             \
+    }                                                                                 \
+    s[j] = attn_hsum(a0) * scale;                                                     \
+    s[j + 1] = attn_hsum(a1) * scale;                                                 \
+    s[j + 2] = attn_hsum(a2) * scale;                                                 \
+    s[j + 3] = attn_hsum(a3) * scale;                                                 \
+  }                                                                                   \
+  for (; j < n; j++) {                                                                \
+    const KT *k0 = K + (size_t)j * (size_t)ld;                                        \
+    __m256 a0 = _mm256_setzero_ps();                                                  \
+    _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) a0 =                    \
+        _mm256_fmadd_ps(qv[c], LOADK(k0 + 8 * c), a0);                                \
+    s[j] = attn_hsum(a0) * scale;                                                     \
+  }                                                                                   \
+  float mx = -INFINITY;                                                               \
+  for (j = 0; j < n; j++)                                                             \
+    mx = s[j] > mx ? s[j] : mx;                                                       \
+  if (keep)                                                                           \
+    for (j = 0; j < n; j++)                                                           \
+      keep[j] = s[j];                                                                 \
+  float sum = 0.0f;                                                                   \
+  for (j = 0; j < n; j++) {                                                           \
+    s[j] = expf(s[j] - mx);                                                           \
+    sum += s[j];                                                                      \
+  }                                                                                   \
+  __m256 acc[ATTN_NV];                                                                \
+  _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) acc[c] =                 \
+      _mm256_setzero_ps();                                                            \
+  for (j = 0; j < n; j++) {                                                           \
+    const KT *v = V + (size_t)j * (size_t)ld;                                         \
+    const __m256 p = _mm256_set1_ps(s[j]);                                            \
+    _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) acc[c] =               \
+        _mm256_fmadd_ps(p, LOADK(v + 8 * c), acc[c]);                                 \
+  }                                                                                   \
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);                                      \
+  _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++)                           \
+      _mm256_storeu_ps(o + 8 * c, _mm256_mul_ps(acc[c], inv));
+
+#define ATTN_LOAD_F32(p) _mm256_loadu_ps(p)
+#define ATTN_LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+
+ATTN_TARGET static void attend_avx2(const float *q, const float *K, const float *V, int n,
+                                    int ld, float scale, float *s, float *o, float *keep) {
+  ATTN_BODY(float, ATTN_LOAD_F32)
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void
+attend_avx2_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld, float scale,
+                float *s, float *o, float *keep) {
+  ATTN_BODY(uint16_t, ATTN_LOAD_F16)
+}
+
+static int attn_have_avx2(void) {
+  static int cached = -1; /* benign race: every thread computes the same value */
+  if (cached < 0) {
+    __builtin_cpu_init();
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+  }
+  return cached;
+}
+#endif
+
+void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
+                    float scale, float *s, float *o, float *keep) {
+#if CPU_X86
+  if (dh == 8 * ATTN_NV && attn_have_avx2()) {
+    attend_avx2(q, K, V, n, ld, scale, s, o, keep);
+    return;
+  }
+#endif
+  attend_portable(q, K, V, n, ld, dh, scale, s, o, keep);
+}
+
+void cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
+                        int dh, float scale, float *s, float *o, float *keep) {
+#if CPU_X86
+  if (dh == 8 * ATTN_NV && attn_have_avx2()) {
+    attend_avx2_f16(q, K, V, n, ld, scale, s, o, keep);
+    return;
+  }
+#endif
+  attend_portable_f16(q, K, V, n, ld, dh, scale, s, o, keep);
+}

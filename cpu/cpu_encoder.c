@@ -1,0 +1,216 @@
+/*
+ * cpu_encoder.c - encode(): the audio encoder and the cross-attention K/V
+ * of every decoder layer, once per 30 s window.
+ *
+ * Activations are row-major (frames, channels). Every product is one
+ * cblas_sgemm, y (rows, n_out) = x (rows, n_in) . W^T with W (n_out, n_in)
+ * f32 as planned at load; the convolutions become products through im2col.
+ * Element-wise work (bias, GELU, LayerNorm, softmax) is split over the
+ * engine's threads between the BLAS calls, which run on OpenBLAS's own
+ * threads (as many as ours) while ours sleep.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu_attn.h"
+#include "cpu_internal.h"
+#include "cpu_vmath.h"
+#include "error.h"
+
+/* y (rows, n_out) = beta * y + x . W^T */
+static void sgemm_xwt(int rows, const float *x, int ldx, const cpu_mat_t *w, float beta, float *y,
+                      int ldy) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w->n_out, w->n_in, 1.0f, x, ldx,
+              (const float *)w->data, w->n_in, beta, y, ldy);
+}
+
+/* ---- row-parallel element-wise passes ---- */
+
+typedef struct {
+  float *y;
+  int ld, n;       /* row stride, columns */
+  const float *b;  /* bias (n) */
+  int gelu;
+  const float *add; /* (rows, n) added after the bias (positional embedding) or NULL */
+  int rows_per;
+  int rows;
+} bias_task_t;
+
+static void bias_task(void *arg, int i) {
+  const bias_task_t *t = arg;
+  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
+  for (int r = r0; r < r1; r++) {
+    float *y = t->y + (size_t)r * (size_t)t->ld;
+    if (t->gelu)
+      cpu_bias_gelu_vec(y, t->b, t->n);
+    else
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->b[c];
+    if (t->add)
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->add[(size_t)r * (size_t)t->n + (size_t)c];
+  }
+}
+
+static int n_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
+  const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
+  *rows_per = (rows + n - 1) / n;
+  return (rows + *rows_per - 1) / *rows_per;
+}
+
+static void bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b,
+                      int gelu, const float *add) {
+  bias_task_t t = { .y = y, .ld = ld, .n = n, .b = b, .gelu = gelu, .add = add, .rows = rows };
+  cpu_parallel(e, n_chunks(e, rows, &t.rows_per), bias_task, &t);
+}
+
+typedef struct {
+  const float *x;
+  float *y;
+  int d, rows, rows_per;
+  const float *g, *b;
+} ln_task_t;
+
+static void ln_task(void *arg, int i) {
+  const ln_task_t *t = arg;
+  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
+  for (int r = r0; r < r1; r++)
+    cpu_layernorm_row(t->x + (size_t)r * (size_t)t->d, t->d, t->g, t->b,
+                      t->y + (size_t)r * (size_t)t->d);
+}
+
+static void ln_rows(wd_cpu_engine_t *e, const float *x, float *y, int rows, int d, const float *g,
+                    const float *b) {
+  ln_task_t t = { .x = x, .y = y, .d = d, .rows = rows, .g = g, .b = b };
+  cpu_parallel(e, n_chunks(e, rows, &t.rows_per), ln_task, &t);
+}
+
+typedef struct {
+  float *s;
+  int n, rows_per;
+} sm_task_t;
+
+static void sm_task(void *arg, int i) {
+  const sm_task_t *t = arg;
+  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->n ? r0 + t->rows_per : t->n;
+  for (int r = r0; r < r1; r++)
+    cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
+}
+
+/* f32 -> f16 in F16_CHUNKS pieces. */
+#define F16_CHUNKS 8
+typedef struct {
+  const float *x;
+  uint16_t *y;
+  size_t n;
+} f16_task_t;
+
+static void f16_task(void *arg, int i) {
+  const f16_task_t *t = arg;
+  const size_t per = (t->n + F16_CHUNKS - 1) / F16_CHUNKS, a = (size_t)i * per;
+  if (a < t->n)
+    cpu_f32_to_f16_vec(t->x + a, t->y + a, a + per < t->n ? per : t->n - a);
+}
+
+/* ---- the encoder ---- */
+
+/* im2col for a kernel-3, padding-1 convolution: col (n_out, cin * 3), column
+ * c * 3 + k holds in[t * stride + k - 1][c], zero outside; the kernel
+ * (cout, cin, 3) is read as (cout, cin * 3), matching. */
+static void im2col3(const float *in, int n_in, int cin, int stride, float *col, int n_out) {
+  const size_t kc = (size_t)cin * 3;
+  for (int t = 0; t < n_out; t++) {
+    float *row = col + (size_t)t * kc;
+    for (int k = 0; k < 3; k++) {
+      const int src = t * stride + k - 1;
+      if (src < 0 || src >= n_in) {
+        for (int c = 0; c < cin; c++)
+          row[(size_t)c * 3 + (size_t)k] = 0.0f;
+        continue;
+      }
+      const float *x = in + (size_t)src * (size_t)cin;
+      for (int c = 0; c < cin; c++)
+        row[(size_t)c * 3 + (size_t)k] = x[c];
+    }
+  }
+}
+
+static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
+  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, nh = e->hp.n_audio_head;
+  const int dh = d / nh, ld = 3 * d;
+  const float scale = (float)(1.0 / sqrt((double)dh));
+  ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
+  sgemm_xwt(n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
+  bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
+  for (int h = 0; h < nh; h++) {
+    /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh, ld,
+                e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
+    sm_task_t t = { .s = e->e_s, .n = n };
+    cpu_parallel(e, n_chunks(e, n, &t.rows_per), sm_task, &t);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
+                e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
+  }
+  /* x += O Wo^T + bo: the product accumulates into the residual stream. */
+  sgemm_xwt(n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
+  bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
+}
+
+static void enc_mlp(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
+  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
+  ln_rows(e, e->e_x, e->e_h, n, d, L->mlp_g, L->mlp_b);
+  sgemm_xwt(n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
+  bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
+  sgemm_xwt(n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
+  bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
+}
+
+int cpu_encode(void *self, int a, const float *mel) {
+  wd_cpu_engine_t *e = self;
+  if (a < 0 || a >= e->max_audio || !mel)
+    return WD_EINVAL;
+  const wd_hparams_t *hp = &e->hp;
+  const int nm = hp->n_mels, n = hp->n_audio_ctx, T = 2 * n, da = hp->n_audio_state;
+  const double t0 = cpu_now_ms();
+  /* The mel is (n_mels, frames); the convolution wants frames as rows. */
+  for (int i = 0; i < nm; i++)
+    for (int t = 0; t < T; t++)
+      e->e_melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
+  im2col3(e->e_melT, T, nm, 1, e->e_col, T);
+  sgemm_xwt(T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
+  bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
+  im2col3(e->e_x1, T, da, 2, e->e_col, n);
+  sgemm_xwt(n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
+  bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
+  for (int l = 0; l < hp->n_audio_layer; l++) {
+    enc_attention(e, &e->enc[l]);
+    enc_mlp(e, &e->enc[l]);
+  }
+  ln_rows(e, e->e_x, e->e_x, n, da, e->enc_ln_g, e->enc_ln_b);
+  const double t1 = cpu_now_ms();
+  /* Cross K/V of every decoder layer: K (n, d) = enc . Wk^T and V (n, d) =
+   * enc . Wv^T + bv in f32 (one product each, reading the stacked
+   * matrix's halves), then stored as f16 in the audio slot. */
+  const int d = hp->n_text_state;
+  const size_t slab = (size_t)n * (size_t)d;
+  float *K = e->e_qkv, *V = e->e_qkv + slab; /* (n, 3 d_a) of scratch holds both */
+  for (int l = 0; l < hp->n_text_layer; l++) {
+    const cpu_dec_layer_t *L = &e->dec[l];
+    const float *w = L->xkv.data;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da, w, da, 0.0f,
+                K, d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da,
+                w + (size_t)d * (size_t)da, da, 0.0f, V, d);
+    bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
+    const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
+    f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };
+    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
+    t = (f16_task_t){ .x = V, .y = e->xv + at, .n = slab };
+    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
+  }
+  e->audio_ok[a] = 1;
+  e->encode_ms = t1 - t0;
+  e->cross_ms = cpu_now_ms() - t1;
+  return 0;
+}

@@ -1,0 +1,468 @@
+/*
+ * cpu_engine.c - load and plan the CPU engine, sequence slots (see
+ * cpu_engine.h). Everything a job needs is allocated here, once.
+ */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+#include "error.h"
+
+double cpu_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg) {
+  if (n <= 0)
+    return;
+  if (n == 1 || e->n_threads == 1) {
+    for (int i = 0; i < n; i++)
+      fn(arg, i);
+    return;
+  }
+  wd_pool_run(e->pool, n, fn, arg);
+}
+
+typedef struct {
+  const cpu_gemv_t *g;
+  int chunk;
+} gemv_task_t;
+
+static void gemv_task(void *arg, int i) {
+  const gemv_task_t *t = arg;
+  const int n = t->g->w->n_out, o0 = i * t->chunk;
+  const int o1 = o0 + t->chunk < n ? o0 + t->chunk : n;
+  cpu_gemv_range(t->g, o0, o1);
+}
+
+void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
+  /* Chunks of outputs, a few per thread so that uneven threads even out;
+   * a multiple of 8 outputs keeps each chunk's y writes off its
+   * neighbours' cache lines. Which thread computes an output never changes
+   * its value. */
+  const int n = g->w->n_out;
+  int chunk = (n + e->n_threads * 4 - 1) / (e->n_threads * 4);
+  chunk = (chunk + 7) / 8 * 8;
+  if (chunk < 16)
+    chunk = 16;
+  gemv_task_t t = { g, chunk };
+  cpu_parallel(e, (n + chunk - 1) / chunk, gemv_task, &t);
+}
+
+static void free_enc_layer(cpu_enc_layer_t *L) {
+  cpu_mat_free(&L->qkv), cpu_mat_free(&L->o), cpu_mat_free(&L->fc1), cpu_mat_free(&L->fc2);
+  free(L->bqkv), free(L->bo), free(L->b1), free(L->b2);
+  free(L->attn_g), free(L->attn_b), free(L->mlp_g), free(L->mlp_b);
+}
+
+static void free_dec_layer(cpu_dec_layer_t *L) {
+  cpu_mat_free(&L->qkv), cpu_mat_free(&L->o), cpu_mat_free(&L->xq), cpu_mat_free(&L->xo);
+  cpu_mat_free(&L->fc1), cpu_mat_free(&L->fc2), cpu_mat_free(&L->xkv);
+  free(L->bqkv), free(L->bo), free(L->bxq), free(L->bxo), free(L->bxkv), free(L->b1);
+  free(L->b2), free(L->attn_g), free(L->attn_b), free(L->x_g), free(L->x_b), free(L->mlp_g);
+  free(L->mlp_b);
+}
+
+void wd_cpu_engine_free(wd_cpu_engine_t *e) {
+  if (!e)
+    return;
+  wd_pool_free(e->pool);
+  cpu_mat_free(&e->conv1), cpu_mat_free(&e->conv2), cpu_mat_free(&e->emb);
+  free(e->conv1_b), free(e->conv2_b), free(e->enc_pos), free(e->enc_ln_g), free(e->enc_ln_b);
+  free(e->dec_pos), free(e->dec_ln_g), free(e->dec_ln_b);
+  for (int l = 0; e->enc && l < e->hp.n_audio_layer; l++)
+    free_enc_layer(&e->enc[l]);
+  for (int l = 0; e->dec && l < e->hp.n_text_layer; l++)
+    free_dec_layer(&e->dec[l]);
+  free(e->enc), free(e->dec);
+  free(e->xk), free(e->xv), free(e->audio_ok), free(e->kc), free(e->vc);
+  free(e->phys), free(e->len), free(e->audio);
+  free(e->t_phys), free(e->t_len), free(e->t_audio), free(e->t_used), free(e->t_isdst);
+  free(e->t_copy);
+  free(e->e_melT), free(e->e_col), free(e->e_x1), free(e->e_x), free(e->e_h), free(e->e_o);
+  free(e->e_qkv), free(e->e_f), free(e->e_s);
+  free(e->d_x), free(e->d_h), free(e->d_o), free(e->d_qkv), free(e->d_f), free(e->d_logits);
+  free(e->d_scores), free(e->d_keep), free(e->r_buf), free(e->r_pos), free(e->r_audio);
+  free(e);
+}
+
+/* Loads the weights of one attention block: Q, K, V stacked, out; biases
+ * with a zero block where the key has none. */
+static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, int want_f32,
+                     cpu_mat_t *qkv, float **bqkv, cpu_mat_t *o, float **bo, char *err,
+                     size_t el) {
+  char nq[160], nk[160], nv[160], no[160];
+  snprintf(nq, sizeof nq, "%s.query.weight", p);
+  snprintf(nk, sizeof nk, "%s.key.weight", p);
+  snprintf(nv, sizeof nv, "%s.value.weight", p);
+  snprintf(no, sizeof no, "%s.out.weight", p);
+  const char *names[3] = { nq, nk, nv };
+  const int rows[3] = { d, d, d };
+  int rc = cpu_mat_load(qkv, m, names, rows, 3, d_in, want_f32, err, el);
+  if (rc < 0)
+    return rc;
+  const char *on[1] = { no };
+  if ((rc = cpu_mat_load(o, m, on, rows, 1, d, want_f32, err, el)) < 0)
+    return rc;
+  float *bq, *bv;
+  snprintf(nq, sizeof nq, "%s.query.bias", p);
+  snprintf(nv, sizeof nv, "%s.value.bias", p);
+  snprintf(no, sizeof no, "%s.out.bias", p);
+  *bqkv = cpu_alloc(3 * (size_t)d * sizeof(float));
+  bq = cpu_vec_load(m, nq, (size_t)d, err, el);
+  bv = cpu_vec_load(m, nv, (size_t)d, err, el);
+  *bo = cpu_vec_load(m, no, (size_t)d, err, el);
+  if (*bqkv && bq && bv) {
+    memcpy(*bqkv, bq, (size_t)d * sizeof(float));
+    memcpy(*bqkv + 2 * (size_t)d, bv, (size_t)d * sizeof(float));
+  }
+  rc = (*bqkv && bq && bv && *bo) ? 0 : WD_EMODEL;
+  free(bq), free(bv);
+  return rc;
+}
+
+static int load_mlp(const wd_model_t *m, const char *p, int d, int want_f32, cpu_mat_t *fc1,
+                    float **b1, cpu_mat_t *fc2, float **b2, float **g, float **b, char *err,
+                    size_t el) {
+  char n1[160], n2[160];
+  snprintf(n1, sizeof n1, "%s.mlp.0.weight", p);
+  snprintf(n2, sizeof n2, "%s.mlp.2.weight", p);
+  const char *a1[1] = { n1 }, *a2[1] = { n2 };
+  const int r1[1] = { 4 * d }, r2[1] = { d };
+  int rc = cpu_mat_load(fc1, m, a1, r1, 1, d, want_f32, err, el);
+  if (rc == 0)
+    rc = cpu_mat_load(fc2, m, a2, r2, 1, 4 * d, want_f32, err, el);
+  if (rc < 0)
+    return rc;
+  snprintf(n1, sizeof n1, "%s.mlp.0.bias", p);
+  snprintf(n2, sizeof n2, "%s.mlp.2.bias", p);
+  *b1 = cpu_vec_load(m, n1, 4 * (size_t)d, err, el);
+  *b2 = cpu_vec_load(m, n2, (size_t)d, err, el);
+  snprintf(n1, sizeof n1, "%s.mlp_ln.weight", p);
+  snprintf(n2, sizeof n2, "%s.mlp_ln.bias", p);
+  *g = cpu_vec_load(m, n1, (size_t)d, err, el);
+  *b = cpu_vec_load(m, n2, (size_t)d, err, el);
+  return (*b1 && *b2 && *g && *b) ? 0 : WD_EMODEL;
+}
+
+static int load_ln(const wd_model_t *m, const char *p, int d, float **g, float **b, char *err,
+                   size_t el) {
+  char n[160];
+  snprintf(n, sizeof n, "%s.weight", p);
+  *g = cpu_vec_load(m, n, (size_t)d, err, el);
+  snprintf(n, sizeof n, "%s.bias", p);
+  *b = cpu_vec_load(m, n, (size_t)d, err, el);
+  return (*g && *b) ? 0 : WD_EMODEL;
+}
+
+static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
+  const wd_model_t *m = e->m;
+  const wd_hparams_t *hp = &e->hp;
+  const int da = hp->n_audio_state, d = hp->n_text_state;
+  int rc = 0;
+  {
+    const char *c1[1] = { "encoder.conv1.weight" }, *c2[1] = { "encoder.conv2.weight" };
+    const int r[1] = { da };
+    if ((rc = cpu_mat_load(&e->conv1, m, c1, r, 1, hp->n_mels * 3, 1, err, el)) < 0 ||
+        (rc = cpu_mat_load(&e->conv2, m, c2, r, 1, da * 3, 1, err, el)) < 0)
+      return rc;
+  }
+  e->conv1_b = cpu_vec_load(m, "encoder.conv1.bias", (size_t)da, err, el);
+  e->conv2_b = cpu_vec_load(m, "encoder.conv2.bias", (size_t)da, err, el);
+  e->enc_pos = cpu_vec_load(m, "encoder.positional_embedding",
+                            (size_t)hp->n_audio_ctx * (size_t)da, err, el);
+  if (!e->conv1_b || !e->conv2_b || !e->enc_pos)
+    return WD_EMODEL;
+  if ((rc = load_ln(m, "encoder.ln_post", da, &e->enc_ln_g, &e->enc_ln_b, err, el)) < 0)
+    return rc;
+  e->enc = calloc((size_t)hp->n_audio_layer, sizeof *e->enc);
+  e->dec = calloc((size_t)hp->n_text_layer, sizeof *e->dec);
+  if (!e->enc || !e->dec)
+    return WD_ENOMEM;
+  char p[128], q[128];
+  for (int l = 0; l < hp->n_audio_layer; l++) {
+    cpu_enc_layer_t *L = &e->enc[l];
+    snprintf(p, sizeof p, "encoder.blocks.%d.attn", l);
+    if ((rc = load_attn(m, p, da, da, 1, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+      return rc;
+    snprintf(p, sizeof p, "encoder.blocks.%d.attn_ln", l);
+    if ((rc = load_ln(m, p, da, &L->attn_g, &L->attn_b, err, el)) < 0)
+      return rc;
+    snprintf(p, sizeof p, "encoder.blocks.%d", l);
+    if ((rc = load_mlp(m, p, da, 1, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+                       el)) < 0)
+      return rc;
+  }
+  for (int l = 0; l < hp->n_text_layer; l++) {
+    cpu_dec_layer_t *L = &e->dec[l];
+    snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
+    if ((rc = load_attn(m, p, d, d, 0, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+      return rc;
+    snprintf(p, sizeof p, "decoder.blocks.%d.attn_ln", l);
+    if ((rc = load_ln(m, p, d, &L->attn_g, &L->attn_b, err, el)) < 0)
+      return rc;
+    /* Cross attention: Q and out for the GEMV; K and V (f32, sgemm) for
+     * the once-per-window projection of the encoder output. */
+    snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
+    char nq[160], nk[160], nv[160], no[160];
+    snprintf(nq, sizeof nq, "%s.query.weight", p);
+    snprintf(nk, sizeof nk, "%s.key.weight", p);
+    snprintf(nv, sizeof nv, "%s.value.weight", p);
+    snprintf(no, sizeof no, "%s.out.weight", p);
+    const char *aq[1] = { nq }, *ao[1] = { no }, *akv[2] = { nk, nv };
+    const int r1[1] = { d }, r2[2] = { d, d };
+    if ((rc = cpu_mat_load(&L->xq, m, aq, r1, 1, d, 0, err, el)) < 0 ||
+        (rc = cpu_mat_load(&L->xo, m, ao, r1, 1, d, 0, err, el)) < 0 ||
+        (rc = cpu_mat_load(&L->xkv, m, akv, r2, 2, da, 1, err, el)) < 0)
+      return rc;
+    snprintf(nq, sizeof nq, "%s.query.bias", p);
+    snprintf(nv, sizeof nv, "%s.value.bias", p);
+    snprintf(no, sizeof no, "%s.out.bias", p);
+    L->bxq = cpu_vec_load(m, nq, (size_t)d, err, el);
+    L->bxo = cpu_vec_load(m, no, (size_t)d, err, el);
+    L->bxkv = cpu_alloc(2 * (size_t)d * sizeof(float));
+    float *bv = cpu_vec_load(m, nv, (size_t)d, err, el);
+    if (L->bxkv && bv)
+      memcpy(L->bxkv + d, bv, (size_t)d * sizeof(float));
+    const int ok = L->bxq && L->bxo && L->bxkv && bv;
+    free(bv);
+    if (!ok)
+      return WD_EMODEL;
+    snprintf(q, sizeof q, "decoder.blocks.%d.cross_attn_ln", l);
+    if ((rc = load_ln(m, q, d, &L->x_g, &L->x_b, err, el)) < 0)
+      return rc;
+    snprintf(p, sizeof p, "decoder.blocks.%d", l);
+    if ((rc = load_mlp(m, p, d, 0, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+                       el)) < 0)
+      return rc;
+  }
+  const char *en[1] = { "decoder.token_embedding.weight" };
+  const int er[1] = { hp->n_vocab };
+  if ((rc = cpu_mat_load(&e->emb, m, en, er, 1, d, 0, err, el)) < 0)
+    return rc;
+  e->dec_pos = cpu_vec_load(m, "decoder.positional_embedding",
+                            (size_t)hp->n_text_ctx * (size_t)d, err, el);
+  if (!e->dec_pos)
+    return WD_EMODEL;
+  if ((rc = load_ln(m, "decoder.ln", d, &e->dec_ln_g, &e->dec_ln_b, err, el)) < 0)
+    return rc;
+  /* What the matrices take (vectors are small). */
+  double b = (double)cpu_mat_bytes(&e->conv1) + (double)cpu_mat_bytes(&e->conv2) +
+             (double)cpu_mat_bytes(&e->emb);
+  for (int l = 0; l < hp->n_audio_layer; l++) {
+    const cpu_enc_layer_t *L = &e->enc[l];
+    b += (double)(cpu_mat_bytes(&L->qkv) + cpu_mat_bytes(&L->o) + cpu_mat_bytes(&L->fc1) +
+                  cpu_mat_bytes(&L->fc2));
+  }
+  for (int l = 0; l < hp->n_text_layer; l++) {
+    const cpu_dec_layer_t *L = &e->dec[l];
+    b += (double)(cpu_mat_bytes(&L->qkv) + cpu_mat_bytes(&L->o) + cpu_mat_bytes(&L->xq) +
+                  cpu_mat_bytes(&L->xo) + cpu_mat_bytes(&L->xkv) + cpu_mat_bytes(&L->fc1) +
+                  cpu_mat_bytes(&L->fc2));
+  }
+  e->weight_bytes = b;
+  return 0;
+}
+
+static int plan_buffers(wd_cpu_engine_t *e) {
+  const wd_hparams_t *hp = &e->hp;
+  const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
+  const size_t na = (size_t)hp->n_audio_ctx, nl = (size_t)hp->n_text_layer;
+  const size_t nc = (size_t)hp->n_text_ctx, nm = (size_t)hp->n_mels, f = sizeof(float);
+  const size_t rows = (size_t)e->max_rows, ms = (size_t)e->max_seqs;
+  e->n_bufs = e->max_seqs + 2;
+  e->xk = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+  e->xv = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+  e->audio_ok = calloc((size_t)e->max_audio, sizeof(int));
+  e->kc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
+  e->vc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
+  e->phys = calloc(ms, sizeof(int)), e->len = calloc(ms, sizeof(int));
+  e->audio = calloc(ms, sizeof(int));
+  e->t_phys = calloc(ms, sizeof(int)), e->t_len = calloc(ms, sizeof(int));
+  e->t_audio = calloc(ms, sizeof(int)), e->t_copy = calloc(ms, sizeof(int));
+  e->t_used = calloc((size_t)e->n_bufs, sizeof(int)), e->t_isdst = calloc(ms, sizeof(int));
+  const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3;
+  e->e_melT = cpu_alloc(2 * na * nm * f);
+  e->e_col = cpu_alloc((col1 > col2 ? col1 : col2) * f);
+  e->e_x1 = cpu_alloc(2 * na * da * f);
+  e->e_x = cpu_alloc(na * da * f), e->e_h = cpu_alloc(na * da * f);
+  e->e_o = cpu_alloc(na * da * f);
+  /* (n, 3 d_a) for the encoder's Q K V, and the f32 cross K and V (2 x
+   * (n, d)) before they are stored as f16. */
+  e->e_qkv = cpu_alloc(na * (3 * da > 2 * d ? 3 * da : 2 * d) * f);
+  e->e_f = cpu_alloc(na * 4 * da * f);
+  e->e_s = cpu_alloc(na * na * f);
+  e->d_x = cpu_alloc(rows * d * f), e->d_h = cpu_alloc(rows * d * f);
+  e->d_o = cpu_alloc(rows * d * f);
+  e->d_qkv = cpu_alloc(rows * 3 * d * f);
+  e->d_f = cpu_alloc(rows * 4 * d * f);
+  e->d_logits = cpu_alloc(ms * (size_t)hp->n_vocab * f);
+  const size_t sc = na > nc ? na : nc;
+  e->d_scores = cpu_alloc((size_t)CPU_ATTN_TASKS * sc * f);
+  e->r_buf = calloc(rows, sizeof(int)), e->r_pos = calloc(rows, sizeof(int));
+  e->r_audio = calloc(rows, sizeof(int));
+  if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
+        e->t_phys && e->t_len && e->t_audio && e->t_copy && e->t_used && e->t_isdst &&
+        e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv && e->e_f &&
+        e->e_s && e->d_x && e->d_h && e->d_o && e->d_qkv && e->d_f && e->d_logits &&
+        e->d_scores && e->r_buf && e->r_pos && e->r_audio))
+    return WD_ENOMEM;
+  for (int s = 0; s < e->max_seqs; s++)
+    e->phys[s] = s;
+  return 0;
+}
+
+static int cpu_seq_reset(void *self, int s, int a) {
+  wd_cpu_engine_t *e = self;
+  if (s < 0 || s >= e->max_seqs || a < 0 || a >= e->max_audio)
+    return WD_EINVAL;
+  e->len[s] = 0;
+  e->audio[s] = a;
+  return 0;
+}
+
+/* seq_copy without a staging copy of the caches: a destination whose
+ * source slot is itself overwritten (and not yet taken) takes the source's
+ * buffer; every other destination copies the rows in use into a buffer no
+ * slot keeps. With n_bufs = max_seqs + 2 there is always one: the buffers
+ * kept or taken number max_seqs - copies. Sources are read before anything
+ * is written, since no kept or taken buffer is ever a copy's target. */
+static int cpu_seq_copy(void *self, int n, const int *dst, const int *src) {
+  wd_cpu_engine_t *e = self;
+  if (n < 0 || n > e->max_seqs || (n > 0 && (!dst || !src)))
+    return WD_EINVAL;
+  for (int i = 0; i < n; i++) {
+    if (dst[i] < 0 || dst[i] >= e->max_seqs || src[i] < 0 || src[i] >= e->max_seqs)
+      return WD_EINVAL;
+    for (int j = 0; j < i; j++)
+      if (dst[j] == dst[i])
+        return WD_EINVAL;
+  }
+  for (int s = 0; s < e->max_seqs; s++)
+    e->t_isdst[s] = 0;
+  for (int b = 0; b < e->n_bufs; b++)
+    e->t_used[b] = 0;
+  for (int i = 0; i < n; i++)
+    e->t_isdst[dst[i]] = 1;
+  for (int s = 0; s < e->max_seqs; s++)
+    if (!e->t_isdst[s])
+      e->t_used[e->phys[s]] = 1;
+  for (int i = 0; i < n; i++) {
+    const int b = e->phys[src[i]];
+    e->t_len[i] = e->len[src[i]];
+    e->t_audio[i] = e->audio[src[i]];
+    e->t_copy[i] = !e->t_isdst[src[i]] || e->t_used[b];
+    if (!e->t_copy[i]) {
+      e->t_phys[i] = b;
+      e->t_used[b] = 1;
+    }
+  }
+  const size_t d = (size_t)e->hp.n_text_state, nc = (size_t)e->hp.n_text_ctx;
+  const size_t nl = (size_t)e->hp.n_text_layer;
+  for (int i = 0; i < n; i++) {
+    if (!e->t_copy[i])
+      continue;
+    int fb = 0;
+    while (fb < e->n_bufs && e->t_used[fb])
+      fb++;
+    if (fb == e->n_bufs)
+      return WD_EINTERNAL; /* cannot happen: see above */
+    e->t_used[fb] = 1;
+    e->t_phys[i] = fb;
+    const size_t from = (size_t)e->phys[src[i]], rows = (size_t)e->t_len[i] * d;
+    for (size_t l = 0; l < nl; l++) {
+      const size_t so = (from * nl + l) * nc * d, dof = ((size_t)fb * nl + l) * nc * d;
+      memcpy(e->kc + dof, e->kc + so, rows * sizeof(float));
+      memcpy(e->vc + dof, e->vc + so, rows * sizeof(float));
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    e->phys[dst[i]] = e->t_phys[i];
+    e->len[dst[i]] = e->t_len[i];
+    e->audio[dst[i]] = e->t_audio[i];
+  }
+  return 0;
+}
+
+int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
+                      wd_cpu_engine_t **ret, char *err, size_t err_len) {
+  char dummy[8];
+  if (!err) {
+    err = dummy;
+    err_len = sizeof dummy;
+  }
+  err[0] = '\0';
+  if (!m || !o || !ret || o->max_seqs < 1 || o->max_seqs > 256 || o->max_audio < 1 ||
+      o->max_audio > 64 || o->n_threads < 0) {
+    snprintf(err, err_len, "bad CPU engine options");
+    return WD_EINVAL;
+  }
+  const wd_hparams_t *hp = wd_model_hparams(m);
+  if (hp->n_audio_state % hp->n_audio_head || hp->n_text_state % hp->n_text_head) {
+    snprintf(err, err_len, "state not a multiple of the heads");
+    return WD_EMODEL;
+  }
+  cpu_gemv_init();
+  wd_cpu_engine_t *e = calloc(1, sizeof *e);
+  if (!e)
+    return WD_ENOMEM;
+  e->m = m;
+  e->hp = *hp;
+  e->max_seqs = o->max_seqs;
+  e->max_audio = o->max_audio;
+  e->max_rows = o->max_seqs > CPU_MAX_PREFILL ? o->max_seqs : CPU_MAX_PREFILL;
+  long nc = sysconf(_SC_NPROCESSORS_ONLN);
+  e->n_threads = o->n_threads ? o->n_threads : (nc > 0 ? (int)(nc > 64 ? 64 : nc) : 1);
+  int rc = wd_pool_new(e->n_threads - 1, &e->pool);
+  if (rc == 0)
+    rc = load_weights(e, err, err_len);
+  if (rc == 0)
+    rc = plan_buffers(e);
+  if (rc < 0) {
+    if (!err[0])
+      snprintf(err, err_len, "%s", rc == WD_ENOMEM ? "out of memory" : "cannot plan the CPU engine");
+    wd_cpu_engine_free(e);
+    return rc;
+  }
+  /* BLAS runs only from this thread, while the pool sleeps: give it the
+   * same cores, no more. */
+  openblas_set_num_threads(e->n_threads);
+  e->iface = (wd_engine_t){
+    .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
+    .max_seqs = e->max_seqs, .max_audio = e->max_audio,
+    .encode = cpu_encode, .seq_reset = cpu_seq_reset, .step = cpu_step,
+    .max_prefill = CPU_MAX_PREFILL, .prefill = cpu_prefill, .seq_copy = cpu_seq_copy,
+    .align = cpu_align, .n_audio_ctx = hp->n_audio_ctx,
+  };
+  *ret = e;
+  return 0;
+}
+
+const wd_engine_t *wd_cpu_engine_iface(wd_cpu_engine_t *e) { return &e->iface; }
+
+int wd_cpu_engine_read_encoded(const wd_cpu_engine_t *e, float *out) {
+  if (!e || !out)
+    return WD_EINVAL;
+  memcpy(out, e->e_x,
+         (size_t)e->hp.n_audio_ctx * (size_t)e->hp.n_audio_state * sizeof(float));
+  return 0;
+}
+
+void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  st->encode_ms = e->encode_ms;
+  st->cross_ms = e->cross_ms;
+  st->n_steps = e->n_steps;
+  st->step_ms = e->n_steps ? e->step_ms_sum / (double)e->n_steps : 0.0;
+  st->n_threads = e->n_threads;
+  st->kernel = cpu_gemv_kernel();
+  st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
+}
+
+const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }

@@ -1,0 +1,56 @@
+/*
+ * cpu_engine.h - core/engine.h on the host CPU (issue #12).
+ *
+ * The same discipline as the Vulkan engine: everything is planned once at
+ * load (weights converted to the layout the kernels read, KV caches for
+ * every sequence slot, cross K/V for every audio slot, scratch for the
+ * largest batch), and no call allocates. The encoder's products go through
+ * OpenBLAS (sgemm, f32 weights); the decoder step is a batched GEMV over
+ * the f16 weights as stored (f32 for the other types) in which each weight
+ * row is read once per step for all rows, and each row's sums run in an
+ * order that does not depend on the batch: a sequence gets bit-identical
+ * logits alone or batched.
+ *
+ * Threading: all calls from one thread (the worker), as engine.h says; the
+ * engine runs its own thread pool inside a call and sets OpenBLAS to the
+ * same number of threads (BLAS runs only while the pool sleeps).
+ */
+#ifndef WD_CPU_ENGINE_H
+#define WD_CPU_ENGINE_H
+
+#include <stddef.h>
+
+#include "engine.h"
+#include "model.h"
+
+typedef struct wd_cpu_engine wd_cpu_engine_t;
+
+typedef struct {
+  int max_seqs;  /* sequence slots (>= 1) */
+  int max_audio; /* audio slots (>= 1) */
+  int n_threads; /* 0: the online cores */
+} wd_cpu_engine_opts_t;
+
+typedef struct {
+  double encode_ms; /* last encode(): conv + transformer */
+  double cross_ms;  /* last encode(): cross K/V of every decoder layer */
+  double step_ms;   /* mean step() time */
+  unsigned long long n_steps;
+  int n_threads;
+  const char *kernel; /* "avx2+fma+f16c" or "portable" */
+  double weight_mib;  /* host memory the weights take in the kernels' layout */
+} wd_cpu_engine_stats_t;
+
+/* WD_EMODEL for a model whose tensors the engine cannot read, WD_EINVAL for
+ * bad options, WD_ENOMEM; err (may be NULL) gets one line. */
+int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
+                      wd_cpu_engine_t **ret, char *err, size_t err_len);
+void wd_cpu_engine_free(wd_cpu_engine_t *e); /* accepts NULL */
+const wd_engine_t *wd_cpu_engine_iface(wd_cpu_engine_t *e);
+/* The last encoder output, (n_audio_ctx, n_audio_state). */
+int wd_cpu_engine_read_encoded(const wd_cpu_engine_t *e, float *out);
+void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st);
+/* The decoder kernel this host runs: "avx2+fma+f16c" or "portable". */
+const char *wd_cpu_engine_kernel(void);
+
+#endif

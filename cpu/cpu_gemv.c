@@ -1,0 +1,201 @@
+/*
+ * cpu_gemv.c - batched GEMV kernels (see cpu_gemv.h).
+ *
+ * One weight row against up to 4 activation rows at a time: the weights
+ * (16 per iteration, converted from f16 by F16C) stay in registers while
+ * each row's two accumulators take an FMA. Rows beyond the first four reuse
+ * the weight row from L1. The decoder's matrices are 384 .. 5120 wide, all
+ * multiples of 16; a tail (synthetic shapes) runs scalar, in order.
+ */
+#include "cpu_gemv.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f16.h"
+
+#if CPU_X86
+#include <immintrin.h>
+#endif
+
+int cpu_force_portable(void) {
+  const char *v = getenv("WHISPERD_CPU_PORTABLE");
+  return v && v[0] && strcmp(v, "0") != 0;
+}
+
+float cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+/* f16 -> f32 for the portable kernel: one load instead of the branchy
+ * conversion (256 KiB, built once, shared by every engine). */
+static float g_f16_table[65536];
+static pthread_once_t g_f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table_build(void) {
+  for (uint32_t i = 0; i < 65536; i++)
+    g_f16_table[i] = wd_f16_to_f32((uint16_t)i);
+}
+
+void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
+
+const float *cpu_f16_lut(void) { return g_f16_table; }
+
+/* res[r] = W_row . x[r] for r < R: the fixed-order dot products. */
+typedef void (*dot_fn)(const void *wrow, int k, const float *const *x, int R, float *res);
+
+/* Portable: 16 lanes, lane i sums elements i, i + 16, ...; lanes fold
+ * pairwise as the AVX2 kernel folds them (not bit-equal to it: FMA). */
+static void dot_portable(const void *wrow, int k, const float *const *x, int R, float *res,
+                         int f16) {
+  const uint16_t *wh = wrow;
+  const float *wf = wrow;
+  for (int r = 0; r < R; r++) {
+    float lane[16] = { 0 };
+    int i = 0;
+    for (; i + 16 <= k; i += 16)
+      for (int j = 0; j < 16; j++) {
+        const float w = f16 ? g_f16_table[wh[i + j]] : wf[i + j];
+        lane[j] += w * x[r][i + j];
+      }
+    for (int j = 0; j < 8; j++)
+      lane[j] += lane[j + 8];
+    for (int j = 0; j < 4; j++)
+      lane[j] += lane[j + 4];
+    float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);
+    for (; i < k; i++)
+      s += (f16 ? g_f16_table[wh[i]] : wf[i]) * x[r][i];
+    res[r] = s;
+  }
+}
+
+static void dot_portable_f16(const void *w, int k, const float *const *x, int R, float *res) {
+  dot_portable(w, k, x, R, res, 1);
+}
+static void dot_portable_f32(const void *w, int k, const float *const *x, int R, float *res) {
+  dot_portable(w, k, x, R, res, 0);
+}
+
+#if CPU_X86
+#define CPU_TARGET __attribute__((target("avx2,fma,f16c")))
+
+CPU_TARGET static inline float hsum8(__m256 a, __m256 b) {
+  const __m256 s = _mm256_add_ps(a, b);
+  __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_movehdup_ps(v));
+  return _mm_cvtss_f32(v);
+}
+
+/* One body for both weight types: LOAD(p) gives 8 f32 weights at p. */
+#define CPU_DOT_BODY(WT, LOAD)                                                     \
+  const WT *w = wrow;                                                              \
+  __m256 a0[4], a1[4];                                                             \
+  _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                              \
+    a0[r] = a1[r] = _mm256_setzero_ps();                                           \
+  int i = 0;                                                                       \
+  for (; i + 16 <= k; i += 16) {                                                   \
+    const __m256 w0 = LOAD(w + i), w1 = LOAD(w + i + 8);                           \
+    _Pragma("GCC unroll 4") for (int r = 0; r < R4; r++) {                         \
+      a0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[r] + i), a0[r]);               \
+      a1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[r] + i + 8), a1[r]);           \
+    }                                                                              \
+  }                                                                                \
+  for (int r = 0; r < R4; r++) {                                                   \
+    float s = hsum8(a0[r], a1[r]);                                                 \
+    for (int j = i; j < k; j++)                                                    \
+      s += TAIL(w[j]) * x[r][j];                                                   \
+    res[r] = s;                                                                    \
+  }
+
+#define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define LOAD_F32(p) _mm256_loadu_ps(p)
+
+/* R4 is a constant in each instance and the row loops are unrolled (GCC
+ * leaves a 4-trip loop rolled at -O2, and the accumulator arrays then live
+ * on the stack: 2.5x slower) so that the eight accumulators stay in
+ * registers. */
+#define TAIL(v) wd_f16_to_f32(v)
+#define DEF_F16(R)                                                                        \
+  CPU_TARGET static void dot_f16_##R(const void *wrow, int k, const float *const *x,       \
+                                     float *res) {                                        \
+    enum { R4 = R };                                                                      \
+    CPU_DOT_BODY(uint16_t, LOAD_F16)                                                      \
+  }
+DEF_F16(1)
+DEF_F16(2)
+DEF_F16(3)
+DEF_F16(4)
+#undef TAIL
+#define TAIL(v) (v)
+#define DEF_F32(R)                                                                        \
+  CPU_TARGET static void dot_f32_##R(const void *wrow, int k, const float *const *x,       \
+                                     float *res) {                                        \
+    enum { R4 = R };                                                                      \
+    CPU_DOT_BODY(float, LOAD_F32)                                                         \
+  }
+DEF_F32(1)
+DEF_F32(2)
+DEF_F32(3)
+DEF_F32(4)
+#undef TAIL
+
+static void dot_avx2_f16(const void *w, int k, const float *const *x, int R, float *res) {
+  switch (R) {
+  case 1: dot_f16_1(w, k, x, res); break;
+  case 2: dot_f16_2(w, k, x, res); break;
+  case 3: dot_f16_3(w, k, x, res); break;
+  default: dot_f16_4(w, k, x, res); break;
+  }
+}
+static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, float *res) {
+  switch (R) {
+  case 1: dot_f32_1(w, k, x, res); break;
+  case 2: dot_f32_2(w, k, x, res); break;
+  case 3: dot_f32_3(w, k, x, res); break;
+  default: dot_f32_4(w, k, x, res); break;
+  }
+}
+
+static int have_avx2(void) {
+  static int cached = -1; /* benign race: every thread computes the same value */
+  if (cached < 0) {
+    __builtin_cpu_init();
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+  }
+  return cached;
+}
+#else
+static int have_avx2(void) { return 0; }
+#endif
+
+const char *cpu_gemv_kernel(void) { return have_avx2() ? "avx2+fma+f16c" : "portable"; }
+
+void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
+  const cpu_mat_t *w = g->w;
+  const int k = w->n_in;
+  dot_fn dot = w->f16 ? dot_portable_f16 : dot_portable_f32;
+#if CPU_X86
+  if (have_avx2())
+    dot = w->f16 ? dot_avx2_f16 : dot_avx2_f32;
+#endif
+  const size_t esz = w->f16 ? 2 : 4;
+  for (int o = o0; o < o1; o++) {
+    const void *wrow = (const char *)w->data + (size_t)o * (size_t)k * esz;
+    const float bias = g->b ? g->b[o] : 0.0f;
+    for (int r0 = 0; r0 < g->n_rows; r0 += 4) {
+      const int R = g->n_rows - r0 < 4 ? g->n_rows - r0 : 4;
+      const float *x[4];
+      float res[4];
+      for (int r = 0; r < R; r++)
+        x[r] = g->x + (size_t)(r0 + r) * (size_t)g->ldx;
+      dot(wrow, k, x, R, res);
+      for (int r = 0; r < R; r++) {
+        float *y = g->y + (size_t)(r0 + r) * (size_t)g->ldy + o;
+        const float v = res[r] + bias;
+        *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? cpu_gelu(v) : v;
+      }
+    }
+  }
+}

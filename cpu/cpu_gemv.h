@@ -1,0 +1,62 @@
+/*
+ * cpu_gemv.h - the decoder's batched GEMV: n rows of activations against
+ * one weight matrix, each weight row read once for all rows.
+ *
+ *   y[r][o] (op)= sum_k W[o][k] * x[r][k] + b[o]   r < n_rows, o0 <= o < o1
+ *
+ * Each (r, o) sum runs in one fixed order (16 lanes in two 8-wide
+ * accumulators, folded the same way) whatever n_rows is and whichever row
+ * block r falls in, so a row's outputs are bit-identical alone or batched.
+ * The AVX2+FMA+F16C kernel is picked at run time (__builtin_cpu_supports);
+ * elsewhere (other x86-64, arm64) a portable C loop with the same lane
+ * structure runs.
+ */
+#ifndef WD_CPU_GEMV_H
+#define WD_CPU_GEMV_H
+
+#include "cpu_mat.h"
+
+/* 1 where the AVX2 kernels are compiled in (x86; picked at run time), 0
+ * elsewhere. -DWD_CPU_NO_SIMD builds the portable path alone, as arm64
+ * builds it, to check it compiles clean on x86. */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(WD_CPU_NO_SIMD)
+#define CPU_X86 1
+#else
+#define CPU_X86 0
+#endif
+
+typedef enum {
+  CPU_GEMV_SET,  /* y = Wx + b */
+  CPU_GEMV_GELU, /* y = gelu(Wx + b) */
+  CPU_GEMV_ADD,  /* y += Wx + b (the residual) */
+} cpu_gemv_op_t;
+
+typedef struct {
+  const cpu_mat_t *w;
+  const float *b; /* (n_out) or NULL */
+  int n_rows;
+  const float *x; /* (n_rows, ldx) */
+  int ldx;
+  float *y; /* (n_rows, ldy) */
+  int ldy;
+  cpu_gemv_op_t op;
+} cpu_gemv_t;
+
+/* Builds the portable kernel's f16 table; call before cpu_gemv_range
+ * (thread-safe, idempotent). */
+void cpu_gemv_init(void);
+/* That table: f16 bits -> f32, 65536 entries (valid after cpu_gemv_init). */
+const float *cpu_f16_lut(void);
+
+/* Outputs [o0, o1) of g, every row. */
+void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
+/* "avx2+fma+f16c" or "portable": the kernel cpu_gemv_range runs. */
+const char *cpu_gemv_kernel(void);
+
+float cpu_gelu(float x);
+
+/* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
+ * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
+int cpu_force_portable(void);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * cpu_internal.h - the CPU engine's state, shared by its modules:
+ * cpu_engine.c (load, plan, slots), cpu_encoder.c (encode + cross K/V),
+ * cpu_decoder.c (step, prefill, align).
+ */
+#ifndef WD_CPU_INTERNAL_H
+#define WD_CPU_INTERNAL_H
+
+#include <stdint.h>
+
+#include "cpu_engine.h"
+#include "cpu_gemv.h"
+#include "cpu_mat.h"
+#include "pool.h"
+
+#define CPU_MAX_PREFILL 256
+#define CPU_ATTN_TASKS 64 /* attention work items per loop, each with its own scores buffer */
+
+/* Encoder layer: f32 for sgemm. qkv is (3d, d): Q, K, V stacked. */
+typedef struct {
+  cpu_mat_t qkv, o, fc1, fc2;
+  float *bqkv, *bo, *b1, *b2, *attn_g, *attn_b, *mlp_g, *mlp_b;
+} cpu_enc_layer_t;
+
+/* Decoder layer: f16 as stored (f32 for other types) for the GEMV, except
+ * the cross K/V projection (2d, d_audio), used once per window by sgemm. */
+typedef struct {
+  cpu_mat_t qkv, o, xq, xo, fc1, fc2, xkv;
+  float *bqkv, *bo, *bxq, *bxo, *bxkv, *b1, *b2;
+  float *attn_g, *attn_b, *x_g, *x_b, *mlp_g, *mlp_b;
+} cpu_dec_layer_t;
+
+struct wd_cpu_engine {
+  wd_engine_t iface;
+  const wd_model_t *m;
+  wd_hparams_t hp;
+  int n_threads;
+  wd_pool_t *pool;
+  int max_seqs, max_audio, max_rows; /* max_rows: max(max_seqs, CPU_MAX_PREFILL) */
+
+  /* ---- weights ---- */
+  cpu_mat_t conv1, conv2; /* (d_a, n_mels * 3), (d_a, d_a * 3): f32, im2col order c * 3 + k */
+  float *conv1_b, *conv2_b, *enc_pos, *enc_ln_g, *enc_ln_b;
+  cpu_enc_layer_t *enc;
+  cpu_mat_t emb; /* (n_vocab, d): the token embedding and the tied output projection */
+  float *dec_pos, *dec_ln_g, *dec_ln_b;
+  cpu_dec_layer_t *dec;
+  double weight_bytes;
+
+  /* ---- state ---- */
+  /* Cross K/V per audio slot: (max_audio, n_layer, n_audio_ctx, d), f16:
+   * every row of a step reads its slot's whole cache (18 MiB a row for
+   * tiny.en in f32), so half the bytes is most of the per-row cost. */
+  uint16_t *xk, *xv;
+  int *audio_ok; /* (max_audio): encoded since load */
+  /* Self K/V buffers: n_bufs = max_seqs + 2 of (n_layer, n_ctx, d) each.
+   * Slot s uses buffer phys[s]: seq_copy moves buffers where it can and
+   * copies only the rows in use into spare ones; align runs in a spare. */
+  int n_bufs;
+  float *kc, *vc;
+  int *phys, *len, *audio; /* (max_seqs) */
+  int *t_phys, *t_len, *t_audio, *t_used, *t_isdst, *t_copy; /* seq_copy scratch */
+
+  /* ---- encoder scratch ---- */
+  float *e_melT; /* (2 n_audio_ctx, n_mels) */
+  float *e_col;  /* im2col: max(2 n_ctx * n_mels * 3, n_ctx * d_a * 3) */
+  float *e_x1;   /* conv1 out (2 n_ctx, d_a) */
+  float *e_x, *e_h, *e_o; /* (n_ctx, d_a): residual stream, normed, attention out */
+  float *e_qkv;  /* (n_ctx, max(3 d_a, 2 d)): Q K V, then the cross K and V in f32 */
+  float *e_f;    /* (n_ctx, 4 d_a) */
+  float *e_s;    /* (n_ctx, n_ctx) one head's scores */
+
+  /* ---- decoder scratch, max_rows rows ---- */
+  float *d_x, *d_h, *d_o; /* (rows, d) */
+  float *d_qkv;           /* (rows, 3d) */
+  float *d_f;             /* (rows, 4d) */
+  float *d_logits;        /* (max_seqs, n_vocab) */
+  float *d_scores;        /* (CPU_ATTN_TASKS, max(n_ctx, n_audio_ctx)) */
+  float *d_keep;          /* align: kept scores when a head is asked */
+  int *r_buf, *r_pos, *r_audio; /* per row: KV buffer, position, audio slot */
+
+  /* ---- figures ---- */
+  double encode_ms, cross_ms, step_ms_sum;
+  unsigned long long n_steps;
+};
+
+double cpu_now_ms(void);
+
+/* Runs fn(arg, i) for i in [0, n) on the engine's threads. */
+void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg);
+/* The GEMV over the pool, outputs split in chunks. */
+void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g);
+
+int cpu_encode(void *self, int a, const float *mel);
+int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens, const float **ret_logits);
+int cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits);
+int cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
+              const int (*heads)[2], float *qk, float *probs);
+
+#endif

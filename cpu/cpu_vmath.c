@@ -1,0 +1,155 @@
+/*
+ * cpu_vmath.c - vectorised softmax and GELU rows (see cpu_vmath.h).
+ */
+#include "cpu_vmath.h"
+
+#include <math.h>
+
+#include "cpu_attn.h"
+#include "cpu_gemv.h"
+#include "f16.h"
+
+#if CPU_X86
+#include <immintrin.h>
+#define VM_TARGET __attribute__((target("avx2,fma")))
+
+/* e^x for x in about [-87, 88] (clamped there). */
+VM_TARGET static inline __m256 vm_exp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  /* r = x - k ln2, ln2 = 0.693359375 + (-2.12194440e-4): the first part has
+   * few bits, so k * it is exact. */
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  /* * 2^k: k (in [-126, 127] after the clamp) added to the exponent. */
+  const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+}
+
+VM_TARGET static void softmax_avx2(float *s, int n) {
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + j));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float mx = _mm_cvtss_f32(m4);
+  for (int t = j; t < n; t++)
+    mx = s[t] > mx ? s[t] : mx;
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 v = vm_exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    _mm256_storeu_ps(s + j, v);
+    sv = _mm256_add_ps(sv, v);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sv), _mm256_extractf128_ps(sv, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  float sum = _mm_cvtss_f32(s4);
+  for (int t = j; t < n; t++) {
+    s[t] = expf(s[t] - mx);
+    sum += s[t];
+  }
+  const float inv = 1.0f / sum;
+  const __m256 iv = _mm256_set1_ps(inv);
+  for (j = 0; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), iv));
+  for (; j < n; j++)
+    s[j] *= inv;
+}
+
+/* gelu(x) = x/2 (1 + erf(x / sqrt 2)); erf(z) for z >= 0 by A&S 7.1.26,
+ * odd symmetry for z < 0. */
+VM_TARGET static inline __m256 vm_gelu(__m256 x) {
+  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+  const __m256 sign = _mm256_and_ps(z, _mm256_set1_ps(-0.0f));
+  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 ex = vm_exp(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
+  const __m256 erfa = _mm256_fnmadd_ps(p, ex, _mm256_set1_ps(1.0f));
+  const __m256 erfz = _mm256_or_ps(erfa, sign);
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
+                       _mm256_add_ps(_mm256_set1_ps(1.0f), erfz));
+}
+
+VM_TARGET static void bias_gelu_avx2(float *y, const float *b, int n) {
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 v = _mm256_loadu_ps(y + j);
+    if (b)
+      v = _mm256_add_ps(v, _mm256_loadu_ps(b + j));
+    _mm256_storeu_ps(y + j, vm_gelu(v));
+  }
+  for (; j < n; j++)
+    y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16_t *y,
+                                                          size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(void *)(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++)
+    y[i] = wd_f32_to_f16(x[i]);
+}
+
+static int vm_have_avx2(void) {
+  static int cached = -1; /* benign race: every thread computes the same value */
+  if (cached < 0) {
+    __builtin_cpu_init();
+    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+  }
+  return cached;
+}
+#endif
+
+void cpu_softmax_vec(float *s, int n) {
+#if CPU_X86
+  if (vm_have_avx2()) {
+    softmax_avx2(s, n);
+    return;
+  }
+#endif
+  cpu_softmax_row(s, n);
+}
+
+void cpu_bias_gelu_vec(float *y, const float *b, int n) {
+#if CPU_X86
+  if (vm_have_avx2()) {
+    bias_gelu_avx2(y, b, n);
+    return;
+  }
+#endif
+  for (int j = 0; j < n; j++)
+    y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
+}
+
+void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
+#if CPU_X86
+  if (vm_have_avx2()) {
+    f16_avx2(x, y, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++)
+    y[i] = wd_f32_to_f16(x[i]);
+}

@@ -1,0 +1,374 @@
+/*
+ * test_engine.c - the CPU engine against the plain-C reference on the real
+ * tiny.en weights and real speech (jfk.wav): encoder output, per-step
+ * logits, batched steps whose rows use permuted slots, the bit identity of
+ * a sequence's logits alone and batched, prefill, seq_copy (the shared
+ * checks of tests/wd_engine_check.h), align, and the whole transcription
+ * through the decoding policy. No GPU needed.
+ */
+#include <math.h>
+#include <sndfile.h>
+#include <stdlib.h>
+
+#include "cpu_engine.h"
+#include "decode.h"
+#include "error.h"
+#include "mel.h"
+#include "model.h"
+#include "model_vocab.h"
+#include "ref_engine.h"
+#include "render.h"
+#include "wd_engine_check.h"
+#include "wd_test.h"
+
+#define MAX_SEQS 9 /* rows 1 .. 9: every row-block remainder of the GEMV (4 + 4 + 1) */
+
+static wd_model_t *g_model;
+static wd_cpu_engine_t *g_eng;
+static wd_ref_engine_t *g_ref;
+static float *g_mel; /* (n_mels, n_frames) of jfk.wav */
+static int g_frames;
+static float *g_w0, *g_w1; /* two windows: jfk, and jfk a second later */
+
+/* A 30 s window of the mel starting at frame `from`, zero past the content
+ * (as decode.c's extract_window makes it). */
+static float *window(int from) {
+  const int nm = wd_model_hparams(g_model)->n_mels;
+  float *w = calloc((size_t)nm * 3000, sizeof *w);
+  const int content = g_frames - 3000 - from;
+  for (int b = 0; w && b < nm; b++)
+    memcpy(w + (size_t)b * 3000, g_mel + (size_t)b * (size_t)g_frames + from,
+           (size_t)content * sizeof *w);
+  return w;
+}
+
+WD_TEST(setup) {
+  char err[256] = "";
+  if (wd_model_load(WD_SOURCE_DIR "/models/ggml-tiny.en.bin", &g_model, err, sizeof err) < 0)
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  const wd_cpu_engine_opts_t o = { .max_seqs = MAX_SEQS, .max_audio = 2 };
+  int rc = wd_cpu_engine_new(g_model, &o, &g_eng, err, sizeof err);
+  if (rc < 0)
+    fprintf(stderr, "engine: %s\n", err);
+  WD_CHECK_EQ_INT(rc, 0);
+  WD_CHECK_EQ_INT(wd_ref_engine_new(g_model, MAX_SEQS, 2, &g_ref), 0);
+  SF_INFO info = { 0 };
+  SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
+  WD_CHECK(f != NULL);
+  float *pcm = f ? malloc(sizeof(float) * (size_t)info.frames) : NULL;
+  if (pcm)
+    WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
+  if (f)
+    sf_close(f);
+  int n_mel = 0, n_fft = 0;
+  const float *filters = wd_model_mel_filters(g_model, &n_mel, &n_fft);
+  wd_mel_t *mel = NULL;
+  WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
+  if (pcm && mel)
+    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &g_mel, &g_frames), 0);
+  wd_mel_free(mel);
+  free(pcm);
+  if (g_mel) {
+    g_w0 = window(0);
+    g_w1 = window(100);
+  }
+  WD_CHECK(g_w0 && g_w1);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n) {
+  double max_ref = 0, max_d = 0;
+  for (size_t k = 0; k < n; k++) {
+    const double dd = fabs((double)a[k] - b[k]);
+    if (fabs(b[k]) > max_ref)
+      max_ref = fabs(b[k]);
+    if (!(dd <= max_d))
+      max_d = dd;
+  }
+  return max_d / max_ref;
+}
+
+static int argmax(const float *x, int n) {
+  int a = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[a])
+      a = i;
+  return a;
+}
+
+WD_TEST(encoder_matches_reference) {
+  if (!g_eng || !g_ref || !g_w0)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
+  const wd_hparams_t *hp = wd_model_hparams(g_model);
+  const size_t n = (size_t)hp->n_audio_ctx * (size_t)hp->n_audio_state;
+  float *got = malloc(n * sizeof *got);
+  WD_CHECK_EQ_INT(v->encode(v->self, 1, g_w1), 0);
+  WD_CHECK_EQ_INT(r->encode(r->self, 1, g_w1), 0);
+  WD_CHECK_EQ_INT(v->encode(v->self, 0, g_w0), 0);
+  WD_CHECK_EQ_INT(r->encode(r->self, 0, g_w0), 0);
+  WD_CHECK_EQ_INT(wd_cpu_engine_read_encoded(g_eng, got), 0);
+  const float *want = wd_ref_engine_encoded(g_ref, 0);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double dlt = (double)got[i] - want[i];
+    num += dlt * dlt;
+    den += (double)want[i] * want[i];
+  }
+  const double rel = sqrt(num / den);
+  wd_cpu_engine_stats_t st;
+  wd_cpu_engine_stats(g_eng, &st);
+  fprintf(stderr, "  encoder: relative RMS difference %.3g (%.0f ms + cross K/V %.0f ms, %d threads)\n",
+          rel, st.encode_ms, st.cross_ms, st.n_threads);
+  WD_CHECK(rel < 1e-3);
+  WD_CHECK_EQ_INT(v->encode(v->self, 2, g_w0), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->encode(v->self, -1, g_w0), WD_EINVAL);
+  free(got);
+}
+
+WD_TEST(step_logits_match_reference) {
+  if (!g_eng || !g_ref)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
+  const int32_t toks[] = { 50257, 50363, 843, 523, 616, 5891 };
+  const int nv = wd_model_hparams(g_model)->n_vocab;
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  WD_CHECK_EQ_INT(r->seq_reset(r->self, 0, 0), 0);
+  double worst = 0;
+  for (int i = 0; i < 6; i++) {
+    const int s0 = 0;
+    const float *lv = NULL, *lr = NULL;
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &toks[i], &lv), 0);
+    WD_CHECK_EQ_INT(r->step(r->self, 1, &s0, &toks[i], &lr), 0);
+    if (!lv || !lr)
+      break;
+    worst = fmax(worst, rel_diff(lv, lr, (size_t)nv));
+    WD_CHECK_EQ_INT(argmax(lv, nv), argmax(lr, nv));
+  }
+  fprintf(stderr, "  decoder step: max |logit diff| / max |logit| = %.3g\n", worst);
+  WD_CHECK(worst < 1e-3);
+  /* Misuse is an error, never a crash. */
+  const int s0 = 0, far = MAX_SEQS, neg = -1, dup[2] = { 0, 0 };
+  const int32_t bad = 999999, two[2] = { toks[0], toks[0] };
+  const float *lg = NULL;
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &bad, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &far, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &neg, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 2, dup, two, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 0, &s0, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, MAX_SEQS + 1, &s0, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, MAX_SEQS, 0), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 2), WD_EINVAL);
+}
+
+/* Rows on permuted, non-contiguous slots of different lengths, against the
+ * reference stepping the same slots; slot 1 steps alone before and after. */
+WD_TEST(batched_step_with_permuted_slots_matches_reference) {
+  if (!g_eng || !g_ref)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
+  const int nv = wd_model_hparams(g_model)->n_vocab;
+  const int32_t a[] = { 50257, 50363, 843, 523, 616 };
+  const int32_t b[] = { 50257, 50363, 1265, 644, 345, 460, 466 };
+  const int32_t c[] = { 50257, 50362, 50363, 314, 1101 };
+  const int32_t d[] = { 50257, 50363, 383 };
+  const int seqs[3] = { 3, 0, 5 }, s5 = 5, s1 = 1;
+  for (int s = 0; s < MAX_SEQS; s++) {
+    WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == 0 ? 1 : 0), 0);
+    WD_CHECK_EQ_INT(r->seq_reset(r->self, s, s == 0 ? 1 : 0), 0);
+  }
+  double worst = 0;
+  const float *lv = NULL, *lr = NULL;
+#define BOTH(n, sq, tk)                                                              \
+  do {                                                                               \
+    WD_CHECK_EQ_INT(v->step(v->self, n, sq, tk, &lv), 0);                            \
+    WD_CHECK_EQ_INT(r->step(r->self, n, sq, tk, &lr), 0);                            \
+    for (int i_ = 0; lv && lr && i_ < (n); i_++)                                     \
+      worst = fmax(worst, rel_diff(lv + (size_t)i_ * (size_t)nv,                     \
+                                   lr + (size_t)i_ * (size_t)nv, (size_t)nv));       \
+  } while (0)
+  for (int i = 0; i < 2; i++) {
+    BOTH(1, &s5, &b[i]);
+    BOTH(1, &s1, &d[i]);
+  }
+  for (int i = 0; i < 5; i++) {
+    const int32_t t3[3] = { a[i], c[i], b[i + 2] };
+    BOTH(3, seqs, t3);
+  }
+  BOTH(1, &s1, &d[2]);
+#undef BOTH
+  fprintf(stderr, "  batched step, slots {3, 0, 5}: max |logit diff| / max |logit| = %.3g\n",
+          worst);
+  WD_CHECK(worst < 1e-3);
+}
+
+/* A sequence's logits are bit-identical alone (n = 1) and beside others
+ * (n = 2 .. 9), whatever its row, slot and the companions' lengths. */
+WD_TEST(logits_bit_identical_alone_and_batched) {
+  if (!g_eng)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng);
+  const int nv = wd_model_hparams(g_model)->n_vocab;
+  enum { N_TOK = 6 };
+  const int32_t a[N_TOK] = { 50257, 50363, 843, 523, 616, 5891 };
+  const int32_t other[] = { 50257, 50363, 1265, 644, 345, 460, 466, 314, 1101, 383 };
+  const size_t row = (size_t)nv * sizeof(float);
+  float *alone = malloc(N_TOK * row);
+  const float *lg = NULL;
+  const int s0 = 0;
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  for (int i = 0; alone && i < N_TOK; i++) {
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &a[i], &lg), 0);
+    if (lg)
+      memcpy(alone + (size_t)i * (size_t)nv, lg, row);
+  }
+  int n_rows = 0, n_same = 0;
+  for (int n = 2; alone && n <= MAX_SEQS; n++) {
+    const int ra = n / 2, sa = (n + 4) % MAX_SEQS;
+    int seqs[MAX_SEQS], comp[MAX_SEQS], nc = 0;
+    for (int s = MAX_SEQS - 1; s >= 0 && nc < n - 1; s--)
+      if (s != sa)
+        comp[nc++] = s;
+    for (int s = 0; s < MAX_SEQS; s++)
+      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == sa ? 0 : s % 2), 0);
+    for (int i = 0; i < 2; i++) {
+      int32_t tk[MAX_SEQS];
+      for (int k = 0; k < nc; k++)
+        tk[k] = other[(i + k) % 10];
+      WD_CHECK_EQ_INT(v->step(v->self, nc, comp, tk, &lg), 0);
+    }
+    for (int k = 0, j = 0; k < n; k++)
+      seqs[k] = k == ra ? sa : comp[j++];
+    int same = 0;
+    for (int i = 0; i < N_TOK; i++) {
+      int32_t tk[MAX_SEQS];
+      for (int k = 0; k < n; k++)
+        tk[k] = k == ra ? a[i] : other[(i + k + 2) % 10];
+      lg = NULL;
+      WD_CHECK_EQ_INT(v->step(v->self, n, seqs, tk, &lg), 0);
+      if (!lg)
+        break;
+      same += memcmp(lg + (size_t)ra * (size_t)nv, alone + (size_t)i * (size_t)nv, row) == 0;
+    }
+    n_rows += N_TOK;
+    n_same += same;
+  }
+  fprintf(stderr, "  %d of %d batched rows bit-identical to the row alone\n", n_same, n_rows);
+  WD_CHECK_EQ_INT(n_same, n_rows);
+  free(alone);
+}
+
+/* prefill of n tokens: the logits of the last, against the reference's n
+ * steps; then a step after it continues as after n steps. */
+WD_TEST(prefill_matches_reference) {
+  if (!g_eng || !g_ref)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
+  const int nv = wd_model_hparams(g_model)->n_vocab;
+  int32_t toks[40];
+  toks[0] = 50257, toks[1] = 50362;
+  for (int i = 2; i < 40; i++)
+    toks[i] = 200 + 37 * i;
+  const int ns[] = { 1, 3, 40 };
+  for (size_t t = 0; t < 3; t++) {
+    const int n = ns[t], s = 2;
+    const float *lv = NULL, *lr = NULL;
+    WD_CHECK_EQ_INT(v->seq_reset(v->self, s, 0), 0);
+    WD_CHECK_EQ_INT(r->seq_reset(r->self, s, 0), 0);
+    WD_CHECK_EQ_INT(v->prefill(v->self, s, n, toks, &lv), 0);
+    WD_CHECK_EQ_INT(r->prefill(r->self, s, n, toks, &lr), 0);
+    const double d1 = lv && lr ? rel_diff(lv, lr, (size_t)nv) : INFINITY;
+    const int32_t next = 13;
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s, &next, &lv), 0);
+    WD_CHECK_EQ_INT(r->step(r->self, 1, &s, &next, &lr), 0);
+    const double d2 = lv && lr ? rel_diff(lv, lr, (size_t)nv) : INFINITY;
+    fprintf(stderr, "  prefill %2d: %.3g, step after it %.3g\n", n, d1, d2);
+    WD_CHECK(d1 < 1e-3 && d2 < 1e-3);
+  }
+  const float *lg = NULL;
+  WD_CHECK_EQ_INT(v->prefill(v->self, 0, 0, toks, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->prefill(v->self, 0, 257, toks, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->prefill(v->self, MAX_SEQS, 1, toks, &lg), WD_EINVAL);
+}
+
+WD_TEST(seq_copy_semantics) {
+  if (!g_eng)
+    wd_test_skip("setup failed");
+  ec_check_seq_copy(wd_cpu_engine_iface(g_eng), 0, 1);
+}
+
+/* align's scores and probabilities against the reference's align; a
+ * sequence slot in use is left as it was. */
+WD_TEST(align_matches_reference) {
+  if (!g_eng || !g_ref)
+    wd_test_skip("setup failed");
+  const wd_engine_t *v = wd_cpu_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
+  const int (*heads)[2] = NULL;
+  int H = 0;
+  WD_CHECK_EQ_INT(wd_model_alignment_heads(g_model, &heads, &H), 0);
+  if (H == 0)
+    return;
+  enum { N = 12, EOT = 50256 };
+  const int32_t toks[N] = { 50257, 50362, 843, 523, 616, 5891, 1265, 644, 345, 460, 466, 50256 };
+  const size_t na = (size_t)wd_model_hparams(g_model)->n_audio_ctx;
+  float *qv = calloc((size_t)H * N * na, sizeof *qv), *qr = calloc((size_t)H * N * na, sizeof *qr);
+  float pv[N], pr[N];
+  ec_hist_t h1;
+  const int32_t keep[] = { 50257, 50363, 383 };
+  ec_build(v, 1, 1, keep, 3, &h1);
+  WD_CHECK_EQ_INT(v->align(v->self, 0, N, toks, EOT, H, heads, qv, pv), 0);
+  WD_CHECK_EQ_INT(r->align(r->self, 0, N, toks, EOT, H, heads, qr, pr), 0);
+  const double dq = rel_diff(qv, qr, (size_t)H * N * na);
+  double dp = 0;
+  for (int i = 0; i < N - 1; i++)
+    dp = fmax(dp, fabs((double)pv[i] - pr[i]));
+  fprintf(stderr, "  align: qk %.3g of max |qk|, probs max |diff| %.3g\n", dq, dp);
+  WD_CHECK(dq < 1e-3);
+  WD_CHECK(dp < 1e-3);
+  WD_CHECK(ec_same(v, 1, &h1, 290, 4));
+  const int bad_l[1][2] = { { 99, 0 } };
+  WD_CHECK_EQ_INT(v->align(v->self, 0, 4, toks, EOT, 1, bad_l, qv, pv), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->align(v->self, 0, 257, toks, EOT, 1, heads, qv, pv), WD_EINVAL);
+  free(qv), free(qr);
+}
+
+WD_TEST(jfk_transcribed) {
+  if (!g_eng || !g_mel)
+    wd_test_skip("setup failed");
+  wd_tokenizer_t *tok = NULL;
+  WD_CHECK_EQ_INT(wd_model_tokenizer_new(g_model, &tok), 0);
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  wd_transcript_t tr;
+  int rc = wd_decode_transcribe(wd_cpu_engine_iface(g_eng), tok, g_mel, g_frames, &o, &tr);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    char *s = NULL;
+    if (wd_render(&tr, WD_FMT_SEGMENTS, NULL, &s) == 0)
+      fprintf(stderr, "%s", s);
+    free(s);
+    /* The Vulkan engine's text (tests/gpu/test_engine.c). */
+    WD_CHECK_EQ_STR(tr.text, " And so my fellow Americans ask not what your country can do for "
+                             "you ask what you can do for your country");
+    WD_CHECK_EQ_INT(tr.n_segments, 2);
+    if (tr.n_segments == 2) {
+      WD_CHECK_NEAR(tr.segments[0].start, 0.00, 0.02);
+      WD_CHECK_NEAR(tr.segments[0].end, 7.74, 0.1);
+      WD_CHECK_NEAR(tr.segments[1].end, 10.74, 0.1);
+    }
+    wd_cpu_engine_stats_t st;
+    wd_cpu_engine_stats(g_eng, &st);
+    fprintf(stderr, "  encoder %.1f ms, cross K/V %.1f ms, step %.2f ms, %llu steps, %s, %d threads\n",
+            st.encode_ms, st.cross_ms, st.step_ms, st.n_steps, st.kernel, st.n_threads);
+    wd_transcript_free(&tr);
+  }
+  wd_tokenizer_free(tok);
+}
+
+WD_TEST(teardown) {
+  wd_cpu_engine_free(g_eng);
+  wd_ref_engine_free(g_ref);
+  wd_model_free(g_model);
+  free(g_mel), free(g_w0), free(g_w1);
+}
+
+int main(void) { return wd_test_main(); }

@@ -1,0 +1,32 @@
+# `whisperd transcribe --device cpu` end to end on the native CPU engine
+# (label cpu: runs on every host): the same words and segment times as the
+# Vulkan engine's tests in model_cli.cmake. Skips (77) until the models are
+# fetched.
+function(wd_cpu_transcribe_test name model audio fmt regex)
+  add_test(NAME ${name}
+           COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu -m \"$1\" -f \"$3\" \"$2\""
+           $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model}
+           ${PROJECT_SOURCE_DIR}/tests/data/audio/${audio} ${fmt})
+  set_tests_properties(${name} PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77 TIMEOUT 600
+    PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_tiny_en ggml-tiny.en.bin jfk.wav txt
+  "\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")
+wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
+  "1\n00:00:00,000 --> 00:00:07,[0-9]+\nAnd so my fellow Americans,? ask not what your country can do for you,?\n\n2\n00:00:07,[0-9]+ --> 00:00:10,[0-9]+\nask what you can do for your country\\.?\n")
+
+# The engine tests again on the portable kernels (the path arm64 and x86
+# without AVX2 take), forced by WHISPERD_CPU_PORTABLE.
+add_test(NAME cpu_test_engine_portable COMMAND cpu_test_engine)
+set_tests_properties(cpu_test_engine_portable PROPERTIES LABELS "cpu;unit" TIMEOUT 600
+  SKIP_RETURN_CODE 77 ENVIRONMENT "WHISPERD_CPU_PORTABLE=1")
+
+# Word timestamps (engine align) on the CPU engine: the words and times the
+# Vulkan engine gives for jfk.wav on tiny.en.
+add_test(NAME cli_cpu_transcribe_jfk_words_tiny_en
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu -m \"$1\" -f json --word-timestamps \"$2\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_cpu_transcribe_jfk_words_tiny_en PROPERTIES LABELS "cli;cpu;unit"
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "\"word\":\" Americans\",\"start\":1\\.76,\"end\":2\\.26,.*\"word\":\" ask\",\"start\":8\\.06,\"end\":8\\.66,.*\"word\":\" country\",\"start\":10\\.22,\"end\":10\\.5")
