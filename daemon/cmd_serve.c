@@ -73,6 +73,40 @@ static int model_names(const char *model_name, char *aliases, const char **names
   return n;
 }
 
+/* A stop or reopen signal that reached another thread. Our threads block
+ * SIGTERM/SIGINT/SIGHUP, but threads a library started before main() (the
+ * BLAS thread pool that the CPU engine links) do not: without a handler, a
+ * process-directed SIGTERM arriving while this thread is not in
+ * sigtimedwait (start-up work, the drain) would kill the daemon there with
+ * the default action. The handler records it; this thread looks at it
+ * at least once a second. */
+static volatile sig_atomic_t g_caught;
+
+static void on_signal(int sig) { g_caught = sig; }
+
+static int install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  return sigaction(SIGTERM, &sa, NULL) == 0 && sigaction(SIGINT, &sa, NULL) == 0 &&
+                 sigaction(SIGHUP, &sa, NULL) == 0
+             ? 0
+             : -1;
+}
+
+/* The next signal: one pending for this thread's sigtimedwait (waiting up
+ * to *wait), else one a handler caught elsewhere; 0 if none. */
+static int next_signal(const sigset_t *sigs, const struct timespec *wait) {
+  const int sig = sigtimedwait(sigs, NULL, wait);
+  if (sig > 0)
+    return sig;
+  const int caught = g_caught;
+  g_caught = 0;
+  return caught;
+}
+
 /* STATUS=what: detail (one line for systemctl status). */
 /* A stop signal (SIGTERM, SIGINT) already pending: start-up checks between
  * phases, since the main loop's sigtimedwait only runs once the daemon is
@@ -80,7 +114,7 @@ static int model_names(const char *model_name, char *aliases, const char **names
 static int stop_pending(const sigset_t *sigs) {
   const struct timespec zero = { 0 };
   int sig;
-  while ((sig = sigtimedwait(sigs, NULL, &zero)) > 0)
+  while ((sig = next_signal(sigs, &zero)) > 0)
     if (sig == SIGTERM || sig == SIGINT) {
       wd_log_notice("serve: %s during start-up: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       return 1;
@@ -99,7 +133,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGHUP);
   sigaddset(&sigs, SIGPIPE); /* a client gone mid-answer is an error code, not a death */
-  if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0)
+  if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || install_handlers() < 0)
     return 1;
   sigdelset(&sigs, SIGPIPE);
   if (open_log(cfg->log_file) < 0)
@@ -207,7 +241,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   const double wd_fresh = watchdog ? (double)wd_usec * 1e-6 / 2 : 0;
   for (;;) {
     const struct timespec tick = { .tv_sec = 1 };
-    const int sig = sigtimedwait(&sigs, NULL, &tick);
+    const int sig = next_signal(&sigs, &tick);
     if (sig == SIGTERM || sig == SIGINT) {
       wd_log_notice("serve: %s: draining (grace %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                     cfg->shutdown_grace_s);

@@ -147,6 +147,25 @@ def test_sigterm_batch_in_flight_all_finish():
     assert rc == 0, d.log_tail()
 
 
+def test_repeated_sigterm_while_draining():
+    # Every SIGTERM after the first, sent while the daemon drains (when no
+    # thread of ours waits in sigtimedwait), must be absorbed: library
+    # threads started before main() (the BLAS pool) do not block signals,
+    # and the default action there would kill the daemon mid-drain.
+    d = wd_api.start_daemon(args=["--shutdown-grace", "120"])
+    try:
+        a = Background(d.port)
+        wait_counts(d.port, lambda c: c["running"] == 1, what="job running")
+        for _ in range(8):
+            d.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.1)
+        assert_jfk_json(a.response())
+        rc = d.proc.wait(120)
+    finally:
+        d.stop(timeout=120)
+    assert rc == 0, d.log_tail()
+
+
 def long_wav(seconds=90):
     with wave.open(JFK_WAV, "rb") as w:
         params, frames = w.getparams(), w.readframes(w.getnframes())
