@@ -270,6 +270,13 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   return 0;
 }
 
+/* cpu_alloc that counts what the caches and scratch take (stats,
+ * checked against wd_cpu_engine_plan by tests/cpu). */
+static void *state_alloc(wd_cpu_engine_t *e, size_t bytes) {
+  e->state_bytes += (double)bytes;
+  return cpu_alloc(bytes);
+}
+
 static int plan_buffers(wd_cpu_engine_t *e) {
   const wd_hparams_t *hp = &e->hp;
   const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
@@ -277,34 +284,34 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   const size_t nc = (size_t)hp->n_text_ctx, nm = (size_t)hp->n_mels, f = sizeof(float);
   const size_t rows = (size_t)e->max_rows, ms = (size_t)e->max_seqs;
   e->n_bufs = e->max_seqs + 2;
-  e->xk = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
-  e->xv = cpu_alloc((size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+  e->xk = state_alloc(e, (size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+  e->xv = state_alloc(e, (size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
   e->audio_ok = calloc((size_t)e->max_audio, sizeof(int));
-  e->kc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
-  e->vc = cpu_alloc((size_t)e->n_bufs * nl * nc * d * f);
+  e->kc = state_alloc(e, (size_t)e->n_bufs * nl * nc * d * f);
+  e->vc = state_alloc(e, (size_t)e->n_bufs * nl * nc * d * f);
   e->phys = calloc(ms, sizeof(int)), e->len = calloc(ms, sizeof(int));
   e->audio = calloc(ms, sizeof(int));
   e->t_phys = calloc(ms, sizeof(int)), e->t_len = calloc(ms, sizeof(int));
   e->t_audio = calloc(ms, sizeof(int)), e->t_copy = calloc(ms, sizeof(int));
   e->t_used = calloc((size_t)e->n_bufs, sizeof(int)), e->t_isdst = calloc(ms, sizeof(int));
   const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3;
-  e->e_melT = cpu_alloc(2 * na * nm * f);
-  e->e_col = cpu_alloc((col1 > col2 ? col1 : col2) * f);
-  e->e_x1 = cpu_alloc(2 * na * da * f);
-  e->e_x = cpu_alloc(na * da * f), e->e_h = cpu_alloc(na * da * f);
-  e->e_o = cpu_alloc(na * da * f);
+  e->e_melT = state_alloc(e, 2 * na * nm * f);
+  e->e_col = state_alloc(e, (col1 > col2 ? col1 : col2) * f);
+  e->e_x1 = state_alloc(e, 2 * na * da * f);
+  e->e_x = state_alloc(e, na * da * f), e->e_h = state_alloc(e, na * da * f);
+  e->e_o = state_alloc(e, na * da * f);
   /* (n, 3 d_a) for the encoder's Q K V, and the f32 cross K and V (2 x
    * (n, d)) before they are stored as f16. */
-  e->e_qkv = cpu_alloc(na * (3 * da > 2 * d ? 3 * da : 2 * d) * f);
-  e->e_f = cpu_alloc(na * 4 * da * f);
-  e->e_s = cpu_alloc(na * na * f);
-  e->d_x = cpu_alloc(rows * d * f), e->d_h = cpu_alloc(rows * d * f);
-  e->d_o = cpu_alloc(rows * d * f);
-  e->d_qkv = cpu_alloc(rows * 3 * d * f);
-  e->d_f = cpu_alloc(rows * 4 * d * f);
-  e->d_logits = cpu_alloc(ms * (size_t)hp->n_vocab * f);
+  e->e_qkv = state_alloc(e, na * (3 * da > 2 * d ? 3 * da : 2 * d) * f);
+  e->e_f = state_alloc(e, na * 4 * da * f);
+  e->e_s = state_alloc(e, na * na * f);
+  e->d_x = state_alloc(e, rows * d * f), e->d_h = state_alloc(e, rows * d * f);
+  e->d_o = state_alloc(e, rows * d * f);
+  e->d_qkv = state_alloc(e, rows * 3 * d * f);
+  e->d_f = state_alloc(e, rows * 4 * d * f);
+  e->d_logits = state_alloc(e, ms * (size_t)hp->n_vocab * f);
   const size_t sc = na > nc ? na : nc;
-  e->d_scores = cpu_alloc((size_t)CPU_ATTN_TASKS * sc * f);
+  e->d_scores = state_alloc(e, (size_t)CPU_ATTN_TASKS * sc * f);
   e->r_buf = calloc(rows, sizeof(int)), e->r_pos = calloc(rows, sizeof(int));
   e->r_audio = calloc(rows, sizeof(int));
   if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
@@ -463,6 +470,7 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->n_threads = e->n_threads;
   st->kernel = cpu_gemv_kernel();
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
+  st->state_mib = e->state_bytes / (1024.0 * 1024.0);
 }
 
 const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }

@@ -46,6 +46,7 @@ struct wd_cpu_engine {
   float *dec_pos, *dec_ln_g, *dec_ln_b;
   cpu_dec_layer_t *dec;
   double weight_bytes;
+  double state_bytes; /* what plan_buffers allocated for caches and scratch */
 
   /* ---- state ---- */
   /* Cross K/V per audio slot: (max_audio, n_layer, n_audio_ctx, d), f16:

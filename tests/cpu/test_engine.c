@@ -364,6 +364,20 @@ WD_TEST(jfk_transcribed) {
   wd_tokenizer_free(tok);
 }
 
+/* `whisperd info`'s arithmetic (wd_cpu_engine_plan) is what the engine
+ * really allocated: weight matrices and caches + scratch, to the byte. */
+WD_TEST(plan_matches_allocation) {
+  wd_cpu_engine_plan_t p;
+  wd_cpu_engine_plan(g_model, &(wd_cpu_engine_opts_t){ .max_seqs = MAX_SEQS, .max_audio = 2 }, &p);
+  wd_cpu_engine_stats_t st;
+  wd_cpu_engine_stats(g_eng, &st);
+  const double mib = 1024.0 * 1024.0;
+  WD_CHECK(fabs(p.weight_bytes - st.weight_mib * mib) < 1.0);
+  WD_CHECK(fabs(p.self_bytes + p.cross_bytes + p.scratch_bytes - st.state_mib * mib) < 1.0);
+  WD_CHECK_EQ_INT(p.n_self_bufs, MAX_SEQS + 2);
+  WD_CHECK(p.weight_bytes > 50 * mib && p.weight_bytes < 200 * mib); /* tiny.en: 39 M params */
+}
+
 WD_TEST(teardown) {
   wd_cpu_engine_free(g_eng);
   wd_ref_engine_free(g_ref);

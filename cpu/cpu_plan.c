@@ -1,0 +1,55 @@
+/*
+ * cpu_plan.c - the CPU engine's host memory, as arithmetic over the model's
+ * tensor table (see wd_cpu_engine_plan in cpu_engine.h): what `whisperd
+ * info` prints, without converting a weight. tests/cpu checks it against
+ * what wd_cpu_engine_new really allocates.
+ */
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* Bytes a weight matrix takes in the kernels' layout, by the rule
+ * load_weights applies through cpu_mat_load: the encoder, the convolutions
+ * and the cross K/V projection in f32 (sgemm's input); the decoder's other
+ * matrices and the token embedding f16 when stored f16, else f32. */
+static double matrix_bytes(const wd_tensor_t *t) {
+  const double n = (double)wd_tensor_n_elements(t);
+  const char *s = t->name;
+  if (strncmp(s, "encoder.", 8) == 0 || strstr(s, ".cross_attn.key.") ||
+      strstr(s, ".cross_attn.value."))
+    return 4.0 * n;
+  return t->type == WD_DTYPE_F16 ? 2.0 * n : 4.0 * n;
+}
+
+/* A matrix the engine loads through cpu_mat_load: every tensor with two
+ * real dimensions (the conv biases are stored (1, d): vectors) but the
+ * positional embeddings (kept as f32 vectors). */
+static int is_matrix(const wd_tensor_t *t) {
+  return t->n_dims >= 2 && t->ne[0] > 1 && t->ne[1] > 1 &&
+         !strstr(t->name, "positional_embedding");
+}
+
+void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
+                        wd_cpu_engine_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  const wd_hparams_t *hp = wd_model_hparams(m);
+  for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
+    const wd_tensor_t *t = wd_model_tensor_at(m, i);
+    if (is_matrix(t))
+      p->weight_bytes += matrix_bytes(t);
+  }
+  /* As plan_buffers allocates them (cpu_engine.c). */
+  const double da = hp->n_audio_state, d = hp->n_text_state, na = hp->n_audio_ctx;
+  const double nl = hp->n_text_layer, nc = hp->n_text_ctx, nm = hp->n_mels, f = sizeof(float);
+  const double ms = o->max_seqs, rows = o->max_seqs > CPU_MAX_PREFILL ? ms : CPU_MAX_PREFILL;
+  p->n_self_bufs = o->max_seqs + 2;
+  p->self_bytes = 2.0 * p->n_self_bufs * nl * nc * d * f;
+  p->cross_bytes = 2.0 * o->max_audio * nl * na * d * sizeof(uint16_t);
+  const double col1 = 2 * na * nm * 3, col2 = na * da * 3;
+  const double sc = na > nc ? na : nc;
+  p->scratch_bytes = f * (2 * na * nm + (col1 > col2 ? col1 : col2) + 2 * na * da +
+                          3 * na * da + na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da +
+                          na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
+                          ms * hp->n_vocab + CPU_ATTN_TASKS * sc);
+  p->total_bytes = p->weight_bytes + p->self_bytes + p->cross_bytes + p->scratch_bytes;
+}
