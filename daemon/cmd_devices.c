@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "cpu_engine.h"
+#include "device.h"
 #include "error.h"
 #include "log.h"
 #include "vk_device.h"
@@ -48,5 +49,8 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   fprintf(out, "  threads:       %ld (online cores)\n", cores > 0 ? cores : 1);
   fprintf(out, "  kernels:       OpenBLAS sgemm (encoder), batched GEMV %s (decoder)\n",
           wd_cpu_engine_kernel());
+  wd_device_choice_t dc;
+  wd_device_choose(WD_DEVICE_AUTO, &dc);
+  fprintf(out, "default: %s\n", dc.why);
   return rc < 0 ? 1 : 0;
 }

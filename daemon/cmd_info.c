@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "cpu_engine.h"
+#include "device.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -102,26 +104,43 @@ static void wd_info_print(const char *path, bool is_dir, const wd_model_t *m, FI
           bytes);
 }
 
-/* Rank for the automatic choice, as gpu/vk_device.c makes it. */
-static int wd_info_rank(wd_vk_class_t c) {
-  switch (c) {
-  case WD_VK_CLASS_DISCRETE: return 4;
-  case WD_VK_CLASS_INTEGRATED: return 3;
-  case WD_VK_CLASS_VIRTUAL: return 2;
-  case WD_VK_CLASS_CPU: return 1;
-  default: return 0;
-  }
+/* --device resolves to the native CPU engine: its host memory plan. */
+static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
+                             const wd_device_choice_t *dc, FILE *out) {
+  const int b = cfg->max_batch > 0 ? cfg->max_batch : 1;
+  wd_cpu_engine_plan_t p;
+  wd_cpu_engine_plan(m, &(wd_cpu_engine_opts_t){ .max_seqs = b, .max_audio = b }, &p);
+  fprintf(out, "device:          cpu, the native CPU engine (%s; %s)\n",
+          wd_cpu_engine_kernel(), dc->why);
+  fprintf(out, "host memory:     batch %d (max_seqs %d, max_audio %d)\n", b, b, b);
+  fprintf(out, "  weights        %9.1f MiB (encoder f32 for sgemm; decoder as the kernels read it)\n",
+          MIB(p.weight_bytes));
+  fprintf(out, "  self-attn KV   %9.1f MiB (f32, %d layers x %d buffers x %d positions)\n",
+          MIB(p.self_bytes), wd_model_hparams(m)->n_text_layer, p.n_self_bufs,
+          wd_model_hparams(m)->n_text_ctx);
+  fprintf(out, "  cross-attn KV  %9.1f MiB (f16, %d layers x %d windows x %d positions)\n",
+          MIB(p.cross_bytes), wd_model_hparams(m)->n_text_layer, b,
+          wd_model_hparams(m)->n_audio_ctx);
+  fprintf(out, "  scratch        %9.1f MiB (encoder and decoder activations)\n",
+          MIB(p.scratch_bytes));
+  fprintf(out, "  total          %9.1f MiB\n", MIB(p.total_bytes));
 }
 
 /* The device plan at the configured batch, as the engine would make it. */
 static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out) {
+  wd_device_choice_t dc;
+  wd_device_choose(cfg->device, &dc);
+  if (dc.cpu) {
+    wd_info_cpu_plan(cfg, m, &dc, out);
+    return;
+  }
   wd_vk_device_info_t *infos = NULL, *dev = NULL;
   uint32_t n = 0;
   if (wd_vk_device_list(&infos, &n) == 0)
     for (uint32_t i = 0; i < n; i++)
-      if (infos[i].usable && (cfg->device >= 0 ? (int)i == cfg->device
-                                               : !dev || wd_info_rank(infos[i].device_class) >
-                                                             wd_info_rank(dev->device_class)))
+      if (infos[i].usable && (dc.vk_index >= 0 ? (int)i == dc.vk_index
+                                               : !dev || wd_vk_class_rank(infos[i].device_class) >
+                                                             wd_vk_class_rank(dev->device_class)))
         dev = &infos[i];
   wd_vk_limits_t none = { 0 };
   const wd_vk_limits_t *lim = dev ? &dev->limits : &none;

@@ -21,7 +21,7 @@
 
 #include <unistd.h>
 
-/* WD_OPT_DEVICE: an int in [min, max] or the word "cpu" (WD_DEVICE_CPU). */
+/* WD_OPT_DEVICE: an int in [min, max] or auto, cpu, vulkan (WD_DEVICE_*). */
 typedef enum {
   WD_OPT_STR, WD_OPT_INT, WD_OPT_BOOL, WD_OPT_LOGLEVEL, WD_OPT_ENUM, WD_OPT_DEVICE
 } wd_opt_type_t;
@@ -44,12 +44,12 @@ typedef struct {
 static const wd_option_t wd_options[] = {
   { "model", 'm', WD_OPT_STR, OFF(model), "models/ggml-tiny.en.bin", 0, 0, NULL, "PATH",
     "Whisper model: a ggml .bin file or a CTranslate2 directory", 0 },
-  { "device", 0, WD_OPT_DEVICE, OFF(device), "-1", -1, 63, NULL, "N|cpu",
-    "Vulkan device index from `whisperd devices`, or cpu for the native CPU engine; -1 picks discrete > integrated > CPU (lavapipe)", 0 },
+  { "device", 0, WD_OPT_DEVICE, OFF(device), "auto", -1, 63, NULL, "auto|cpu|vulkan|N",
+    "auto: a GPU (discrete > integrated > virtual) if Vulkan shows one, else the native CPU engine; cpu: the CPU engine; vulkan: the best Vulkan device, lavapipe included; N: Vulkan device N from `whisperd devices` (-1 = auto)", 0 },
   { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
     "Enable the Khronos validation layer when installed (debugging)", 0 },
-  { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "20", 1, 3600, NULL, "SECONDS",
-    "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt", 0 },
+  { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "0", 0, 3600, NULL, "SECONDS",
+    "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt (0: 20 s on a GPU, 300 s on a CPU driver such as lavapipe)", 0 },
   { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, 16, NULL, "N",
     "Sequences (beams and requests) decoded together in one GPU step; 1 turns batching off", 0 },
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",
@@ -207,9 +207,10 @@ static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *val
     *(char **)field = copy;
     return 0;
   }
-  case WD_OPT_DEVICE: /* "cpu", or an index parsed as WD_OPT_INT */
-    if (strcmp(value, "cpu") == 0) {
-      *(int *)field = WD_DEVICE_CPU;
+  case WD_OPT_DEVICE: /* a word, or an index parsed as WD_OPT_INT */
+    if (strcmp(value, "auto") == 0 || strcmp(value, "cpu") == 0 || strcmp(value, "vulkan") == 0) {
+      *(int *)field = value[0] == 'a' ? WD_DEVICE_AUTO
+                      : value[0] == 'c' ? WD_DEVICE_CPU : WD_DEVICE_VULKAN;
       return 0;
     }
     /* fall through */
@@ -498,8 +499,10 @@ void wd_config_dump(const wd_config_t *cfg) {
       wd_log_info("  %s = %d", o->key, *(const int *)field);
       break;
     case WD_OPT_DEVICE:
-      if (*(const int *)field == WD_DEVICE_CPU)
-        wd_log_info("  %s = cpu", o->key);
+      if (*(const int *)field < 0)
+        wd_log_info("  %s = %s", o->key,
+                    *(const int *)field == WD_DEVICE_CPU      ? "cpu"
+                    : *(const int *)field == WD_DEVICE_VULKAN ? "vulkan" : "auto");
       else
         wd_log_info("  %s = %d", o->key, *(const int *)field);
       break;

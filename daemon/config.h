@@ -19,13 +19,15 @@
 
 #define WD_CONFIG_DEFAULT_FILE "/etc/whisperd/whisperd.conf"
 #define WD_CONFIG_MAX_ARGS 64
-/* --device cpu: the native CPU engine (cpu/) instead of a Vulkan device. */
-#define WD_DEVICE_CPU (-2)
+/* --device values besides a Vulkan index (daemon/device.h resolves them). */
+#define WD_DEVICE_AUTO (-1)   /* a GPU if there is one, else the CPU engine */
+#define WD_DEVICE_CPU (-2)    /* the native CPU engine (cpu/) */
+#define WD_DEVICE_VULKAN (-3) /* the best Vulkan device, lavapipe included */
 
 typedef struct {
   /* model and engine */
   char *model;            /* ggml file or CTranslate2 directory */
-  int device;             /* Vulkan device index, -1 = best, WD_DEVICE_CPU = cpu/ engine */
+  int device;             /* Vulkan device index or WD_DEVICE_AUTO/CPU/VULKAN */
   bool vk_validation;
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */

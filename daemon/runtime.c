@@ -1,6 +1,6 @@
 /*
- * runtime.c - model, tokenizer, mel, engine (Vulkan, or the CPU engine for
- * --device cpu) and worker, built once (see runtime.h).
+ * runtime.c - model, tokenizer, mel, engine (Vulkan, or the CPU engine as
+ * --device resolves, daemon/device.h) and worker, built once (see runtime.h).
  */
 #include "runtime.h"
 
@@ -16,6 +16,7 @@
 #include "mel.h"
 #include "model_vocab.h"
 #include "cpu_engine.h"
+#include "device.h"
 #include "vk_engine.h"
 #include "vk_fault.h"
 
@@ -66,7 +67,10 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     snprintf(err, err_len, "mel filterbank: %s", wd_strerror(rc));
     goto fail;
   }
-  if (cfg->device == WD_DEVICE_CPU) {
+  wd_device_choice_t dc;
+  wd_device_choose(cfg->device, &dc);
+  wd_log_info("%s", dc.why);
+  if (dc.cpu) {
     const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch };
     if ((rc = wd_cpu_engine_new(rt->m, &co, &rt->cpu, msg, sizeof msg)) < 0) {
       snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
@@ -77,7 +81,7 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     snprintf(rt->cpu_name, sizeof rt->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
     rt->iface = *wd_cpu_engine_iface(rt->cpu);
   } else {
-    const wd_vk_engine_opts_t eo = { .device = cfg->device, .validation = cfg->vk_validation,
+    const wd_vk_engine_opts_t eo = { .device = dc.vk_index, .validation = cfg->vk_validation,
                                      .max_seqs = max_batch, .max_audio = max_batch,
                                      .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
     if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {

@@ -61,8 +61,7 @@ static wd_vk_class_t wd_vk_class_of(VkPhysicalDeviceType t) {
   }
 }
 
-/* Rank used for automatic selection: higher wins. */
-static int wd_vk_class_rank(wd_vk_class_t c) {
+int wd_vk_class_rank(wd_vk_class_t c) {
   switch (c) {
   case WD_VK_CLASS_DISCRETE: return 4;
   case WD_VK_CLASS_INTEGRATED: return 3;
@@ -363,7 +362,7 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
     goto fail;
   }
   d->phys = pds[chosen];
-  d->timeout_ns = WD_VK_TIMEOUT_DEFAULT_NS;
+  wd_vk_device_set_timeout(d, 0);
   const char *fs = getenv("WHISPERD_VK_FORCE_STAGING");
   d->force_staging = fs && fs[0] && strcmp(fs, "0") != 0;
   d->queue_family = (uint32_t)chosen_family;
@@ -442,7 +441,9 @@ fail:
 const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev) { return &dev->info; }
 
 void wd_vk_device_set_timeout(wd_vk_device_t *dev, uint64_t timeout_ns) {
-  dev->timeout_ns = timeout_ns ? timeout_ns : WD_VK_TIMEOUT_DEFAULT_NS;
+  dev->timeout_ns = timeout_ns                                   ? timeout_ns
+                    : dev->info.device_class == WD_VK_CLASS_CPU ? WD_VK_TIMEOUT_CPU_NS
+                                                                : WD_VK_TIMEOUT_DEFAULT_NS;
 }
 
 uint64_t wd_vk_device_timeout_ns(const wd_vk_device_t *dev) { return dev->timeout_ns; }

@@ -74,12 +74,19 @@ const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev);
 
 /* How long any wait on the GPU may take before the work is taken for hung
  * (a fence timeout is handled as a lost device). Default
- * WD_VK_TIMEOUT_DEFAULT_NS; 0 restores it. */
+ * WD_VK_TIMEOUT_DEFAULT_NS, or WD_VK_TIMEOUT_CPU_NS on a CPU driver
+ * (lavapipe): there a submit is host threads sharing the cores with
+ * everything else, and a large model's encoder on a busy 2-core host takes
+ * tens of seconds without anything being hung. 0 restores the default. */
 #define WD_VK_TIMEOUT_DEFAULT_NS (20ull * 1000000000ull)
+#define WD_VK_TIMEOUT_CPU_NS (300ull * 1000000000ull)
 void wd_vk_device_set_timeout(wd_vk_device_t *dev, uint64_t timeout_ns);
 uint64_t wd_vk_device_timeout_ns(const wd_vk_device_t *dev);
 
 /* "cpu", "virtual-gpu", "integrated-gpu", "discrete-gpu" or "other". */
 const char *wd_vk_class_name(wd_vk_class_t c);
+/* Rank of the automatic choice, higher wins: discrete 4 > integrated 3 >
+ * virtual 2 > CPU (lavapipe) 1 > other 0. */
+int wd_vk_class_rank(wd_vk_class_t c);
 
 #endif

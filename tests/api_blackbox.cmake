@@ -3,7 +3,8 @@
 # `whisperd serve` with the real tiny.en on 127.0.0.1, driven by curl, raw
 # sockets and the official OpenAI Python and Node SDKs. One CTest test per
 # pytest file; each skips (77) while the venv (scripts/install-test-deps.sh),
-# the binary or models/ggml-tiny.en.bin is missing.
+# the binary or models/ggml-tiny.en.bin is missing. test_device_loss pins
+# --device vulkan itself (only the Vulkan engine has a device to lose).
 #
 # Registered in the plain build trees only: under ASan/TSan the Vulkan engine
 # on lavapipe is too slow for the suite's time limits.
@@ -21,4 +22,17 @@ foreach(f IN LISTS wd_api_tests)
   # One daemon-driving file at a time: they measure timeouts and queue depths.
   set_tests_properties(api_py_${n} PROPERTIES LABELS "api" SKIP_RETURN_CODE 77 TIMEOUT 900
                        RESOURCE_LOCK whisperd_api)
+endforeach()
+
+# The daemon runs on --device auto, the native CPU engine on a host without
+# a GPU. The files that prove the answers (words, formats, batching
+# identity, the SDKs) run again with WHISPERD_DEVICE=vulkan, so the Vulkan
+# engine keeps being served through the real daemon (lavapipe here).
+foreach(n test_curl test_concurrency test_sdk_python)
+  add_test(NAME api_py_vulkan_${n}
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api/run.sh ${WD_API_VENV}
+                   $<TARGET_FILE:whisperd> ${CMAKE_CURRENT_SOURCE_DIR}/api/${n}.py)
+  set_tests_properties(api_py_vulkan_${n} PROPERTIES LABELS "api;gpu" SKIP_RETURN_CODE 77
+                       TIMEOUT 900 RESOURCE_LOCK whisperd_api
+                       ENVIRONMENT WHISPERD_DEVICE=vulkan)
 endforeach()

@@ -30,3 +30,23 @@ add_test(NAME cli_cpu_transcribe_jfk_words_tiny_en
 set_tests_properties(cli_cpu_transcribe_jfk_words_tiny_en PROPERTIES LABELS "cli;cpu;unit"
   SKIP_RETURN_CODE 77 TIMEOUT 600
   PASS_REGULAR_EXPRESSION "\"word\":\" Americans\",\"start\":1\\.76,\"end\":2\\.26,.*\"word\":\" ask\",\"start\":8\\.06,\"end\":8\\.66,.*\"word\":\" country\",\"start\":10\\.22,\"end\":10\\.5")
+
+# The default device (auto): a GPU where Vulkan shows one, else the CPU
+# engine; the log line says which and why (label gpu: auto enumerates the
+# Vulkan devices, whose driver leaks at exit under ASan).
+add_test(NAME cli_transcribe_device_auto
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec env -u WHISPERD_DEVICE \"$0\" transcribe -m \"$1\" \"$2\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_transcribe_device_auto PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77
+  TIMEOUT 600 PASS_REGULAR_EXPRESSION
+  "device auto: (Vulkan device [0-9]+, .* GPU\\)|.*so the native CPU engine).*\\]  And so my fellow Americans ask not")
+
+# `whisperd info --device cpu`: the CPU engine's host memory plan, the
+# arithmetic tests/cpu/test_engine.c checks against the real allocation.
+add_test(NAME cli_info_plan_cpu
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" info --device cpu --max-batch 8 \"$1\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin)
+set_tests_properties(cli_info_plan_cpu PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77
+  PASS_REGULAR_EXPRESSION
+  "device: +cpu, the native CPU engine.*host memory: +batch 8 .*weights +87\\.[0-9] MiB.*self-attn KV +[0-9.]+ MiB \\(f32, 4 layers x 10 buffers.*cross-attn KV.*scratch.*total")

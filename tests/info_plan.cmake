@@ -5,7 +5,7 @@ function(wd_info_plan_test name env regex)
   add_test(NAME ${name} COMMAND sh -c
            "test -e \"$1\" || exit 77; exec env ${env} \"$0\" info --max-batch 8 \"$1\""
            $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin)
-  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 wd_info_plan_test(cli_info_plan "WHISPERD_VK_LIMITS=nvidia"

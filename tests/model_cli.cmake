@@ -11,7 +11,7 @@ set_tests_properties(cli_convert_usage PROPERTIES LABELS "cli;unit" WILL_FAIL TR
 function(wd_info_test name model regex)
   add_test(NAME ${name} COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" info \"$1\""
            $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model})
-  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 wd_info_test(cli_info_tiny_en ggml-tiny.en.bin
@@ -23,7 +23,9 @@ wd_info_test(cli_info_base ggml-base.bin
 wd_info_test(cli_info_base_ct2 ct2-base
   "name: +base\n.*multilingual.*n_vocab: +51865")
 
-# `whisperd transcribe` end to end on lavapipe or a GPU (label gpu): the
+# `whisperd transcribe` end to end on the Vulkan engine (label gpu;
+# WHISPERD_DEVICE=vulkan: lavapipe where there is no GPU, where auto would
+# pick the CPU engine, whose own CLI tests are in cpu_cli.cmake): the
 # words and segment times of jfk.wav as faster-whisper and whisper.cpp print
 # them on the same weights. Skips (77) until the models are fetched.
 function(wd_transcribe_test name model audio fmt regex)
@@ -31,7 +33,7 @@ function(wd_transcribe_test name model audio fmt regex)
            COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe -m \"$1\" -f \"$3\" \"$2\""
            $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model}
            ${PROJECT_SOURCE_DIR}/tests/data/audio/${audio} ${fmt})
-  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77 TIMEOUT 600
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan SKIP_RETURN_CODE 77 TIMEOUT 600
     PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 wd_transcribe_test(cli_transcribe_jfk_wav_tiny_en ggml-tiny.en.bin jfk.wav txt
@@ -58,6 +60,6 @@ foreach(ft 0 2009)
     COMMAND sh -c "\"$0\" \"$1\" ${ft} && \"$2\" transcribe -m \"$1\" \"$3\"; s=$?; rm -f \"$1\"; echo \"exit status $s\""
     $<TARGET_FILE:wd_synth_model> ${CMAKE_CURRENT_BINARY_DIR}/synth-ftype-${ft}.bin
     $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
-  set_tests_properties(cli_transcribe_runs_ftype_${ft} PROPERTIES LABELS "cli;gpu" TIMEOUT 600
+  set_tests_properties(cli_transcribe_runs_ftype_${ft} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan TIMEOUT 600
     PASS_REGULAR_EXPRESSION "transcribe: 1 file\\(s\\), 11\\.00 s of audio in [^\n]*\n(.*\n)?exit status 0\n")
 endforeach()

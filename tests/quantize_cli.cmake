@@ -40,7 +40,7 @@ set(WD_QUANTIZE_INFO_SH
 function(wd_quantize_info_test name model type regex)
   add_test(NAME ${name} COMMAND sh -c "${WD_QUANTIZE_INFO_SH}" $<TARGET_FILE:whisperd>
            ${PROJECT_SOURCE_DIR}/models/${model} ${CMAKE_CURRENT_BINARY_DIR}/${name}.bin ${type})
-  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan SKIP_RETURN_CODE 77
     PASS_REGULAR_EXPRESSION "${regex}" FAIL_REGULAR_EXPRESSION "left [^\n]*\\.tmp")
 endfunction()
 # 65 of tiny.en's 167 tensors are 2-D weights: 4 x 6 encoder, 4 x 10 decoder,
@@ -57,7 +57,7 @@ add_test(NAME cli_quantize_synth_q4_1
   COMMAND sh -c "\"$0\" \"$1\" 1 || exit 1; \"$2\" quantize \"$1\" \"$1.q\" q4_1 && \"$2\" info \"$1.q\"; s=$?; rm -f \"$1\" \"$1.q\"; echo \"exit status $s\""
   $<TARGET_FILE:wd_synth_model> ${CMAKE_CURRENT_BINARY_DIR}/quantize-synth.bin
   $<TARGET_FILE:whisperd>)
-set_tests_properties(cli_quantize_synth_q4_1 PROPERTIES LABELS "cli;gpu"
+set_tests_properties(cli_quantize_synth_q4_1 PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan
   PASS_REGULAR_EXPRESSION "q4_1 \\(ftype 2003\\), 17 of 50 tensors converted(.*\n)*ftype: +2003\n(.*\n)*tensors: [^\n]*17 q4_1(.*\n)*exit status 0")
 
 # --help lists the command.
@@ -77,7 +77,7 @@ function(wd_quantize_transcribe_test name model type regex)
     COMMAND sh -c "test -e \"$1\" || exit 77; \"$0\" quantize \"$1\" \"$2\" \"$3\" >/dev/null && \"$0\" transcribe -m \"$2\" -f json \"$4\"; s=$?; rm -f \"$2\"; echo \"exit status $s\""
     $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/${model}
     ${CMAKE_CURRENT_BINARY_DIR}/${name}.bin ${type} ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
-  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" SKIP_RETURN_CODE 77 TIMEOUT 600
+  set_tests_properties(${name} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan SKIP_RETURN_CODE 77 TIMEOUT 600
     PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 wd_quantize_transcribe_test(cli_quantize_tiny_en_q8_0_transcribes ggml-tiny.en.bin q8_0

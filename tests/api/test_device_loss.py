@@ -22,7 +22,10 @@ from wd_api import (JFK_TEXT, assert_jfk_json, check_error, metrics, post_audio,
 @pytest.fixture(scope="module")
 def lossy():
     # --max-batch 1: a second request waits in the queue while the first runs.
-    d = start_daemon(args=["--max-batch", "1"], env={"WHISPERD_FAULT_INJECT": "submit:5"})
+    # The Vulkan engine (lavapipe without a GPU): the CPU engine has no
+    # device to lose and no submits to fail.
+    d = start_daemon(args=["--max-batch", "1", "--device", "vulkan"],
+                     env={"WHISPERD_FAULT_INJECT": "submit:5"})
     yield d
     stop_daemon(d)
 

@@ -33,7 +33,8 @@ WD_TEST(defaults) {
   char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
   WD_CHECK_EQ_INT(wd_config_load(&c, 1, argv2, env, err, sizeof err), 0);
   WD_CHECK_EQ_INT(c.port, 8080);
-  WD_CHECK_EQ_INT(c.device, -1);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_AUTO);
+  WD_CHECK_EQ_INT(c.gpu_timeout_s, 0); /* by device class: 20 s on a GPU, 300 s on lavapipe */
   WD_CHECK_EQ_INT(c.max_body_mb, 25);
   WD_CHECK_EQ_STR(c.host, "127.0.0.1");
   WD_CHECK_EQ_STR(c.output_format, "txt");
@@ -117,7 +118,8 @@ WD_TEST(env_and_flag_errors) {
   WD_CHECK(strstr(err, "'loud' is not a log level") != NULL);
 }
 
-/* --device takes a Vulkan index or cpu (the native CPU engine), nothing else. */
+/* --device takes a Vulkan index, auto (the default), cpu or vulkan, nothing
+ * else. */
 WD_TEST(device_cpu_or_index) {
   wd_config_t c;
   char err[256];
@@ -133,6 +135,18 @@ WD_TEST(device_cpu_or_index) {
   char *env2[] = { "WHISPERD_CONFIG=/dev/null", "WHISPERD_DEVICE=cpu", NULL };
   WD_CHECK_EQ_INT(wd_config_load(&c, 1, a1, env2, err, sizeof err), 0);
   WD_CHECK_EQ_INT(c.device, WD_DEVICE_CPU);
+  wd_config_free(&c);
+  char *a5[] = { "whisperd", "--device", "vulkan", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a5, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_VULKAN);
+  wd_config_free(&c);
+  char *a6[] = { "whisperd", "--device", "auto", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a6, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_AUTO);
+  wd_config_free(&c);
+  char *a7[] = { "whisperd", "--device", "-1", NULL }; /* the old spelling of auto */
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a7, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_AUTO);
   wd_config_free(&c);
   char *a3[] = { "whisperd", "--device", "gpu", NULL };
   WD_CHECK_EQ_INT(wd_config_load(&c, 3, a3, env, err, sizeof err), WD_ECONFIG);
