@@ -1,8 +1,9 @@
 /*
  * wd_engine_check.h - checks of core/engine.h semantics that any engine
  * must meet bit for bit against itself, shared by the test binaries of the
- * reference engine (tests/core/test_ref_engine.c) and of the Vulkan engine
- * (tests/gpu/test_engine_ops.c).
+ * reference engine (tests/core/test_ref_engine.c), of the Vulkan engine
+ * (tests/gpu/test_engine_ops.c, test_engine.c) and of the CPU engine
+ * (tests/cpu/test_engine.c).
  *
  * A slot's state is known by its history (audio slot and tokens, all fed by
  * step()); ec_same() proves a slot holds a history by stepping it once and
@@ -17,8 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "engine.h"
 #include "error.h"
+#include "model.h"
+#include "model_vocab.h"
+#include "render.h"
 #include "wd_test.h"
 
 #define EC_MAX_TOK 32
@@ -144,6 +149,40 @@ static inline void ec_check_seq_copy(const wd_engine_t *e, int a0, int a1) {
   WD_CHECK_EQ_INT(e->seq_copy(e->self, ms + 1, many_d, many_s), WD_EINVAL);
   WD_CHECK(ec_same(e, 0, &hx, 290, S));
   WD_CHECK(ec_same(e, 1, &hy, 290, S));
+}
+
+/* jfk.wav through the whole decoding policy (greedy, timestamps) on engine
+ * e: the text and segment times openai/whisper gives on tiny.en. mel is
+ * jfk's (n_mels, frames) log-mel. Returns 1 when it decoded (the caller
+ * then prints its engine's figures). */
+static inline int ec_check_jfk_transcribed(const wd_engine_t *e, const wd_model_t *m,
+                                           const float *mel, int frames) {
+  wd_tokenizer_t *tok = NULL;
+  WD_CHECK_EQ_INT(wd_model_tokenizer_new(m, &tok), 0);
+  if (!tok)
+    return 0;
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  wd_transcript_t tr;
+  const int rc = wd_decode_transcribe(e, tok, mel, frames, &o, &tr);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    char *s = NULL;
+    if (wd_render(&tr, WD_FMT_SEGMENTS, NULL, &s) == 0)
+      fprintf(stderr, "%s", s);
+    free(s);
+    WD_CHECK_EQ_STR(tr.text, " And so my fellow Americans ask not what your country can do for "
+                             "you ask what you can do for your country");
+    WD_CHECK_EQ_INT(tr.n_segments, 2);
+    if (tr.n_segments == 2) {
+      WD_CHECK_NEAR(tr.segments[0].start, 0.00, 0.02);
+      WD_CHECK_NEAR(tr.segments[0].end, 7.74, 0.1);
+      WD_CHECK_NEAR(tr.segments[1].end, 10.74, 0.1);
+    }
+    wd_transcript_free(&tr);
+  }
+  wd_tokenizer_free(tok);
+  return rc == 0;
 }
 
 #endif

@@ -334,38 +334,14 @@ WD_TEST(align_matches_reference) {
 WD_TEST(jfk_transcribed) {
   if (!g_eng || !g_mel)
     wd_test_skip("setup failed");
-  wd_tokenizer_t *tok = NULL;
-  WD_CHECK_EQ_INT(wd_model_tokenizer_new(g_model, &tok), 0);
-  wd_decode_opts_t o;
-  wd_decode_opts_default(&o);
-  wd_transcript_t tr;
-  int rc = wd_decode_transcribe(wd_cpu_engine_iface(g_eng), tok, g_mel, g_frames, &o, &tr);
-  WD_CHECK_EQ_INT(rc, 0);
-  if (rc == 0) {
-    char *s = NULL;
-    if (wd_render(&tr, WD_FMT_SEGMENTS, NULL, &s) == 0)
-      fprintf(stderr, "%s", s);
-    free(s);
-    /* The Vulkan engine's text (tests/gpu/test_engine.c). */
-    WD_CHECK_EQ_STR(tr.text, " And so my fellow Americans ask not what your country can do for "
-                             "you ask what you can do for your country");
-    WD_CHECK_EQ_INT(tr.n_segments, 2);
-    if (tr.n_segments == 2) {
-      WD_CHECK_NEAR(tr.segments[0].start, 0.00, 0.02);
-      WD_CHECK_NEAR(tr.segments[0].end, 7.74, 0.1);
-      WD_CHECK_NEAR(tr.segments[1].end, 10.74, 0.1);
-    }
+  if (ec_check_jfk_transcribed(wd_cpu_engine_iface(g_eng), g_model, g_mel, g_frames)) {
     wd_cpu_engine_stats_t st;
     wd_cpu_engine_stats(g_eng, &st);
     fprintf(stderr, "  encoder %.1f ms, cross K/V %.1f ms, step %.2f ms, %llu steps, %s, %d threads\n",
             st.encode_ms, st.cross_ms, st.step_ms, st.n_steps, st.kernel, st.n_threads);
-    wd_transcript_free(&tr);
   }
-  wd_tokenizer_free(tok);
 }
 
-/* `whisperd info`'s arithmetic (wd_cpu_engine_plan) is what the engine
- * really allocated: weight matrices and caches + scratch, to the byte. */
 WD_TEST(plan_matches_allocation) {
   wd_cpu_engine_plan_t p;
   wd_cpu_engine_plan(g_model, &(wd_cpu_engine_opts_t){ .max_seqs = MAX_SEQS, .max_audio = 2 }, &p);
