@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Burst benchmark for whisperd serve (prints figures, passes or fails
+nothing): N requests sent one after another against the same N sent at once.
+
+The question it answers (issue #12's proof on the CPU engine): do N
+concurrent requests all get their answer sooner than the same N sent
+sequentially? With batching, the concurrent burst shares each decoder step
+(every weight read once for all rows), so its last answer should come
+before the sequential run ends; the encoder (one 30 s window per request)
+is the part no batching shortens on a CPU, whose matrix products already run
+at the cores' peak.
+
+One daemon (started here on a free loopback port, the real binary and
+model), one warm-up request, then --repeats rounds of: N sequential
+requests (total time), N concurrent requests (time until the last answer).
+Every answer's text must equal the warm-up's, so both runs do the same
+work. Prints each round and the medians, and the ratio concurrent /
+sequential (below 1: the burst is answered sooner).
+
+  python3 tests/bench/burst.py                       # 8 x jfk.wav, tiny.en, --device cpu
+  python3 tests/bench/burst.py --device vulkan -n 4  # the Vulkan engine
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "api"))
+import wd_api  # noqa: E402
+
+
+def one(port, data, fmt):
+    r = wd_api.post_audio(port, data=data, filename="audio.wav", response_format=fmt,
+                          timeout=600)
+    if r.status != 200:
+        raise SystemExit(f"burst: HTTP {r.status}: {r.body[:200]!r}")
+    return r.body
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=8, help="requests per burst (default 8)")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds (default 3)")
+    ap.add_argument("--model", default=wd_api.TINY_EN)
+    ap.add_argument("--audio", default=wd_api.JFK_WAV)
+    ap.add_argument("--device", default="cpu", help="--device of the daemon (default cpu)")
+    ap.add_argument("--max-batch", type=int, default=8)
+    a = ap.parse_args()
+    data = wd_api.read_file(a.audio)
+    d = wd_api.start_daemon(model=a.model, log_level="warning",
+                            args=["--device", a.device, "--max-batch", str(a.max_batch)])
+    try:
+        ref = one(d.port, data, "json")
+        print(f"whisperd --device {a.device} --max-batch {a.max_batch}, "
+              f"{os.path.basename(a.model)}, {a.n} x {os.path.basename(a.audio)}")
+        print(f"text: {json.loads(ref)['text'][:80]}")
+        seq, con = [], []
+        for rnd in range(a.repeats):
+            t0 = time.monotonic()
+            outs = [one(d.port, data, "json") for _ in range(a.n)]
+            seq.append(time.monotonic() - t0)
+            t0 = time.monotonic()
+            outs += wd_api.parallel(a.n, lambda i: one(d.port, data, "json"))
+            con.append(time.monotonic() - t0)
+            same = sum(o == ref for o in outs)
+            print(f"round {rnd + 1}: sequential {seq[-1]:.3f} s, concurrent {con[-1]:.3f} s "
+                  f"(ratio {con[-1] / seq[-1]:.2f}), {same}/{len(outs)} answers identical")
+            if same != len(outs):
+                raise SystemExit("burst: an answer differs from the request alone")
+        ms, mc = statistics.median(seq), statistics.median(con)
+        print(f"median: sequential {ms:.3f} s ({ms / a.n * 1e3:.0f} ms a request), "
+              f"concurrent {mc:.3f} s; ratio {mc / ms:.2f} "
+              f"({'sooner' if mc < ms else 'NOT sooner'} than one after another)")
+    finally:
+        wd_api.stop_daemon(d)
+
+
+if __name__ == "__main__":
+    main()
