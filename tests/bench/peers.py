@@ -52,6 +52,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,16 +84,12 @@ def run_child(argv, env=None, timeout=1800):
         t0 = time.monotonic()
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                              env=env, cwd=ROOT)
-        deadline = t0 + timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                p.kill()
-                pid, status, ru = os.wait4(p.pid, 0)
-                break
-            time.sleep(0.002)
+        killer = threading.Timer(timeout, p.kill)  # a hung child ends the run, not the script
+        killer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            killer.cancel()
         wall = time.monotonic() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         out.seek(0)
@@ -308,7 +305,8 @@ def main():
 
     cores = os.cpu_count()
     print(f"peers: {cores} online cores, --threads {args.threads}; models {','.join(models)}, "
-          f"files {','.join(files)}, {args.repeats} repeats ({args.long_repeats} on long)")
+          f"files {','.join(files)}, {args.repeats} repeats ({args.long_repeats} on long); "
+          f"load average {os.getloadavg()[0]:.1f}")
     if args.threads != cores:
         print(f"  note: whisperd's CPU engine uses all {cores} online cores (it has no thread "
               f"option), the peers {args.threads}")
@@ -464,7 +462,10 @@ def main():
         target(f"{model} long wall, whisperd/faster-whisper float32, median of paired runs", r, 1.0,
                "needs long, whisperd and fw-float32")
     report["targets"] = targets
-    print(f"\npeers: {time.monotonic() - t_start:.0f} s in all")
+    report["loadavg_end"] = os.getloadavg()[0]
+    print(f"\npeers: {time.monotonic() - t_start:.0f} s in all; load average {os.getloadavg()[0]:.1f} "
+          f"at the end (above the {cores} cores: other work shared them, and engines whose "
+          f"threads spin while they wait suffer most)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
