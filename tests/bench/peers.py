@@ -38,7 +38,7 @@ Steps, per model, on jfk.wav's one window:
   The three are measured differently (see peers_fw.py); close figures are a
   tie, not a ranking.
 
-  python3 tests/bench/peers.py                    # defaults: ~15 min on 2 cores
+  python3 tests/bench/peers.py                    # defaults: meant as ~15 min on 2 idle cores
   python3 tests/bench/peers.py --models tiny.en --files jfk --repeats 9
   python3 tests/bench/peers.py --engines whisperd,whispercpp --json out.json
 """
@@ -48,6 +48,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,17 @@ def log(*a):
 
 # ---- running a child and what it cost -------------------------------------
 
+_current = [None]  # the child running now, for on_term
+
+
+def on_term(signum, frame):
+    """SIGTERM: end the running child too (it would outlive us otherwise)."""
+    p = _current[0]
+    if p is not None:
+        p.kill()
+    sys.exit(128 + signum)
+
+
 def run_child(argv, env=None, timeout=1800):
     """Runs argv to the end; returns a dict of rc, wall s, cpu s (user+sys),
     peak RSS MiB, stdout and stderr text. Output goes to files, not pipes, so
@@ -86,10 +98,12 @@ def run_child(argv, env=None, timeout=1800):
                              env=env, cwd=ROOT)
         killer = threading.Timer(timeout, p.kill)  # a hung child ends the run, not the script
         killer.start()
+        _current[0] = p
         try:
             _, status, ru = os.wait4(p.pid, 0)
         finally:
             killer.cancel()
+            _current[0] = None
         wall = time.monotonic() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         out.seek(0)
@@ -294,6 +308,7 @@ def main():
                     help="venv for faster-whisper (made with pip when absent)")
     ap.add_argument("--json", default=None, help="write every figure here too")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, on_term)
     models = [m for m in args.models.split(",") if m]
     files = [f for f in args.files.split(",") if f]
     if set(files) - {"jfk", "long"}:
