@@ -1,7 +1,7 @@
 /*
- * fuzz_multipart.c - the upload path of POST /v1/audio/*: the multipart
- * parser (api/multipart.c) and the OpenAI form-field validation
- * (api/request.c) on what it produced.
+ * fuzz_multipart.c - the upload path of POST /v1/audio/transcriptions and
+ * /v1/audio/translations: the multipart parser (api/multipart.c) and the
+ * OpenAI form-field validation (api/request.c) on what it produced.
  *
  * Input: the Content-Type header value up to the first '\n', then the body.
  * Byte 0 of the body picks the model validation sees (English-only,
