@@ -87,13 +87,13 @@ static void round_trip(const wd_tokenizer_t *t, const char *text, size_t len) {
 
 static void decode_ids(const wd_tokenizer_t *t, const uint8_t *p, size_t len) {
   const int n = (int)(len / 4);
-  int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+  int32_t *ids = calloc((size_t)n + 1, sizeof *ids);
   if (!ids)
     abort();
   for (int i = 0; i < n; i++) {
     uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
                  (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
-    /* The top bit keeps ids near the interesting edges most of the time. */
+    /* Top bit set: a negative id; else every id up to a few past n_vocab. */
     ids[i] = (u & 0x80000000u) ? (int32_t)u : (int32_t)(u % 51870u);
   }
   size_t need = 0;
