@@ -11,7 +11,8 @@
 # size and crashes. Crashing inputs land in tests/fuzz/artifacts/<name>/;
 # a fixed crash's input belongs in tests/fuzz/regress/<name>/ (replayed by
 # ctest fuzz_regress_<name>). Exits 1 when any harness crashed, timed out
-# or leaked. Extra libFuzzer flags: WD_FUZZ_FLAGS="-jobs=2 -workers=2".
+# or leaked. WD_FUZZ_PROCS=N runs N processes per harness (long runs on a
+# big machine); WD_FUZZ_FLAGS adds libFuzzer flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,6 +84,7 @@ for h in "${harnesses[@]}"; do
   corpus=$fz/corpus/$h
   art=$fz/artifacts/$h
   mkdir -p "$corpus" "$art"
+  touch "$art/.run-start" # findings of this run are the files newer than it
   if [ -z "$(ls -A "$corpus")" ]; then
     seed_test_data "$h" "$corpus"
   fi
@@ -96,23 +98,44 @@ for h in "${harnesses[@]}"; do
   [ -n "$dict" ] && flags+=(-dict="$dict")
   # The model seeds in raw form are ~500 KB; other inputs stay small.
   case "$h" in model_*) flags+=(-max_len=600000) ;; audio) flags+=(-max_len=65536) ;; esac
-  log=$logdir/$h.log
-  echo "fuzz.sh: $h for ${secs}s (log $log)" >&2
+  # WD_FUZZ_PROCS processes share the corpus dir (libFuzzer reloads it every
+  # second, so each picks up what the others found); their executions add up
+  # and the coverage shown is the best one's.
+  procs=${WD_FUZZ_PROCS:-1}
+  echo "fuzz.sh: $h for ${secs}s x $procs (logs $logdir/$h.*.log)" >&2
+  pids=()
+  for i in $(seq 1 "$procs"); do
+    # shellcheck disable=SC2086
+    nice -n 19 "$bin/fuzz_$h" "${flags[@]}" ${WD_FUZZ_FLAGS:-} "${dirs[@]}" \
+      >"$logdir/$h.$i.log" 2>&1 &
+    pids+=($!)
+  done
   rc=0
-  # shellcheck disable=SC2086
-  nice -n 19 "$bin/fuzz_$h" "${flags[@]}" ${WD_FUZZ_FLAGS:-} "${dirs[@]}" >"$log" 2>&1 || rc=$?
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  last=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
-  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
-  ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
-  corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9a-zA-Z]*\).*/\1/p' <<<"$last")
-  crashes=$(find "$art" -type f \( -name 'crash-*' -o -name 'timeout-*' -o -name 'leak-*' -o -name 'oom-*' \) | wc -l)
+  for pid in "${pids[@]}"; do
+    wait "$pid" || rc=$?
+  done
+  execs=0 rate=0 cov=0 ft=0 corp=?
+  for i in $(seq 1 "$procs"); do
+    log=$logdir/$h.$i.log
+    e=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    r=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 || true)
+    c=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+    f=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+    execs=$((execs + ${e:-0}))
+    rate=$((rate + ${r:-0}))
+    if [ "${f:-0}" -ge "$ft" ]; then
+      cov=${c:-0} ft=${f:-0}
+      corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9a-zA-Z]*\).*/\1/p' <<<"$last")
+    fi
+  done
+  crashes=$(find "$art" -type f -newer "$art/.run-start" \( -name 'crash-*' -o -name 'timeout-*' \
+    -o -name 'leak-*' -o -name 'oom-*' \) | wc -l)
   status=ok
   if [ "$rc" -ne 0 ]; then
     status="FAILED rc=$rc"
     failed=1
-    grep -m3 -E 'ERROR: |runtime error|fuzz invariant|SUMMARY' "$log" >&2 || true
+    cat "$logdir/$h".*.log | grep -m3 -E 'ERROR: |runtime error|fuzz invariant|SUMMARY' >&2 || true
   fi
   rows+=("$(printf '%-11s %12s %9s %7s %8s %12s %8s  %s' "$h" "${execs:-?}" "${rate:-?}" \
     "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes" "$status")")
