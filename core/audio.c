@@ -224,9 +224,14 @@ static int wd_audio_sink_finish(wd_audio_sink_t *s, char *err, size_t err_len) {
   }
   if (s->n_out == 0)
     return wd_audio_fail(err, err_len, WD_EAUDIO, "the file contains no audio samples");
-  /* Lossy decoders and the resampler overshoot full scale slightly. */
-  for (size_t i = 0; i < s->n_out; i++)
-    s->out[i] = s->out[i] > 1.0f ? 1.0f : (s->out[i] < -1.0f ? -1.0f : s->out[i]);
+  /* Lossy decoders and the resampler overshoot full scale slightly. A float
+   * file may also hold huge finite samples (3e38, found by fuzz_audio) that
+   * overflow in the resampler's filter to inf and, summed, NaN: inf clamps
+   * like any overshoot, NaN (which compares false both ways) becomes 0. */
+  for (size_t i = 0; i < s->n_out; i++) {
+    const float x = s->out[i];
+    s->out[i] = isnan(x) ? 0.0f : (x > 1.0f ? 1.0f : (x < -1.0f ? -1.0f : x));
+  }
   return 0;
 }
 
