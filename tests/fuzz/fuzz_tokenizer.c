@@ -1,7 +1,6 @@
 /*
  * fuzz_tokenizer.c - the BPE tokenizer (core/tokenizer.c): encode, decode,
- * the printable text of ids, language look-ups, and construction from a
- * hostile vocabulary.
+ * the printable text of ids, language look-ups.
  *
  * The real vocabularies (tests/data/tokenizer/ gpt2 and multilingual .tiktoken, or the directory
  * in $WD_FUZZ_TOKENIZER_DIR) are loaded once. Byte 0 of the input picks the
@@ -11,17 +10,16 @@
  *      (the documented decode(encode(x)) == x for any bytes x);
  *   1  ids: little-endian i32s, decoded, and each id's printable text;
  *   2  a language code: looked up, and encoded as a prompt would be;
- *   3  a vocabulary: the 256 single bytes, then the payload's '\n'-separated
- *      lines as the next ranks, then fillers up to a whole vocabulary; the
- *      text after a '\0' is encoded with it and must round-trip as well.
- *      Building a tokenizer costs milliseconds, so only 1 in 4 inputs whose
- *      mode bits say 3 (bits 4-5 both set) really takes this mode.
+ *   3  as 0.
+ * Hostile vocabularies are fuzz_vocab's (building a tokenizer costs ~15 ms,
+ * which would starve these modes).
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "error.h"
 #include "fuzz_common.h"
+#include "fuzz_round_trip.h"
 #include "tokenizer.h"
 #include "wd_tiktoken.h"
 
@@ -57,32 +55,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                        &g_tok[2]) < 0)
     abort();
   return 0;
-}
-
-/* Encodes text and checks that decoding gives it back. */
-static void round_trip(const wd_tokenizer_t *t, const char *text, size_t len) {
-  int n = 0;
-  int rc = wd_tokenizer_encode(t, text, len, NULL, 0, &n);
-  if (rc < 0 && rc != WD_ERANGE)
-    return; /* WD_ENOMEM, WD_ETOOBIG: nothing to check */
-  FUZZ_CHECK(n >= 0 && (n > 0 || len == 0) && (size_t)n <= len);
-  int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
-  if (!ids)
-    abort();
-  int n2 = -1;
-  FUZZ_CHECK(wd_tokenizer_encode(t, text, len, ids, n, &n2) == 0 && n2 == n);
-  size_t out_len = 0;
-  rc = wd_tokenizer_decode(t, ids, n, NULL, 0, &out_len);
-  FUZZ_CHECK(rc == 0 || rc == WD_ERANGE);
-  FUZZ_CHECK(out_len == len);
-  char *out = malloc(out_len + 1);
-  if (!out)
-    abort();
-  size_t got = 0;
-  FUZZ_CHECK(wd_tokenizer_decode(t, ids, n, out, out_len + 1, &got) == 0 && got == len);
-  FUZZ_CHECK(memcmp(out, text, len) == 0 && out[len] == '\0');
-  free(out);
-  free(ids);
 }
 
 static void decode_ids(const wd_tokenizer_t *t, const uint8_t *p, size_t len) {
@@ -124,47 +96,6 @@ static void decode_ids(const wd_tokenizer_t *t, const uint8_t *p, size_t len) {
   free(ids);
 }
 
-/* A vocabulary is at least n_text = 50256 tokens (wd_tokenizer_new): the
- * 256 single bytes, the input's lines, then fillers "\xff\xfe" + 3 bytes
- * of the rank (distinct from each other, rarely from the lines). */
-#define N_VOCAB_TEXT 50257
-
-static void custom_vocab(const uint8_t *p, size_t len, int layout) {
-  static char filler[N_VOCAB_TEXT][5];
-  static const char *tokens[N_VOCAB_TEXT];
-  static size_t lens[N_VOCAB_TEXT];
-  for (int i = 0; i < N_VOCAB_TEXT; i++) {
-    if (i < 256) {
-      filler[i][0] = (char)i;
-      lens[i] = 1;
-    } else {
-      filler[i][0] = (char)0xff;
-      filler[i][1] = (char)0xfe;
-      filler[i][2] = (char)(i >> 16);
-      filler[i][3] = (char)(i >> 8);
-      filler[i][4] = (char)i;
-      lens[i] = 5;
-    }
-    tokens[i] = filler[i];
-  }
-  const uint8_t *nul = memchr(p, '\0', len);
-  const size_t vlen = nul ? (size_t)(nul - p) : len;
-  size_t k = 256, start = 0;
-  for (size_t i = 0; i <= vlen && vlen > 0 && k < N_VOCAB_TEXT; i++) {
-    if (i == vlen || p[i] == '\n') {
-      tokens[k] = (const char *)p + start;
-      lens[k++] = i - start;
-      start = i + 1;
-    }
-  }
-  wd_tokenizer_t *t = NULL;
-  if (wd_tokenizer_new(tokens, lens, N_VOCAB_TEXT, 51864 + layout, &t) == 0) {
-    if (nul)
-      round_trip(t, (const char *)nul + 1, len - vlen - 1);
-    wd_tokenizer_free(t);
-  }
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
@@ -190,11 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     round_trip(t, code, strlen(code));
     break;
   }
-  case 3:
-    if ((data[0] & 0x30) == 0x30)
-      custom_vocab(p, len, layout);
-    else
-      round_trip(t, (const char *)p, len);
+  case 3: /* the same text, through a heap copy of exactly its length */
+    round_trip(t, (const char *)p, len);
     break;
   }
   return 0;
