@@ -224,9 +224,14 @@ static int wd_audio_sink_finish(wd_audio_sink_t *s, char *err, size_t err_len) {
   }
   if (s->n_out == 0)
     return wd_audio_fail(err, err_len, WD_EAUDIO, "the file contains no audio samples");
-  /* Lossy decoders and the resampler overshoot full scale slightly. */
-  for (size_t i = 0; i < s->n_out; i++)
-    s->out[i] = s->out[i] > 1.0f ? 1.0f : (s->out[i] < -1.0f ? -1.0f : s->out[i]);
+  /* Lossy decoders and the resampler overshoot full scale slightly. A float
+   * file may also hold huge finite samples (3e38, found by fuzz_audio) that
+   * overflow in the resampler's filter to inf and, summed, NaN: inf clamps
+   * like any overshoot, NaN (which compares false both ways) becomes 0. */
+  for (size_t i = 0; i < s->n_out; i++) {
+    const float x = s->out[i];
+    s->out[i] = isnan(x) ? 0.0f : (x > 1.0f ? 1.0f : (x < -1.0f ? -1.0f : x));
+  }
   return 0;
 }
 
@@ -325,7 +330,7 @@ static int wd_av_io_open_refused(AVFormatContext *s, AVIOContext **pb, const cha
  *     warnings such as "Xing stream size off by more than 1%" to stderr and
  *     cannot be silenced through libsndfile's API. FFmpeg reads the LAME
  *     gapless header too (the same 110639 samples for the test sentence).
- *   - Ogg Vorbis (a first page holding "\x01vorbis"). On a damaged Vorbis
+ *   - Ogg Vorbis (an Ogg file holding "\x01vorbis"). On a damaged Vorbis
  *     header libsndfile leaks libvorbis's codec setup (about 6 KiB per file,
  *     found by the corrupted-file test under LeakSanitizer), which a daemon
  *     fed untrusted uploads cannot afford. FFmpeg's own Vorbis decoder does
@@ -337,11 +342,18 @@ static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   if (len >= 2 && d[0] == 0xff && (d[1] & 0xe0) == 0xe0)
     return 1;
   if (len >= 4 && memcmp(d, "OggS", 4) == 0) {
-    /* The identification packet follows the 27-byte page header and its
-     * segment table, within the first page's first 300 bytes. */
-    for (size_t i = 27; i + 7 <= len && i < 300; i++)
-      if (d[i] == 0x01 && memcmp(d + i + 1, "vorbis", 6) == 0)
+    /* In a well-formed file the identification packet is on the first page,
+     * but libsndfile's Ogg reader (libogg) skips anything that is not a
+     * valid page and classifies the first stream it syncs to, so the packet
+     * may sit anywhere: fuzz_audio found a file whose damaged first page
+     * hid a Vorbis stream at byte 1337 from a scan of the first 300 bytes,
+     * and leaked. So the whole buffer is searched (a memchr pass). */
+    const unsigned char *p = d, *end = d + len;
+    while ((p = memchr(p, 0x01, (size_t)(end - p))) != NULL && end - p >= 7) {
+      if (memcmp(p + 1, "vorbis", 6) == 0)
         return 1;
+      p++;
+    }
   }
   return 0;
 }

@@ -138,10 +138,13 @@ static int wd_ct2_parse(wd_ct2_file_t *f, char *err, size_t err_len) {
       if (!wd_ct2_get(&c, &v->dims[d], 4))
         return wd__model_fail(err, err_len, WD_EMODEL, "model.bin: truncated in variable '%s'",
                               v->name);
-      count *= v->dims[d];
-      if (count > ((uint64_t)1 << 40))
+      /* count * dim <= 2^40, checked before multiplying: afterwards would
+       * miss a wrapped product (dims {2^20, 2^20, 2^24} multiply to 2^64,
+       * which is 0 in a u64). */
+      if (v->dims[d] != 0 && count > ((uint64_t)1 << 40) / v->dims[d])
         return wd__model_fail(err, err_len, WD_EMODEL, "model.bin: variable '%s' is too large",
                               v->name);
+      count *= v->dims[d];
     }
     if (!wd_ct2_get(&c, &dtype, 1) || !wd_ct2_get(&c, &nbytes, 4))
       return wd__model_fail(err, err_len, WD_EMODEL, "model.bin: truncated in variable '%s'", v->name);

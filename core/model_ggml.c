@@ -255,38 +255,19 @@ static int wd_ggml_read_tensor(wd_cursor_t *c, wd_model_t *m, const wd__tensor_s
   return 0;
 }
 
-int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t err_len) {
+int wd__model_parse_ggml(const void *data, size_t len, wd_model_t **ret, char *err,
+                         size_t err_len) {
   wd_model_t *m = NULL;
   wd__tensor_spec_t *specs = NULL;
   bool *seen = NULL;
   size_t n_specs = 0;
-  void *map = NULL;
-  size_t map_len = 0;
   int rc = 0;
 
   if (!wd_host_is_le())
     return wd__model_fail(err, err_len, WD_EUNSUP, "ggml files are little-endian; this host is not");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return wd__model_fail(err, err_len, errno == ENOENT ? WD_ENOENT : WD_EIO,
-                          "'%s': cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return wd__model_fail(err, err_len, WD_EIO, "'%s': not a regular file", path);
-  }
-  map_len = (size_t)st.st_size;
-  if (map_len > 0) {
-    map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      close(fd);
-      return wd__model_fail(err, err_len, WD_EIO, "'%s': cannot map: %s", path, strerror(errno));
-    }
-  }
-  close(fd);
 
   /* Sections in file order; each reader leaves the cursor after its section. */
-  wd_cursor_t c = { .p = map, .len = map_len, .off = 0 };
+  wd_cursor_t c = { .p = data, .len = len, .off = 0 };
   wd_hparams_t hp;
   if ((rc = wd_ggml_read_head(&c, &hp, err, err_len)) < 0)
     goto fail;
@@ -294,9 +275,6 @@ int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t er
     goto fail;
   if ((rc = wd__model_new(&hp, n_specs, &m)) < 0)
     goto fail;
-  m->map = map; /* the model owns the mapping from here on */
-  m->map_len = map_len;
-  map = NULL;
   if ((rc = wd_ggml_read_mel(&c, m, err, err_len)) < 0 ||
       (rc = wd_ggml_read_vocab(&c, m, err, err_len)) < 0)
     goto fail;
@@ -318,18 +296,52 @@ int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t er
     }
   }
   wd__model_finish(m);
-  wd_log_debug("model_ggml: '%s': %s, %zu tensors, %d tokens", path, m->name, m->n_tensors,
-               m->n_tokens);
   free(specs);
   free(seen);
   *ret = m;
   return 0;
 
 fail:
-  if (map)
-    munmap(map, map_len);
   wd_model_free(m);
   free(specs);
   free(seen);
   return rc;
+}
+
+int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t err_len) {
+  void *map = NULL;
+  size_t map_len = 0;
+
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return wd__model_fail(err, err_len, errno == ENOENT ? WD_ENOENT : WD_EIO,
+                          "'%s': cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return wd__model_fail(err, err_len, WD_EIO, "'%s': not a regular file", path);
+  }
+  map_len = (size_t)st.st_size;
+  if (map_len > 0) {
+    map = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      close(fd);
+      return wd__model_fail(err, err_len, WD_EIO, "'%s': cannot map: %s", path, strerror(errno));
+    }
+  }
+  close(fd);
+
+  wd_model_t *m = NULL;
+  int rc = wd__model_parse_ggml(map, map_len, &m, err, err_len);
+  if (rc < 0) {
+    if (map)
+      munmap(map, map_len);
+    return rc;
+  }
+  m->map = map; /* tensor data and tokens point into it: the model owns it from here on */
+  m->map_len = map_len;
+  wd_log_debug("model_ggml: '%s': %s, %zu tensors, %d tokens", path, m->name, m->n_tensors,
+               m->n_tokens);
+  *ret = m;
+  return 0;
 }

@@ -95,6 +95,11 @@ int wd__model_write_ggml_as(const wd_model_t *m, int32_t ftype, wd__tensor_sourc
                             void *ctx, const char *path, char *err, size_t err_len);
 
 int wd__model_load_ggml(const char *path, wd_model_t **ret, char *err, size_t err_len);
+/* Parses a whole ggml file held in data[0..len) (the loader's mapping, or a
+ * buffer from a fuzzer). The model's tensor data and tokens point into data,
+ * which must outlive it; the model does not own or free it. */
+int wd__model_parse_ggml(const void *data, size_t len, wd_model_t **ret, char *err,
+                         size_t err_len);
 int wd__model_load_ct2(const char *dir, wd_model_t **ret, char *err, size_t err_len);
 
 #endif

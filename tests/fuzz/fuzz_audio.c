@@ -1,0 +1,35 @@
+/*
+ * fuzz_audio.c - every audio entry point, from memory: wd_audio_decode()
+ * sniffs the content and goes through libsndfile's virtual I/O (WAV, FLAC,
+ * Ogg Opus, AIFF, CAF, W64) or FFmpeg's custom AVIOContext (MP3, MP4/M4A,
+ * WebM, Matroska, MPEG-PS, ADTS, Vorbis), then downmixes and resamples with
+ * libsoxr (core/audio.c).
+ *
+ * Input: the file. The length cap is 10 minutes, so that a header claiming a
+ * long stream costs little. A success must give samples in [-1, 1].
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "audio.h"
+#include "error.h"
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const wd_audio_opts_t opts = { .max_seconds = 600 };
+  float *samples = NULL;
+  size_t n = 0;
+  char err[256];
+  int rc = wd_audio_decode(data, size, &opts, &samples, &n, err, sizeof err);
+  if (rc < 0) {
+    FUZZ_CHECK(samples == NULL && n == 0);
+    return 0;
+  }
+  FUZZ_CHECK(samples != NULL && n > 0);
+  FUZZ_CHECK(n <= (size_t)opts.max_seconds * WD_AUDIO_SAMPLE_RATE + WD_AUDIO_SAMPLE_RATE);
+  for (size_t i = 0; i < n; i++)
+    FUZZ_CHECK(isfinite(samples[i]) && samples[i] >= -1.0f && samples[i] <= 1.0f);
+  free(samples);
+  return 0;
+}
