@@ -84,7 +84,7 @@ static void dot_portable_f32(const void *w, int k, const float *const *x, int R,
     }                                                                              \
   }                                                                                \
   for (int r = 0; r < R4; r++) {                                                   \
-    float s = cpu_hsum8(a0[r], a1[r]);                                                 \
+    float s = cpu_hsum8(a0[r], a1[r]);                                             \
     for (int j = i; j < k; j++)                                                    \
       s += TAIL(w[j]) * x[r][j];                                                   \
     res[r] = s;                                                                    \
@@ -161,7 +161,8 @@ static int have_avx2(void) {
 
 const char *cpu_gemv_kernel(void) { return have_avx2() ? "avx2+fma+f16c" : "portable"; }
 
-/* The dot kernel for w's type on the chosen path. */
+/* The dot kernel for w's type on the chosen path (never NULL: cpu_mat_load
+ * makes f32, f16 and block types only). */
 static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
   simd = simd && cpu_gemv_simd_available();
 #if CPU_X86
