@@ -182,13 +182,29 @@ void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
   cpu_gemv_range_path(g, o0, o1, have_avx2());
 }
 
+/* Block rows staged as f32 when more than 4 activation rows read them:
+ * the widest decoder row (large's fc2, 5120) fits. */
+enum { STAGE_MAX = 8192 };
+
 void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
   const cpu_mat_t *w = g->w;
   const int k = w->n_in;
-  const cpu_dot_fn dot = pick_dot(w->type, simd);
+  simd = simd && cpu_gemv_simd_available();
+  cpu_dot_fn dot = pick_dot(w->type, simd);
   const size_t row_bytes = cpu_mat_row_bytes(w);
+  /* A block row read by more than one group of 4 rows is dequantized once
+   * into L1 and the f32 kernel runs over it: the same sums, bit for bit
+   * (cpu_qgemv.h), without dequantizing it again for every 4 rows. */
+  float stage[STAGE_MAX];
+  const cpu_deq_fn deq = g->n_rows > 4 && k <= STAGE_MAX ? cpu_qgemv_deq(w->type, simd) : NULL;
+  if (deq)
+    dot = pick_dot(WD_DTYPE_F32, simd);
   for (int o = o0; o < o1; o++) {
     const void *wrow = (const char *)w->data + (size_t)o * row_bytes;
+    if (deq) {
+      deq(wrow, k, stage);
+      wrow = stage;
+    }
     const float bias = g->b ? g->b[o] : 0.0f;
     for (int r0 = 0; r0 < g->n_rows; r0 += 4) {
       const int R = g->n_rows - r0 < 4 ? g->n_rows - r0 : 4;

@@ -65,15 +65,18 @@ CPU_INLINE __m256 half_at(const uint8_t *b) {
 }
 
 /* The 32 nibbles of qs[16] as i32: n[0] elements 0..7 (low nibbles of
- * qs[0..8)), n[1] 8..15, n[2] 16..23 (high nibbles), n[3] 24..31. */
+ * qs[0..8)), n[1] 8..15, n[2] 16..23 (their high nibbles), n[3] 24..31.
+ * Each 8 bytes are widened once (the shuffle port is the bottleneck) and
+ * split by mask and shift. */
 CPU_INLINE void nibbles(const uint8_t *qs, __m256i n[4]) {
-  const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs);
-  const __m128i m = _mm_set1_epi8(0x0f);
-  const __m128i lo = _mm_and_si128(q, m), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m);
-  n[0] = _mm256_cvtepu8_epi32(lo);
-  n[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
-  n[2] = _mm256_cvtepu8_epi32(hi);
-  n[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+  const __m256i m = _mm256_set1_epi32(0x0f);
+  const __m256i v0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)qs));
+  const __m256i v1 =
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(qs + 8)));
+  n[0] = _mm256_and_si256(v0, m);
+  n[1] = _mm256_and_si256(v1, m);
+  n[2] = _mm256_srli_epi32(v0, 4);
+  n[3] = _mm256_srli_epi32(v1, 4);
 }
 
 /* ORs the fifth bit of each element (bit i of the u32 at qh) into n. */
@@ -156,6 +159,15 @@ CPU_INLINE void deq_q5_1(const uint8_t *b, __m256 w[4]) {
   }
 
 #define DEF_TYPE(name, BB)                                                                   \
+  CPU_TARGET static void deq_row_##name(const void *wrow, int k, float *out) {              \
+    const uint8_t *b = wrow;                                                                \
+    for (int i = 0; i < k; i += WD_QK, b += (BB)) {                                         \
+      __m256 w[4];                                                                          \
+      deq_##name(b, w);                                                                     \
+      for (int j = 0; j < 4; j++)                                                           \
+        _mm256_storeu_ps(out + i + 8 * j, w[j]);                                            \
+    }                                                                                       \
+  }                                                                                         \
   DEF_Q(name, BB, 1)                                                                        \
   DEF_Q(name, BB, 2)                                                                        \
   DEF_Q(name, BB, 3)                                                                        \
@@ -199,6 +211,45 @@ cpu_dot_fn cpu_qgemv_dot(wd_dtype_t type, int simd) {
   case WD_DTYPE_Q5_1: return dot_portable_q5_1;
   case WD_DTYPE_Q4_0: return dot_portable_q4_0;
   case WD_DTYPE_Q4_1: return dot_portable_q4_1;
+  default: return NULL;
+  }
+}
+
+static void deq_row_portable(const void *wrow, int k, float *out, wd_dtype_t t) {
+  /* Cannot fail: a block type, k a multiple of 32. */
+  (void)wd_dequantize_row(t, wrow, out, k);
+}
+#define DEF_DEQ_PORTABLE(name, T)                                                            \
+  static void deq_portable_##name(const void *w, int k, float *out) {                      \
+    deq_row_portable(w, k, out, T);                                                         \
+  }
+DEF_DEQ_PORTABLE(q8_0, WD_DTYPE_Q8_0)
+DEF_DEQ_PORTABLE(q5_0, WD_DTYPE_Q5_0)
+DEF_DEQ_PORTABLE(q5_1, WD_DTYPE_Q5_1)
+DEF_DEQ_PORTABLE(q4_0, WD_DTYPE_Q4_0)
+DEF_DEQ_PORTABLE(q4_1, WD_DTYPE_Q4_1)
+
+cpu_deq_fn cpu_qgemv_deq(wd_dtype_t type, int simd) {
+#if CPU_X86
+  if (simd) {
+    switch (type) {
+    case WD_DTYPE_Q8_0: return deq_row_q8_0;
+    case WD_DTYPE_Q5_0: return deq_row_q5_0;
+    case WD_DTYPE_Q5_1: return deq_row_q5_1;
+    case WD_DTYPE_Q4_0: return deq_row_q4_0;
+    case WD_DTYPE_Q4_1: return deq_row_q4_1;
+    default: return NULL;
+    }
+  }
+#else
+  (void)simd;
+#endif
+  switch (type) {
+  case WD_DTYPE_Q8_0: return deq_portable_q8_0;
+  case WD_DTYPE_Q5_0: return deq_portable_q5_0;
+  case WD_DTYPE_Q5_1: return deq_portable_q5_1;
+  case WD_DTYPE_Q4_0: return deq_portable_q4_0;
+  case WD_DTYPE_Q4_1: return deq_portable_q4_1;
   default: return NULL;
   }
 }

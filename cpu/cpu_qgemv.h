@@ -24,6 +24,13 @@ typedef void (*cpu_dot_fn)(const void *wrow, int k, const float *const *x, int R
  * has it), 0 the portable one. NULL for f32, f16 and unknown types. */
 cpu_dot_fn cpu_qgemv_dot(wd_dtype_t type, int simd);
 
+/* out[0 .. k) = the row of blocks at wrow as f32, with the values
+ * core/quant.c gives (k a multiple of 32). */
+typedef void (*cpu_deq_fn)(const void *wrow, int k, float *out);
+
+/* The block type's row dequantizer (simd as above); NULL for other types. */
+cpu_deq_fn cpu_qgemv_deq(wd_dtype_t type, int simd);
+
 /* The portable kernels' fold of 16 lane sums: pairwise as the AVX2 kernel
  * folds its two 8-wide accumulators. */
 static inline float cpu_lanes_fold(float lane[16]) {
