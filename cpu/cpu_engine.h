@@ -6,7 +6,8 @@
  * every sequence slot, cross K/V for every audio slot, scratch for the
  * largest batch), and no call allocates. The encoder's products go through
  * OpenBLAS (sgemm, f32 weights); the decoder step is a batched GEMV over
- * the f16 weights as stored (f32 for the other types) in which each weight
+ * the weights as stored (f16, or quantized blocks dequantized in registers;
+ * f32 for f32 files) in which each weight
  * row is read once per step for all rows, and each row's sums run in an
  * order that does not depend on the batch: a sequence gets bit-identical
  * logits alone or batched.

@@ -5,7 +5,8 @@
  * (16 per iteration, converted from f16 by F16C) stay in registers while
  * each row's two accumulators take an FMA. Rows beyond the first four reuse
  * the weight row from L1. The decoder's matrices are 384 .. 5120 wide, all
- * multiples of 16; a tail (synthetic shapes) runs scalar, in order.
+ * multiples of 16; a tail (synthetic shapes) runs scalar, in order. The
+ * block types' kernels are in cpu_qgemv.c, in the same lane order.
  */
 #include "cpu_gemv.h"
 
@@ -14,11 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_qgemv.h"
 #include "f16.h"
-
-#if CPU_X86
-#include <immintrin.h>
-#endif
 
 int cpu_force_portable(void) {
   const char *v = getenv("WHISPERD_CPU_PORTABLE");
@@ -41,9 +39,6 @@ void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
 
 const float *cpu_f16_lut(void) { return g_f16_table; }
 
-/* res[r] = W_row . x[r] for r < R: the fixed-order dot products. */
-typedef void (*dot_fn)(const void *wrow, int k, const float *const *x, int R, float *res);
-
 /* Portable: 16 lanes, lane i sums elements i, i + 16, ...; lanes fold
  * pairwise as the AVX2 kernel folds them (not bit-equal to it: FMA). */
 static void dot_portable(const void *wrow, int k, const float *const *x, int R, float *res,
@@ -58,11 +53,7 @@ static void dot_portable(const void *wrow, int k, const float *const *x, int R, 
         const float w = f16 ? g_f16_table[wh[i + j]] : wf[i + j];
         lane[j] += w * x[r][i + j];
       }
-    for (int j = 0; j < 8; j++)
-      lane[j] += lane[j + 8];
-    for (int j = 0; j < 4; j++)
-      lane[j] += lane[j + 4];
-    float s = (lane[0] + lane[2]) + (lane[1] + lane[3]);
+    float s = cpu_lanes_fold(lane);
     for (; i < k; i++)
       s += (f16 ? g_f16_table[wh[i]] : wf[i]) * x[r][i];
     res[r] = s;
@@ -77,15 +68,6 @@ static void dot_portable_f32(const void *w, int k, const float *const *x, int R,
 }
 
 #if CPU_X86
-#define CPU_TARGET __attribute__((target("avx2,fma,f16c")))
-
-CPU_TARGET static inline float hsum8(__m256 a, __m256 b) {
-  const __m256 s = _mm256_add_ps(a, b);
-  __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  v = _mm_add_ss(v, _mm_movehdup_ps(v));
-  return _mm_cvtss_f32(v);
-}
 
 /* One body for both weight types: LOAD(p) gives 8 f32 weights at p. */
 #define CPU_DOT_BODY(WT, LOAD)                                                     \
@@ -102,7 +84,7 @@ CPU_TARGET static inline float hsum8(__m256 a, __m256 b) {
     }                                                                              \
   }                                                                                \
   for (int r = 0; r < R4; r++) {                                                   \
-    float s = hsum8(a0[r], a1[r]);                                                 \
+    float s = cpu_hsum8(a0[r], a1[r]);                                             \
     for (int j = i; j < k; j++)                                                    \
       s += TAIL(w[j]) * x[r][j];                                                   \
     res[r] = s;                                                                    \
@@ -157,32 +139,72 @@ static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, flo
   }
 }
 
-static int have_avx2(void) {
+int cpu_gemv_simd_available(void) {
   static int cached = -1; /* benign race: every thread computes the same value */
   if (cached < 0) {
     __builtin_cpu_init();
     cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+             __builtin_cpu_supports("f16c");
   }
   return cached;
 }
 #else
-static int have_avx2(void) { return 0; }
+int cpu_gemv_simd_available(void) { return 0; }
 #endif
+
+static int have_avx2(void) {
+  static int cached = -1; /* as above */
+  if (cached < 0)
+    cached = cpu_gemv_simd_available() && !cpu_force_portable();
+  return cached;
+}
 
 const char *cpu_gemv_kernel(void) { return have_avx2() ? "avx2+fma+f16c" : "portable"; }
 
+/* The dot kernel for w's type on the chosen path (never NULL: cpu_mat_load
+ * makes f32, f16 and block types only). */
+static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
+  simd = simd && cpu_gemv_simd_available();
+#if CPU_X86
+  if (simd && type == WD_DTYPE_F16)
+    return dot_avx2_f16;
+  if (simd && type == WD_DTYPE_F32)
+    return dot_avx2_f32;
+#endif
+  if (type == WD_DTYPE_F16)
+    return dot_portable_f16;
+  if (type == WD_DTYPE_F32)
+    return dot_portable_f32;
+  return cpu_qgemv_dot(type, simd);
+}
+
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
+  cpu_gemv_range_path(g, o0, o1, have_avx2());
+}
+
+/* Block rows staged as f32 when more than 4 activation rows read them:
+ * the widest decoder row (large's fc2, 5120) fits. */
+enum { STAGE_MAX = 8192 };
+
+void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
   const cpu_mat_t *w = g->w;
   const int k = w->n_in;
-  dot_fn dot = w->f16 ? dot_portable_f16 : dot_portable_f32;
-#if CPU_X86
-  if (have_avx2())
-    dot = w->f16 ? dot_avx2_f16 : dot_avx2_f32;
-#endif
-  const size_t esz = w->f16 ? 2 : 4;
+  simd = simd && cpu_gemv_simd_available();
+  cpu_dot_fn dot = pick_dot(w->type, simd);
+  const size_t row_bytes = cpu_mat_row_bytes(w);
+  /* A block row read by more than one group of 4 rows is dequantized once
+   * into L1 and the f32 kernel runs over it: the same sums, bit for bit
+   * (cpu_qgemv.h), without dequantizing it again for every 4 rows. */
+  float stage[STAGE_MAX];
+  const cpu_deq_fn deq = g->n_rows > 4 && k <= STAGE_MAX ? cpu_qgemv_deq(w->type, simd) : NULL;
+  if (deq)
+    dot = pick_dot(WD_DTYPE_F32, simd);
   for (int o = o0; o < o1; o++) {
-    const void *wrow = (const char *)w->data + (size_t)o * (size_t)k * esz;
+    const void *wrow = (const char *)w->data + (size_t)o * row_bytes;
+    if (deq) {
+      deq(wrow, k, stage);
+      wrow = stage;
+    }
     const float bias = g->b ? g->b[o] : 0.0f;
     for (int r0 = 0; r0 < g->n_rows; r0 += 4) {
       const int R = g->n_rows - r0 < 4 ? g->n_rows - r0 : 4;

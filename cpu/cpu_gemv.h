@@ -7,9 +7,12 @@
  * Each (r, o) sum runs in one fixed order (16 lanes in two 8-wide
  * accumulators, folded the same way) whatever n_rows is and whichever row
  * block r falls in, so a row's outputs are bit-identical alone or batched.
- * The AVX2+FMA+F16C kernel is picked at run time (__builtin_cpu_supports);
- * elsewhere (other x86-64, arm64) a portable C loop with the same lane
- * structure runs.
+ * W is f32, f16 or a 32-element block type (cpu_mat.h); the block types
+ * are dequantized in registers exactly as core/quant.c does and summed in
+ * f32 in the same order (cpu_qgemv.h), so they give what the f32 kernel
+ * gives over the dequantized matrix. The AVX2+FMA+F16C kernels are picked
+ * at run time (__builtin_cpu_supports); elsewhere (other x86-64, arm64)
+ * portable C loops with the same lane structure run.
  */
 #ifndef WD_CPU_GEMV_H
 #define WD_CPU_GEMV_H
@@ -50,6 +53,13 @@ const float *cpu_f16_lut(void);
 
 /* Outputs [o0, o1) of g, every row. */
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
+/* The same on a chosen path: simd 0 the portable kernels, 1 the AVX2 ones
+ * where cpu_gemv_simd_available (the portable ones elsewhere), whatever
+ * WHISPERD_CPU_PORTABLE says; tests compare the two in one process. */
+void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
+/* 1 where the AVX2 kernels are compiled in and the CPU has AVX2, FMA and
+ * F16C (WHISPERD_CPU_PORTABLE aside). */
+int cpu_gemv_simd_available(void);
 /* "avx2+fma+f16c" or "portable": the kernel cpu_gemv_range runs. */
 const char *cpu_gemv_kernel(void);
 

@@ -22,8 +22,9 @@ typedef struct {
   float *bqkv, *bo, *b1, *b2, *attn_g, *attn_b, *mlp_g, *mlp_b;
 } cpu_enc_layer_t;
 
-/* Decoder layer: f16 as stored (f32 for other types) for the GEMV, except
- * the cross K/V projection (2d, d_audio), used once per window by sgemm. */
+/* Decoder layer: the file's type as stored (f16 or quantized blocks; f32
+ * for f32 files) for the GEMV, except the cross K/V projection
+ * (2d, d_audio), used once per window by sgemm (f32). */
 typedef struct {
   cpu_mat_t qkv, o, xq, xo, fc1, fc2, xkv;
   float *bqkv, *bo, *bxq, *bxo, *bxkv, *b1, *b2;

@@ -34,7 +34,8 @@ static int tensor_f32(const wd_tensor_t *t, float *out) {
 int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
                  int n, int n_in, int want_f32, char *err, size_t err_len) {
   memset(w, 0, sizeof *w);
-  int all_f16 = 1, n_out = 0;
+  int same = 1, n_out = 0;
+  wd_dtype_t type = WD_DTYPE_F32;
   for (int i = 0; i < n; i++) {
     const wd_tensor_t *t = wd_model_tensor(m, names[i]);
     if (!t || wd_tensor_n_elements(t) != (int64_t)rows[i] * n_in) {
@@ -42,25 +43,36 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
         snprintf(err, err_len, "tensor '%s': missing or not %d x %d", names[i], rows[i], n_in);
       return WD_EMODEL;
     }
-    all_f16 &= t->type == WD_DTYPE_F16;
+    if (i == 0)
+      type = t->type;
+    same &= t->type == type;
     n_out += rows[i];
   }
+  /* Kept as stored: f16 and the block types, when every stacked tensor has
+   * the type (a mixed stack is dequantized). */
+  const int keep = !want_f32 && same && (type == WD_DTYPE_F16 || wd_dtype_is_quant(type));
   w->n_out = n_out;
   w->n_in = n_in;
-  w->f16 = all_f16 && !want_f32;
-  const size_t esz = w->f16 ? 2 : 4;
-  w->data = cpu_alloc((size_t)n_out * (size_t)n_in * esz);
+  w->type = keep ? type : WD_DTYPE_F32;
+  if (wd_dtype_is_quant(w->type) && n_in % WD_QK != 0) {
+    if (err)
+      snprintf(err, err_len, "tensor '%s': %s rows of %d, not a multiple of %d", names[0],
+               wd_dtype_name(w->type), n_in, WD_QK);
+    return WD_EMODEL;
+  }
+  const size_t row_bytes = cpu_mat_row_bytes(w);
+  w->data = cpu_alloc((size_t)n_out * row_bytes);
   if (!w->data)
     return WD_ENOMEM;
-  size_t off = 0; /* elements */
+  unsigned char *dst = w->data;
   for (int i = 0; i < n; i++) {
     const wd_tensor_t *t = wd_model_tensor(m, names[i]);
-    const size_t cnt = (size_t)rows[i] * (size_t)n_in;
+    const size_t bytes = (size_t)rows[i] * row_bytes;
     int rc = 0;
-    if (w->f16)
-      memcpy((uint16_t *)w->data + off, t->data, cnt * 2); /* the file's bytes as they are */
+    if (keep)
+      memcpy(dst, t->data, bytes); /* the file's bytes as they are */
     else
-      rc = tensor_f32(t, (float *)w->data + off);
+      rc = tensor_f32(t, (float *)(void *)dst);
     if (rc < 0) {
       if (err)
         snprintf(err, err_len, "tensor '%s': cannot read type %s", names[i],
@@ -68,7 +80,7 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
       cpu_mat_free(w);
       return rc;
     }
-    off += cnt;
+    dst += bytes;
   }
   return 0;
 }
@@ -78,19 +90,14 @@ void cpu_mat_free(cpu_mat_t *w) {
   w->data = NULL;
 }
 
-size_t cpu_mat_bytes(const cpu_mat_t *w) {
-  return (size_t)w->n_out * (size_t)w->n_in * (w->f16 ? 2u : 4u);
-}
+size_t cpu_mat_row_bytes(const cpu_mat_t *w) { return wd_dtype_row_bytes(w->type, w->n_in); }
+
+size_t cpu_mat_bytes(const cpu_mat_t *w) { return (size_t)w->n_out * cpu_mat_row_bytes(w); }
 
 void cpu_mat_row(const cpu_mat_t *w, int o, float *out) {
-  const size_t base = (size_t)o * (size_t)w->n_in;
-  if (w->f16) {
-    const uint16_t *src = (const uint16_t *)w->data + base;
-    for (int i = 0; i < w->n_in; i++)
-      out[i] = wd_f16_to_f32(src[i]);
-  } else {
-    memcpy(out, (const float *)w->data + base, (size_t)w->n_in * sizeof *out);
-  }
+  const unsigned char *src = (const unsigned char *)w->data + (size_t)o * cpu_mat_row_bytes(w);
+  /* Cannot fail: the type and n_in were checked at load. */
+  (void)wd_dequantize_row(w->type, src, out, w->n_in);
 }
 
 float *cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len) {

@@ -2,11 +2,13 @@
  * cpu_mat.h - weight matrices in the layout the CPU kernels read.
  *
  * A matrix is (n_out, n_in) row-major: row o holds the n_in weights of
- * output o, as ggml stores a linear layer (ne = {n_in, n_out}). It is f16
- * exactly as the file stores it (the decoder's GEMV converts on the fly,
- * halving the bytes each step reads) or f32 (what sgemm wants, and what the
- * GEMV reads for f32 and quantized files, whose blocks are dequantized once
- * at load). Several tensors may be stacked into one matrix (the Q, K and V
+ * output o, as ggml stores a linear layer (ne = {n_in, n_out}). It is kept
+ * exactly as the file stores it, f16 or one of the 32-element block types
+ * (q8_0 .. q4_1, core/quant.h: a row is n_in / 32 blocks back to back), and
+ * the decoder's GEMV converts on the fly, so each step reads 2x (f16) to
+ * 6x (q4_0) fewer bytes than f32 weights; or it is f32 (what sgemm wants,
+ * what the loader forces for the encoder, and what an f32 file gives).
+ * Several tensors may be stacked into one matrix (the Q, K and V
  * projections become one (3d, d) product).
  */
 #ifndef WD_CPU_MAT_H
@@ -19,18 +21,24 @@
 
 typedef struct {
   int n_out, n_in;
-  int f16;    /* 1: data holds uint16_t f16 values, 0: float */
-  void *data; /* (n_out, n_in) */
+  wd_dtype_t type; /* WD_DTYPE_F32, _F16 or a block type (then n_in % 32 == 0) */
+  void *data;      /* (n_out, n_in) elements of type, n_out rows of
+                      wd_dtype_row_bytes(type, n_in) bytes */
 } cpu_mat_t;
 
 /* Stacks tensors names[0 .. n) (each (rows[i], n_in)) into one matrix;
- * want_f32 forces f32, otherwise f16 tensors stay f16 when all of them are.
- * WD_EMODEL (err names the tensor) or WD_ENOMEM. */
+ * want_f32 forces f32, otherwise the tensors keep their type (f16 or a block
+ * type) when all of them share it, and are dequantized to f32 when they do
+ * not. WD_EMODEL (err names the tensor; a block type with n_in not a
+ * multiple of 32) or WD_ENOMEM. */
 int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
                  int n, int n_in, int want_f32, char *err, size_t err_len);
 void cpu_mat_free(cpu_mat_t *w);
+/* The bytes data holds (what the matrix costs in memory). */
 size_t cpu_mat_bytes(const cpu_mat_t *w);
-/* Row o as f32 into out (n_in). */
+/* Bytes of one row. */
+size_t cpu_mat_row_bytes(const cpu_mat_t *w);
+/* Row o as f32 into out (n_in), dequantized as core/quant.c does. */
 void cpu_mat_row(const cpu_mat_t *w, int o, float *out);
 
 /* A vector tensor of n elements as f32 (malloc'd) or NULL

@@ -7,10 +7,11 @@
  * d = 64, one layer each side, the real vocabulary size), written as all-f32
  * (ftype 0: conv kernels f32 too), q8_0, q4_0, q5_1 and q4_1, q5_0
  * (quantized blocks of pseudo-random values, ggml's rounding; conv kernels
- * f16), and f16 (ftype 1). The CPU engine keeps f16 matrices as stored and
- * dequantizes the other types to f32 once at load, with the same
- * wd_dequantize_row the reference uses. Both see the same numbers, so what differs is f32
- * summation order only: the encoder output and every step's logits must
+ * f16), and f16 (ftype 1). The CPU engine keeps the decoder's f16 and
+ * quantized matrices as stored and dequantizes them on the fly exactly as
+ * wd_dequantize_row (which the reference uses) does; the encoder's are
+ * dequantized to f32 at load. Both see the same numbers, so what differs is
+ * f32 summation order only: the encoder output and every step's logits must
  * agree to 1e-3 relative (the f16 test's bound), and the argmax exactly.
  * Two sequences step together, so the batched GEMV runs too; then
  * a 3-token prefill (three rows through the decoder) is checked the same way.
