@@ -11,14 +11,17 @@
 /* Bytes a weight matrix takes in the kernels' layout, by the rule
  * load_weights applies through cpu_mat_load: the encoder, the convolutions
  * and the cross K/V projection in f32 (sgemm's input); the decoder's other
- * matrices and the token embedding f16 when stored f16, else f32. */
+ * matrices and the token embedding as stored when f16 or a block type,
+ * else f32. (cpu_mat_load dequantizes a stack of tensors of different
+ * types, e.g. a Q/K/V stack in a hand-mixed file, to f32; no published
+ * file mixes them, and the plan counts each tensor by its own type.) */
 static double matrix_bytes(const wd_tensor_t *t) {
   const double n = (double)wd_tensor_n_elements(t);
   const char *s = t->name;
   if (strncmp(s, "encoder.", 8) == 0 || strstr(s, ".cross_attn.key.") ||
-      strstr(s, ".cross_attn.value."))
+      strstr(s, ".cross_attn.value.") || t->type == WD_DTYPE_F32)
     return 4.0 * n;
-  return t->type == WD_DTYPE_F16 ? 2.0 * n : 4.0 * n;
+  return (double)wd_dtype_row_bytes(t->type, t->ne[0]) * (n / (double)t->ne[0]);
 }
 
 /* A matrix the engine loads through cpu_mat_load: every tensor with two
