@@ -11,11 +11,13 @@
 #   cpu_test_engine   the encoder and one batched decoder step, both split
 #                     over the pool's threads; left out: the whole jfk
 #                     transcription (~270 steps of seconds each).
+#   api_py_test_auth  the real daemon (TSan build, --device cpu) under real
+#                     HTTP clients: tests/api_blackbox.cmake registers only
+#                     this file of the Python API suite here, since each jfk
+#                     transcription takes minutes under TSan; the whole suite
+#                     runs in the ASan tree, leak-checked.
 # Not here: the Vulkan tests (lavapipe's JIT and threads under TSan are too
-# slow and report inside Mesa), and the Python API suite against the real
-# daemon (each jfk transcription on the CPU engine takes minutes under TSan:
-# over the suite's request timeouts); those run under ASan, leak-checked
-# (tests/api_blackbox.cmake).
+# slow, and its races would be Mesa's).
 if(NOT WD_TSAN)
   return()
 endif()
