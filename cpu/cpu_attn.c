@@ -8,6 +8,7 @@
 #include "cpu_gemv.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y) {
@@ -207,13 +208,18 @@ attend_avx2_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int
 }
 
 static int attn_have_avx2(void) {
-  static int cached = -1; /* benign race: every thread computes the same value */
-  if (cached < 0) {
+  /* Pool threads may race to fill the cache; all compute the same value, and
+   * relaxed atomics make that race defined (a plain int was a C11 data race,
+   * which TSan reports). */
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c") && !cpu_force_portable();
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return cached;
+  return v;
 }
 #endif
 

@@ -11,6 +11,7 @@
 #include "cpu_gemv.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,23 +141,31 @@ static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, flo
 }
 
 int cpu_gemv_simd_available(void) {
-  static int cached = -1; /* benign race: every thread computes the same value */
-  if (cached < 0) {
+  /* Pool threads may race to fill the cache; all compute the same value, and
+   * relaxed atomics make that race defined (a plain int was a C11 data race,
+   * which TSan reports). */
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c");
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return cached;
+  return v;
 }
 #else
 int cpu_gemv_simd_available(void) { return 0; }
 #endif
 
 static int have_avx2(void) {
-  static int cached = -1; /* as above */
-  if (cached < 0)
-    cached = cpu_gemv_simd_available() && !cpu_force_portable();
-  return cached;
+  static _Atomic int cached = -1; /* as above */
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    v = cpu_gemv_simd_available() && !cpu_force_portable();
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
 }
 
 const char *cpu_gemv_kernel(void) { return have_avx2() ? "avx2+fma+f16c" : "portable"; }

@@ -4,6 +4,7 @@
 #include "cpu_vmath.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 #include "cpu_attn.h"
 #include "cpu_gemv.h"
@@ -112,13 +113,18 @@ __attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16
 }
 
 static int vm_have_avx2(void) {
-  static int cached = -1; /* benign race: every thread computes the same value */
-  if (cached < 0) {
+  /* Pool threads may race to fill the cache; all compute the same value, and
+   * relaxed atomics make that race defined (a plain int was a C11 data race,
+   * which TSan reports). */
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
     __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && !cpu_force_portable();
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c") && !cpu_force_portable();
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return cached;
+  return v;
 }
 #endif
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs dependencies,
-# builds the release and the ASan+UBSan trees, fetches the test models, and
-# runs every test in both trees (GPU tests run on lavapipe when no GPU exists).
+# builds the release, ASan+UBSan and TSan trees, fetches the test models, runs
+# every test in the release and ASan trees (GPU tests run on lavapipe when no
+# GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake)
+# and the static analysis (scripts/analyze.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release asan
+scripts/build.sh release asan tsan
 # The API suite's Python venv (build/venv) and Node SDK (tests/api/node).
 scripts/install-test-deps.sh
 if [ -x scripts/fetch-model.sh ]; then
@@ -26,4 +28,11 @@ ctest --test-dir build-asan --output-on-failure -j2 -L gpu -E '^cli_' || status=
 # The whisperd binary itself does not pin the driver: leak checks off there
 # (address and UB checks stay on).
 ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 -L gpu -R '^cli_' || status=1
+# (The API suite against the real daemon, label sanitize_api, ran above in the
+# -LE gpu pass: on --device cpu, with leak checks on.)
+echo "== TSan build (queue, worker, pool, HTTP server)"
+TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+  ctest --test-dir build-tsan --output-on-failure -j2 -L tsan || status=1
+echo "== static analysis (gcc -fanalyzer)"
+scripts/analyze.sh || status=1
 exit $status

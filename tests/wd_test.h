@@ -90,9 +90,31 @@ static const char *wd_test_skip_why_;
     return;                                                                      \
   } while (0)
 
+/* Whether WD_TEST_ONLY (a comma-separated list of test names; unset or
+ * empty: every test) selects the test called name. The sanitizer trees use
+ * it to run a slow binary's threading tests without its long decodes. */
+static inline int wd_test_selected(const char *name) {
+  const char *only = getenv("WD_TEST_ONLY");
+  if (!only || !only[0])
+    return 1;
+  const size_t n = strlen(name);
+  for (const char *c = only; *c;) {
+    const char *end = strchr(c, ',');
+    const size_t len = end ? (size_t)(end - c) : strlen(c);
+    if (len == n && strncmp(c, name, n) == 0)
+      return 1;
+    c += len + (end ? 1 : 0);
+  }
+  return 0;
+}
+
 static inline int wd_test_main(void) {
   int passed = 0, failed = 0, skipped = 0;
   for (int i = 0; i < wd_n_tests_; i++) {
+    if (!wd_test_selected(wd_tests_[i].name)) {
+      fprintf(stderr, "--   %s (not in WD_TEST_ONLY)\n", wd_tests_[i].name);
+      continue;
+    }
     if (wd_test_skipped_) {
       skipped++;
       continue;

@@ -86,7 +86,12 @@ def test_notify_ready_status_watchdog_stopping(notify):
                     reason="systemd-socket-activate missing (Debian package systemd)")
 def test_socket_activation(notify):
     p, q = wd_api.free_port(), wd_api.free_port()
-    argv = [SOCKET_ACTIVATE, "-l", f"127.0.0.1:{p}", "-E", f"NOTIFY_SOCKET={notify.path}",
+    # systemd-socket-activate passes on only the -E variables: forward the
+    # device choice and the sanitizer options (the ASan tree's API suite runs
+    # the daemon on --device cpu, leak-checked).
+    env = [a for k in ("WHISPERD_DEVICE", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS",
+                       "TSAN_OPTIONS") if k in os.environ for a in ("-E", f"{k}={os.environ[k]}")]
+    argv = [SOCKET_ACTIVATE, "-l", f"127.0.0.1:{p}", "-E", f"NOTIFY_SOCKET={notify.path}", *env,
             wd_api.WHISPERD, "serve", "--model", wd_api.TINY_EN, "--host", "127.0.0.1",
             "--port", str(q), "--log-level", "info"]
     d = wd_api.Daemon(argv=argv, port=p)

@@ -1,0 +1,39 @@
+# The ThreadSanitizer pass (scripts/test.sh runs `ctest -L tsan` in
+# build-tsan/): the tests whose threads share the job queue, the worker, the
+# thread pool and the HTTP server, labelled `tsan`. TSan slows plain C 5-15x,
+# so the binaries that decode whole files run only their threading tests
+# (WD_TEST_ONLY, tests/wd_test.h):
+#   core_test_worker  queue full / cancel / timeout / drain, a job shorter
+#                     than a frame, refusals at submit; left out: the identity
+#                     decodes (whole files alone and batched, minutes each on
+#                     the reference engine) and the device-loss rebuild (its
+#                     1 s retry backoffs dominate).
+#   cpu_test_engine   the encoder and one batched decoder step, both split
+#                     over the pool's threads; left out: the whole jfk
+#                     transcription (~270 steps of seconds each).
+#   api_py_test_auth  the real daemon (TSan build, --device cpu) under real
+#                     HTTP clients: tests/api_blackbox.cmake registers only
+#                     this file of the Python API suite here, since each jfk
+#                     transcription takes minutes under TSan; the whole suite
+#                     runs in the ASan tree, leak-checked.
+# Not here: the Vulkan tests (lavapipe's JIT and threads under TSan are too
+# slow, and its races would be Mesa's).
+if(NOT WD_TSAN)
+  return()
+endif()
+set(wd_tsan_tests core_test_pool core_test_worker api_test_server api_test_watcher
+    cpu_test_engine)
+foreach(t IN LISTS wd_tsan_tests)
+  if(TEST ${t})
+    get_test_property(${t} LABELS labels)
+    set_tests_properties(${t} PROPERTIES LABELS "${labels};tsan")
+  endif()
+endforeach()
+if(TEST core_test_worker)
+  set_tests_properties(core_test_worker PROPERTIES ENVIRONMENT
+    "WD_TEST_ONLY=queue_full_cancel_timeout_drain,audio_shorter_than_a_frame_ends_empty,bad_options_refused_at_submit")
+endif()
+if(TEST cpu_test_engine)
+  set_tests_properties(cpu_test_engine PROPERTIES ENVIRONMENT
+    "WD_TEST_ONLY=setup,encoder_matches_reference,batched_step_with_permuted_slots_matches_reference,teardown")
+endif()
