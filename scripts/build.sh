@@ -2,7 +2,8 @@
 # Builds whisperd. Usage: scripts/build.sh [release|asan|tsan|fuzz]...
 #   release -> build/       (RelWithDebInfo, -Werror)
 #   asan    -> build-asan/  (ASan + UBSan, -Werror)
-#   tsan    -> build-tsan/  (ThreadSanitizer)
+#   tsan    -> build-tsan/  (ThreadSanitizer: what `ctest -L tsan` runs, target wd_tsan,
+#                            tests/tsan.cmake; WD_TSAN_ALL=1 builds the whole tree)
 #   fuzz    -> build-fuzz/  (clang: the libFuzzer harnesses of tests/fuzz only,
 #                            ASan + UBSan; scripts/install-fuzz-deps.sh)
 set -euo pipefail
@@ -26,5 +27,9 @@ for kind in "$@"; do
     *) echo "build.sh: unknown build kind '$kind'" >&2; exit 2 ;;
   esac
   cmake -S . -B "$dir" -G Ninja -DWD_WERROR=ON "${flags[@]}" >/dev/null
-  cmake --build "$dir" -j"$(nproc)"
+  if [ "$kind" = tsan ] && [ "${WD_TSAN_ALL:-0}" != 1 ]; then
+    cmake --build "$dir" -j"$(nproc)" --target wd_tsan
+  else
+    cmake --build "$dir" -j"$(nproc)"
+  fi
 done

@@ -2,8 +2,9 @@
 # The whole test suite, from a fresh Debian 12 machine: installs dependencies,
 # builds the release, ASan+UBSan and TSan trees, fetches the test models, runs
 # every test in the release and ASan trees (GPU tests run on lavapipe when no
-# GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake)
-# and the static analysis (scripts/analyze.sh).
+# GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake),
+# the static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
+# harness (scripts/fuzz.sh) and an arm64 compile of core/ and cpu/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -35,4 +36,9 @@ TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_
   ctest --test-dir build-tsan --output-on-failure -j2 -L tsan || status=1
 echo "== static analysis (gcc -fanalyzer)"
 scripts/analyze.sh || status=1
+echo "== fuzz smoke (every libFuzzer harness of tests/fuzz, 30 s each)"
+scripts/install-fuzz-deps.sh
+scripts/fuzz.sh 30 || status=1
+echo "== arm64 compile check (core/ and cpu/)"
+scripts/check-arm64.sh || status=1
 exit $status
