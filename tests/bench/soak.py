@@ -761,6 +761,9 @@ def main():
                     help="full transcriptions the run must contain (default 1000)")
     ap.add_argument("--warmup", type=int, default=0,
                     help="warm-up requests before the RSS/fd baseline (default 5%% of --requests)")
+    ap.add_argument("--warmup-long", type=int, default=16,
+                    help="long-file requests sent at once at the start of the warm-up "
+                         "(extra to --requests; default 16)")
     ap.add_argument("--mix", default="",
                     help="shares per kind, e.g. short=0.2,long=0.01,malformed=0.05 "
                          f"(default {','.join(f'{k}={v}' for k, v in DEFAULT_MIX.items())}; "
@@ -858,14 +861,21 @@ def main():
                       f"RSS {rss_kb(pid) / 1024:.0f} MiB, {fd_count(pid)} fds", flush=True)
 
         # 2. Warm-up, then the baseline once idle.
+        # The long jobs first, all at once, so that the allocator's high
+        # water (concurrent 2-minute jobs, their word timings) is reached
+        # before the baseline is taken.
         sampler.phase = "warm-up"
-        started = run_clients(port, sched[:warm_n], args.clients, args.hang_s, deadline, t0,
+        warm = ([variants["long"][i % len(variants["long"])] for i in range(args.warmup_long)]
+                if sched else []) + sched[:warm_n]
+        started = run_clients(port, warm, args.clients, args.hang_s, deadline, t0,
                               args.seed, results, progress)
+        extra = len(warm) - len(sched[:warm_n])
+        started -= extra
         wait_idle(port, 120)
         time.sleep(2)
         rss_warm, fd_warm = rss_kb(pid), settle_fds(pid, 0, 3)
         t_warm = time.monotonic() - t0
-        print(f"soak: warm-up ({started} requests) done at {t_warm:.0f} s: RSS "
+        print(f"soak: warm-up ({started} requests and {extra} long ones) done at {t_warm:.0f} s: RSS "
               f"{rss_warm / 1024:.1f} MiB, {fd_warm} fds", flush=True)
 
         # 3. The soak.
@@ -891,17 +901,17 @@ def main():
         by = {}
         for r in bad:
             by.setdefault(r.outcome, []).append(r)
-        print(f"\nsoak: {len(results)} requests of {len(sched)} scheduled in {t_soak:.0f} s "
+        print(f"\nsoak: {len(results)} requests of {len(sched) + extra} scheduled in {t_soak:.0f} s "
               f"(references and warm-up included), {n_full} full transcriptions answered "
               f"and identical to their references")
         for k, rs in by.items():
             print(f"  {k}: {len(rs)}")
             for r in rs[:5]:
                 print(f"    {r.variant.kind}/{r.variant.name} at {r.t0:.1f} s: {r.status} {r.detail}")
-        if len(results) < len(sched):
+        if len(results) < len(sched) + extra:
             print(f"soak: the time bound (--seconds {args.seconds:.0f}) stopped the run after "
-                  f"{len(results)} of {len(sched)} requests")
-        checks.append((n_full >= min(args.min_transcriptions, args.requests),
+                  f"{len(results)} of {len(sched) + extra} requests")
+        checks.append((n_full >= min(args.min_transcriptions, args.requests + args.warmup_long),
                        f"full transcriptions: {n_full} (at least {args.min_transcriptions})"))
         checks.append((not by.get("wrong"), f"wrong answers: {len(by.get('wrong', []))}"))
         checks.append((not by.get("hang"), f"hangs (no answer in {args.hang_s:.0f} s): "
