@@ -16,7 +16,8 @@
  *
  * Untrusted input: header sizes are never used to size an allocation. Memory
  * grows with the samples actually decoded, and decoding stops with WD_ETOOBIG
- * once the input passes max_seconds. A file whose header declares an exact
+ * once the input passes max_seconds; a header that declares an exact length
+ * over max_seconds is refused the same way before anything is decoded. A file whose header declares an exact
  * length but which decodes to clearly less is reported as truncated. FFmpeg
  * may only use an allowlist of demuxers and may not open any other file or
  * URL (HLS playlists, MOV references), so an upload cannot make the daemon
@@ -168,6 +169,21 @@ static int wd_audio_sink_out_reserve(wd_audio_sink_t *s, size_t extra, char *err
     return wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
   s->out = p;
   s->out_cap = cap;
+  return 0;
+}
+
+/* Refuses, before anything is decoded, a file whose header declares a length
+ * well over the cap. Without this a compact file (10 hours of FLAC silence is
+ * under 2 MB) would be decoded, and its samples held, up to max_seconds only
+ * to be refused then: hundreds of MB and seconds of CPU per request. The 1 s
+ * of slack keeps every file the decode-time check would accept. declared_s
+ * <= 0 (unknown) passes. */
+static int wd_audio_sink_check_declared(const wd_audio_sink_t *s, double declared_s, char *err,
+                                        size_t err_len) {
+  if (declared_s > (double)s->max_seconds + 1.0)
+    return wd_audio_fail(err, err_len, WD_ETOOBIG,
+                         "audio is longer than the limit of %u s (the header declares %.0f s)",
+                         s->max_seconds, declared_s);
   return 0;
 }
 
@@ -392,6 +408,16 @@ static int wd_audio_decode_sndfile(wd_audio_mem_t *mem, wd_audio_sink_t *s, int 
   r = wd_audio_sink_start(s, info.samplerate, err, err_len);
   if (r < 0)
     goto fail;
+  /* info.frames comes from the header. libsndfile already clamps a WAV's
+   * data size to the bytes present (a WAV streamed through a pipe says
+   * 0xffffffff), so this catches FLAC and Ogg whose length is exact. For
+   * MPEG audio it is an estimate from the file size and is not used. */
+  const int exact = (info.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_MPEG;
+  if (exact && info.frames != SF_COUNT_MAX && info.frames > 0) {
+    r = wd_audio_sink_check_declared(s, (double)info.frames / s->rate, err, err_len);
+    if (r < 0)
+      goto fail;
+  }
   /* (WD_AUDIO_SF_CHUNK, channels) interleaved; libsndfile scales ints to [-1, 1]. */
   buf = malloc((size_t)WD_AUDIO_SF_CHUNK * (size_t)info.channels * sizeof(float));
   r = buf ? wd_audio_sink_mix_reserve(s, WD_AUDIO_SF_CHUNK, err, err_len)
@@ -418,11 +444,7 @@ static int wd_audio_decode_sndfile(wd_audio_mem_t *mem, wd_audio_sink_t *s, int 
                       (double)s->n_in / s->rate, sf_strerror(sf));
     goto fail;
   }
-  /* info.frames comes from the header. libsndfile already clamps a WAV's
-   * data size to the bytes present (a WAV streamed through a pipe says
-   * 0xffffffff), so this catches FLAC and Ogg whose length is exact. For
-   * MPEG audio it is an estimate from the file size and is not used. */
-  const int exact = (info.format & SF_FORMAT_TYPEMASK) != SF_FORMAT_MPEG;
+  /* The declared length again (see above): less decoded is truncation. */
   if (exact && info.frames != SF_COUNT_MAX && wd_audio_sink_truncated(s, (double)info.frames)) {
     r = wd_audio_fail(err, err_len, WD_EAUDIO,
                       "audio is truncated: the header declares %.2f s, the data holds %.2f s",
@@ -519,6 +541,18 @@ static int wd_audio_drain(AVCodecContext *dec, AVFrame *frame, wd_audio_sink_t *
 }
 
 /* Decodes the best audio stream with FFmpeg into s. */
+/* The stream's length from the container's own header, seconds; 0 when
+ * unknown. One estimated from the bit rate is not exact and is not used. */
+static double wd_av_declared_s(const AVFormatContext *fmt, const AVStream *st) {
+  if (fmt->duration_estimation_method == AVFMT_DURATION_FROM_BITRATE)
+    return 0.0;
+  if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
+    return (double)st->duration * av_q2d(st->time_base);
+  if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0)
+    return (double)fmt->duration / AV_TIME_BASE;
+  return 0.0;
+}
+
 static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *err,
                                  size_t err_len) {
   AVFormatContext *fmt = NULL;
@@ -567,6 +601,10 @@ static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *
   for (unsigned i = 0; i < fmt->nb_streams; i++)
     fmt->streams[i]->discard = (int)i == idx ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
   const AVStream *st = fmt->streams[idx];
+  /* Over the cap by the header's word: refused before any decoding. */
+  const double declared_s = wd_av_declared_s(fmt, st);
+  if ((r = wd_audio_sink_check_declared(s, declared_s, err, err_len)) < 0)
+    goto fail;
   dec = avcodec_alloc_context3(codec);
   pkt = av_packet_alloc();
   frame = av_frame_alloc();
@@ -621,15 +659,6 @@ static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *
   if (n_bad)
     wd_log_debug("audio: %d damaged %s packets skipped", n_bad, codec->name);
 
-  /* A length from the container's own header is exact; one estimated from
-   * the bit rate is not and cannot reveal truncation. */
-  double declared_s = 0.0;
-  if (fmt->duration_estimation_method != AVFMT_DURATION_FROM_BITRATE) {
-    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
-      declared_s = (double)st->duration * av_q2d(st->time_base);
-    else if (fmt->duration != AV_NOPTS_VALUE && fmt->duration > 0)
-      declared_s = (double)fmt->duration / AV_TIME_BASE;
-  }
   if (wd_audio_sink_truncated(s, declared_s * s->rate)) {
     r = wd_audio_fail(err, err_len, WD_EAUDIO,
                       "audio is truncated: the %s header declares %.2f s, the data holds %.2f s",

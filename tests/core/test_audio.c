@@ -529,6 +529,38 @@ WD_TEST(max_seconds_is_enforced) {
   }
 }
 
+WD_TEST(declared_length_over_the_cap_is_refused_before_decoding) {
+  /* flac_16k.flac (6.91 s) with its STREAMINFO total-samples field (the low
+   * 36 bits of the big-endian u64 at byte 18: after "fLaC", the block
+   * header and 10 bytes of block and frame sizes) set to 10 hours. Decoded,
+   * it would be "truncated" (6.91 s of 36000 s); refused from the header
+   * it is WD_ETOOBIG, saying so: a 10-hour file of silence is only ~2 MB
+   * of FLAC and must not be decoded up to the cap first. Under a cap above
+   * the claim the file is decoded as before and found truncated. */
+  size_t len = 0, n = 0;
+  unsigned char *buf = wd_read_file(wd_test_data("audio/formats/flac_16k.flac"), &len);
+  WD_CHECK(buf != NULL && len > 42 && memcmp(buf, "fLaC", 4) == 0 && (buf[4] & 0x7f) == 0);
+  if (!buf)
+    return;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v = v << 8 | buf[18 + i];
+  WD_CHECK_EQ_INT((int64_t)(v & 0xfffffffffull), 110639); /* 6.91 s at 16 kHz */
+  v = (v & ~0xfffffffffull) | (uint64_t)36000 * 16000;
+  for (int i = 7; i >= 0; i--, v >>= 8)
+    buf[18 + i] = (unsigned char)v;
+  float *x = NULL;
+  char err[256] = "";
+  wd_audio_opts_t o = { .max_seconds = 10800 };
+  WD_CHECK_EQ_INT(wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_ETOOBIG);
+  fprintf(stderr, "  10 h declared, 3 h cap        -> %s\n", err);
+  WD_CHECK(x == NULL && strstr(err, "declares 36000 s") != NULL);
+  o.max_seconds = 40000; /* over the claim: decoded, and the lie is found */
+  WD_CHECK_EQ_INT(wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_EAUDIO);
+  WD_CHECK(x == NULL && strstr(err, "truncated") != NULL);
+  free(buf);
+}
+
 WD_TEST(corrupted_files_never_crash) {
   /* Deterministic damage: 16 random bytes overwritten in the first 4 KiB
    * (headers live there) and the file cut at a random point; 20 variants of
