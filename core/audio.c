@@ -17,10 +17,10 @@
  * Untrusted input: header sizes are never used to size an allocation. Memory
  * grows with the samples actually decoded, and decoding stops with WD_ETOOBIG
  * once the input passes max_seconds; a header that declares an exact length
- * over max_seconds is refused the same way before anything is decoded. A file whose header declares an exact
- * length but which decodes to clearly less is reported as truncated. FFmpeg
- * may only use an allowlist of demuxers and may not open any other file or
- * URL (HLS playlists, MOV references), so an upload cannot make the daemon
+ * over max_seconds is refused the same way before anything is decoded. A
+ * file whose header declares an exact length but which decodes to clearly
+ * less is reported as truncated. FFmpeg may only use an allowlist of
+ * demuxers and may not open any other file or URL (HLS playlists, MOV references), so an upload cannot make the daemon
  * read anything but itself.
  *
  * Threading: no mutable global state; FFmpeg's log level is set to quiet
@@ -540,7 +540,6 @@ static int wd_audio_drain(AVCodecContext *dec, AVFrame *frame, wd_audio_sink_t *
   }
 }
 
-/* Decodes the best audio stream with FFmpeg into s. */
 /* The stream's length from the container's own header, seconds; 0 when
  * unknown. One estimated from the bit rate is not exact and is not used. */
 static double wd_av_declared_s(const AVFormatContext *fmt, const AVStream *st) {
@@ -553,6 +552,7 @@ static double wd_av_declared_s(const AVFormatContext *fmt, const AVStream *st) {
   return 0.0;
 }
 
+/* Decodes the best audio stream with FFmpeg into s. */
 static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *err,
                                  size_t err_len) {
   AVFormatContext *fmt = NULL;
