@@ -20,8 +20,9 @@
  * over max_seconds is refused the same way before anything is decoded. A
  * file whose header declares an exact length but which decodes to clearly
  * less is reported as truncated. FFmpeg may only use an allowlist of
- * demuxers and may not open any other file or URL (HLS playlists, MOV references), so an upload cannot make the daemon
- * read anything but itself.
+ * demuxers and may not open any other file or URL (HLS playlists, MOV
+ * references), so an upload cannot make the daemon read anything but
+ * itself.
  *
  * Threading: no mutable global state; FFmpeg's log level is set to quiet
  * once (pthread_once) so that the library never writes to stderr. Ownership:
