@@ -8,7 +8,6 @@
 #include "cpu_gemv.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stddef.h>
 
 void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y) {
@@ -207,26 +206,12 @@ attend_avx2_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int
   ATTN_BODY(uint16_t, ATTN_LOAD_F16)
 }
 
-static int attn_have_avx2(void) {
-  /* Pool threads may race to fill the cache; all compute the same value, and
-   * relaxed atomics make that race defined (a plain int was a C11 data race,
-   * which TSan reports). */
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c") && !cpu_force_portable();
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
 #endif
 
 void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
                     float scale, float *s, float *o, float *keep) {
 #if CPU_X86
-  if (dh == 8 * ATTN_NV && attn_have_avx2()) {
+  if (dh == 8 * ATTN_NV && cpu_use_avx2()) {
     attend_avx2(q, K, V, n, ld, scale, s, o, keep);
     return;
   }
@@ -237,7 +222,7 @@ void cpu_attend_one(const float *q, const float *K, const float *V, int n, int l
 void cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
                         int dh, float scale, float *s, float *o, float *keep) {
 #if CPU_X86
-  if (dh == 8 * ATTN_NV && attn_have_avx2()) {
+  if (dh == 8 * ATTN_NV && cpu_use_avx2()) {
     attend_avx2_f16(q, K, V, n, ld, scale, s, o, keep);
     return;
   }

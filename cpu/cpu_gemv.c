@@ -158,7 +158,7 @@ int cpu_gemv_simd_available(void) {
 int cpu_gemv_simd_available(void) { return 0; }
 #endif
 
-static int have_avx2(void) {
+int cpu_use_avx2(void) {
   static _Atomic int cached = -1; /* as above */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
@@ -168,7 +168,7 @@ static int have_avx2(void) {
   return v;
 }
 
-const char *cpu_gemv_kernel(void) { return have_avx2() ? "avx2+fma+f16c" : "portable"; }
+const char *cpu_gemv_kernel(void) { return cpu_use_avx2() ? "avx2+fma+f16c" : "portable"; }
 
 /* The dot kernel for w's type on the chosen path (never NULL: cpu_mat_load
  * makes f32, f16 and block types only). */
@@ -188,7 +188,7 @@ static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
 }
 
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
-  cpu_gemv_range_path(g, o0, o1, have_avx2());
+  cpu_gemv_range_path(g, o0, o1, cpu_use_avx2());
 }
 
 /* Block rows staged as f32 when more than 4 activation rows read them:

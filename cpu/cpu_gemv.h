@@ -65,6 +65,11 @@ const char *cpu_gemv_kernel(void);
 
 float cpu_gelu(float x);
 
+/* 1 when the AVX2+FMA+F16C kernels run (the CPU has them and
+ * WHISPERD_CPU_PORTABLE is not set): the one switch the GEMV, attention and
+ * vector kernels all follow. Cached; safe from any thread. */
+int cpu_use_avx2(void);
+
 /* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
  * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
 int cpu_force_portable(void);

@@ -4,7 +4,6 @@
 #include "cpu_vmath.h"
 
 #include <math.h>
-#include <stdatomic.h>
 
 #include "cpu_attn.h"
 #include "cpu_gemv.h"
@@ -112,25 +111,11 @@ __attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16
     y[i] = wd_f32_to_f16(x[i]);
 }
 
-static int vm_have_avx2(void) {
-  /* Pool threads may race to fill the cache; all compute the same value, and
-   * relaxed atomics make that race defined (a plain int was a C11 data race,
-   * which TSan reports). */
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c") && !cpu_force_portable();
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
 #endif
 
 void cpu_softmax_vec(float *s, int n) {
 #if CPU_X86
-  if (vm_have_avx2()) {
+  if (cpu_use_avx2()) {
     softmax_avx2(s, n);
     return;
   }
@@ -140,7 +125,7 @@ void cpu_softmax_vec(float *s, int n) {
 
 void cpu_bias_gelu_vec(float *y, const float *b, int n) {
 #if CPU_X86
-  if (vm_have_avx2()) {
+  if (cpu_use_avx2()) {
     bias_gelu_avx2(y, b, n);
     return;
   }
@@ -151,7 +136,7 @@ void cpu_bias_gelu_vec(float *y, const float *b, int n) {
 
 void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
 #if CPU_X86
-  if (vm_have_avx2()) {
+  if (cpu_use_avx2()) {
     f16_avx2(x, y, n);
     return;
   }
