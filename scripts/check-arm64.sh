@@ -8,10 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cc=aarch64-linux-gnu-gcc
-if ! command -v "$cc" >/dev/null; then
-  sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get install -y -q gcc-aarch64-linux-gnu >/dev/null
-fi
+command -v "$cc" >/dev/null || scripts/install-deps.sh gcc-aarch64-linux-gnu >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # The flags of cmake/ (wd_apply_warnings) and the top-level definitions.

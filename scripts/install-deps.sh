@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what whisperd needs to build and test on Debian 12 (bookworm).
 # Idempotent: installs only missing packages, runs apt-get update at most once.
+# Extra package names as arguments are installed the same way (the fuzz and
+# arm64 scripts pass theirs).
 set -euo pipefail
 
 PKGS=(
@@ -10,6 +12,7 @@ PKGS=(
   libsoxr-dev libavformat-dev libavcodec-dev libavutil-dev zlib1g-dev libpcre2-dev
   libopenblas-dev
   curl ca-certificates python3 python3-pip
+  "$@"
 )
 
 SUDO=""
