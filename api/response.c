@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+
+#include "error.h"
 
 void wd_response_common_headers(struct MHD_Response *r) {
   MHD_add_response_header(r, "Cache-Control", "no-store");
@@ -53,4 +56,35 @@ enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t
   const enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
   MHD_destroy_response(r);
   return ret;
+}
+
+int wd_response_error_early(struct MHD_Connection *c, const wd_api_error_t *e) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  char *body = wd_api_error_json(e);
+  if (!ci || !body) {
+    free(body);
+    return WD_EIO;
+  }
+  const char *reason = MHD_get_reason_phrase_for((unsigned)e->status);
+  char head[512];
+  const int hn = snprintf(head, sizeof head,
+                          "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\nCache-Control: no-store\r\nServer: whisperd\r\n\r\n",
+                          e->status, reason && reason[0] ? reason : "Error", strlen(body));
+  int rc = WD_EIO;
+  if (hn > 0 && (size_t)hn < sizeof head) {
+    /* One small write into an idle socket's send buffer: it does not
+     * block, and a short write (a full buffer) counts as a failure. */
+    const size_t bn = strlen(body), n = (size_t)hn + bn;
+    char *msg = malloc(n);
+    if (msg) {
+      memcpy(msg, head, (size_t)hn);
+      memcpy(msg + hn, body, bn);
+      const ssize_t w = send(ci->connect_fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      rc = w == (ssize_t)n ? 0 : WD_EIO;
+      free(msg);
+    }
+  }
+  free(body);
+  return rc;
 }

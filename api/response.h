@@ -21,6 +21,17 @@
 enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t *e,
                                   const char *allow);
 
+/*
+ * Writes e as a whole HTTP/1.1 response with `Connection: close` straight
+ * to the connection's socket, for the one case MHD 0.9.75 cannot answer:
+ * while the request body is still arriving (MHD_queue_response refuses
+ * until it has all been read). The caller must then stop the connection
+ * (return MHD_NO) without queueing anything, and should read on briefly
+ * first so that the client is not reset before it reads the answer.
+ * Non-blocking; returns 0 when all of it was written, else WD_EIO.
+ */
+int wd_response_error_early(struct MHD_Connection *c, const wd_api_error_t *e);
+
 /* Queues body[0..len) with status and content type. Takes ownership of body
  * (malloc'd) in every case. */
 enum MHD_Result wd_response_body(struct MHD_Connection *c, int status, const char *content_type,

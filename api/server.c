@@ -12,10 +12,12 @@
  * Limits on clients: idle_timeout_s (MHD's connection timeout) cuts off a
  * silent client in any phase; max_connections caps sockets; a request body
  * must arrive within body_timeout_s (checked as data arrives, so a trickle
- * is cut off at the next byte after the deadline). The header phase has no
- * total deadline of its own: MHD gives the access handler nothing before
- * the headers are complete; it is bounded by the idle timeout per byte and
- * MHD's per-connection memory limit (32 KiB) on the header size.
+ * is cut off at the next byte after the deadline). The header phase has its
+ * own total deadline, header_timeout_s, kept by the connection guard
+ * (conn_guard.h) since MHD shows the handler nothing before the headers are
+ * complete; MHD's per-connection memory limit (32 KiB) bounds their size.
+ * max_connections_per_ip keeps one client address from taking every
+ * connection.
  *
  * Ownership: the server copies the options' strings; the model handed to
  * wd_server_attach is borrowed until wd_server_free.
@@ -47,6 +49,7 @@
 #include "transcription.h"
 
 #define WD_MODEL_WAIT_RETRY_S 5
+#define WD_HEADER_TIMEOUT_DEFAULT_S 15
 
 /* One request on a connection, from its headers to its completion. */
 typedef struct {
@@ -267,6 +270,27 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
   }
 }
 
+/* The connection's header-deadline entry (its MHD socket context). */
+static wd_conn_entry_t *guard_entry(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL;
+}
+
+/* MHD thread: a connection opened or is closing (before its socket is
+ * closed; see conn_guard.h). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  wd_server_t *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? wd_conn_guard_open(s->guard, ci->connect_fd) : NULL;
+  } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    wd_conn_guard_close(s->guard, *socket_context);
+    *socket_context = NULL;
+  }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -279,6 +303,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!r)
       return MHD_NO;
     r->t_start = wd__server_now();
+    wd_conn_guard_busy(s->guard, guard_entry(c)); /* headers complete */
     snprintf(r->method, sizeof r->method, "%s", method);
     r->path = strdup(url);
     *con_cls = r;
@@ -303,12 +328,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-  (void)c;
   wd_server_t *s = cls;
   wd_req_t *r = *con_cls;
   if (!r)
     return;
   *con_cls = NULL;
+  /* A kept-alive connection now waits for its next request's headers. */
+  if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+    wd_conn_guard_idle(s->guard, guard_entry(c));
   double audio_s = 0;
   int status = r->status;
   if (r->tr)
@@ -387,6 +414,7 @@ static int bound_port(struct MHD_Daemon *d, int fallback) {
 /* Frees what wd_server_start built; the MHD daemon must be stopped. */
 static void server_destroy(wd_server_t *s) {
   wd_watcher_free(s->watcher);
+  wd_conn_guard_free(s->guard);
   wd_metrics_free(s->metrics);
   if (s->quiesced_fd != MHD_INVALID_SOCKET)
     close(s->quiesced_fd);
@@ -421,6 +449,15 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
     rc = fail(err, err_len, rc, "cannot start the hang-up watcher: %s", wd_strerror(rc));
     goto fail;
   }
+
+  const double header_s = o->header_timeout_s > 0 ? o->header_timeout_s : WD_HEADER_TIMEOUT_DEFAULT_S;
+  if ((rc = wd_conn_guard_new(header_s, o->idle_timeout_s, &s->guard)) < 0) {
+    rc = fail(err, err_len, rc, "cannot start the connection guard: %s", wd_strerror(rc));
+    goto fail;
+  }
+  const unsigned max_conn = (unsigned)(o->max_connections > 0 ? o->max_connections : 256);
+  const unsigned per_ip = o->max_connections_per_ip > 0 ? (unsigned)o->max_connections_per_ip
+                                                        : (max_conn * 3 + 3) / 4;
 
   struct MHD_OptionItem extra[3];
   int k = 0;
@@ -462,9 +499,10 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
       MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
       MHD_OPTION_ARRAY, extra,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(o->idle_timeout_s > 0 ? o->idle_timeout_s : 0),
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(o->max_connections > 0 ? o->max_connections
-                                                                         : 256),
+      MHD_OPTION_CONNECTION_LIMIT, max_conn,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
       MHD_OPTION_END);
   const int start_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, NULL);

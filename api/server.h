@@ -39,6 +39,9 @@ typedef struct {
   int body_timeout_s;        /* whole time to receive one request body (slow
                               * clients); 0 = 300 s. A client that stops
                               * sending is cut off sooner, by idle_timeout_s */
+  int header_timeout_s;      /* whole time to receive one request's headers
+                              * however slowly they trickle; 0 = 15 s */
+  int max_connections_per_ip;/* 0 = 3/4 of max_connections */
 } wd_server_opts_t;
 
 /*

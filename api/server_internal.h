@@ -18,6 +18,7 @@
 
 #include <microhttpd.h>
 
+#include "conn_guard.h"
 #include "metrics.h"
 #include "server.h"
 #include "watcher.h"
@@ -33,6 +34,7 @@ struct wd_server {
   time_t created;            /* `created` of the /v1/models entries */
   wd_metrics_t *metrics;
   wd_watcher_t *watcher;
+  wd_conn_guard_t *guard;    /* header deadlines (slow-loris) */
 
   /* Written once by wd_server_attach before `attached` is set (release);
    * read only after seeing `attached` (acquire). */

@@ -5,9 +5,10 @@
  *
  *   RECEIVING   headers checked (model attached, not shutting down, a
  *               multipart Content-Type, Content-Length within max_body);
- *               body chunks appended up to max_body, then discarded so the
- *               client can still read a 413; the whole body must arrive
- *               within body_timeout_s.
+ *               body chunks appended up to max_body; a chunked body over it
+ *               gets its 413 at once, and one slower than body_timeout_s a
+ *               408, written mid-body (answer_early), and the connection is
+ *               closed after a short linger.
  *   (end of body) parse form, validate, decode audio, submit the job.
  *   WAITING     non-streaming: the connection is suspended until on_done.
  *   STREAMING   the SSE response is queued at once; its reader suspends the
@@ -49,9 +50,11 @@
 
 enum { PH_RECEIVING = 0, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
-/* Discarding an over-long body (to answer 413) stops at this multiple of
- * max_body; the connection is then closed without an answer. */
-#define WD_DISCARD_FACTOR 4
+/* After answering a body early (413 over the cap, 408 too slow), the rest
+ * is read and dropped for at most this many bytes or seconds so that the
+ * client reads the answer before the close resets the connection. */
+#define WD_LINGER_BYTES (1u << 20)
+#define WD_LINGER_S 2.0
 #define WD_BODY_TIMEOUT_DEFAULT_S 300
 
 struct wd_transcription {
@@ -68,7 +71,9 @@ struct wd_transcription {
   uint8_t *body;             /* (len) bytes of the body so far, cap allocated */
   size_t len, cap;
   uint64_t seen;             /* body bytes received, kept or discarded */
-  int too_big;
+  int answered_early;        /* a response went out mid-body (see on_data) */
+  uint64_t early_seen;       /* seen, and the time, when it went */
+  double early_t;
   wd_format_t format;
   unsigned verbose_parts;    /* verbose_json: WD_RENDER_SEGMENTS / WD_RENDER_WORDS */
   int stream;
@@ -178,33 +183,50 @@ static enum MHD_Result on_headers(wd_transcription_t *t) {
   return MHD_YES;
 }
 
-/* A body chunk. MHD_NO closes the connection (no answer is possible while
- * the body is still arriving: MHD queues responses only before or after). */
+/* Answers e while the body is still arriving (see wd_response_error_early)
+ * and starts the short linger. MHD_NO when even that write failed. */
+static enum MHD_Result answer_early(wd_transcription_t *t, const wd_api_error_t *e) {
+  t->status = e->status;
+  if (wd_response_error_early(t->conn, e) < 0)
+    return MHD_NO;
+  t->answered_early = 1;
+  t->early_seen = t->seen;
+  t->early_t = wd__server_now();
+  return MHD_YES;
+}
+
+/* A body chunk. No response can be queued while the body is arriving (MHD
+ * 0.9.75 takes one only before or after it), so an early refusal is written
+ * to the socket by answer_early; MHD_NO then closes the connection. */
 static enum MHD_Result on_data(wd_transcription_t *t, const char *data, size_t n) {
   const wd_server_t *s = t->s;
+  t->seen += n;
+  if (t->answered_early) {
+    /* Linger: drop what the client sent before it read the answer. */
+    if (t->seen - t->early_seen <= WD_LINGER_BYTES && wd__server_now() - t->early_t < WD_LINGER_S)
+      return MHD_YES;
+    return MHD_NO;
+  }
+  wd_api_error_t e;
   if (wd__server_now() - t->t_start > body_timeout_s(s)) {
     wd_log_notice("api: request body not received within %d s (%" PRIu64 " bytes so far), "
-                  "closing the connection", body_timeout_s(s), t->seen);
-    t->status = 408;
-    return MHD_NO;
-  }
-  t->seen += n;
-  if (t->too_big) {
-    if (t->seen <= (uint64_t)s->o.max_body * WD_DISCARD_FACTOR)
-      return MHD_YES;
-    wd_log_notice("api: request body over %d times the %zu-byte limit, closing the connection",
-                  WD_DISCARD_FACTOR, s->o.max_body);
-    t->status = 413;
-    return MHD_NO;
+                  "answering 408", body_timeout_s(s), t->seen);
+    wd_api_error_set(&e, 408, NULL, "request_timeout",
+                     "The request body was not received within %d s.", body_timeout_s(s));
+    return answer_early(t, &e);
   }
   if (t->len + n > s->o.max_body) {
-    /* Over the cap (no Content-Length, or chunked): keep reading, without
-     * storing, so that the client gets its 413 after the last byte. */
-    t->too_big = 1;
+    /* Over the cap without a Content-Length (chunked): answer at once
+     * rather than read gigabytes to answer after the last byte. */
+    wd_log_notice("api: request body over the %zu-byte limit (no Content-Length), answering 413",
+                  s->o.max_body);
     free(t->body);
     t->body = NULL;
     t->len = t->cap = 0;
-    return MHD_YES;
+    wd_api_error_set(&e, 413, NULL, "request_too_large",
+                     "413: Maximum content size limit (%zu) exceeded (%" PRIu64 " bytes read).",
+                     s->o.max_body, t->seen);
+    return answer_early(t, &e);
   }
   if (t->len + n > t->cap) {
     size_t cap = t->cap ? t->cap : 65536;
@@ -521,12 +543,9 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
 static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_server_t *s = t->s;
   wd_api_error_t e;
-  if (t->too_big) {
-    wd_api_error_set(&e, 413, NULL, "request_too_large",
-                     "413: Maximum content size limit (%zu) exceeded (%" PRIu64 " bytes read).",
-                     s->o.max_body, t->seen);
-    return answer_error(t, &e);
-  }
+  /* Answered mid-body and the rest arrived within the linger: done. */
+  if (t->answered_early)
+    return MHD_NO;
   char msg[256] = "";
   wd_multipart_t *form = NULL;
   int rc = wd_multipart_parse(t->content_type, t->body ? (const void *)t->body : "", t->len, &form,

@@ -155,6 +155,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .max_connections = cfg->max_connections, .idle_timeout_s = cfg->idle_timeout_s,
     .api_key = cfg->api_key, .max_audio_s = cfg->max_audio_s,
     .job_timeout_s = cfg->timeout_s, .body_timeout_s = cfg->body_timeout_s,
+    .header_timeout_s = cfg->header_timeout_s,
+    .max_connections_per_ip = cfg->max_connections_per_ip,
   };
   char err[1024] = "";
   /* The decoding defaults requests start from: refused before anything

@@ -42,6 +42,8 @@ typedef struct {
   int idle_timeout_s;     /* client silence while sending a request */
   int body_timeout_s;     /* whole time to receive one request body */
   int max_connections;
+  int header_timeout_s;   /* whole time to receive one request's headers */
+  int max_connections_per_ip; /* 0: 3/4 of max_connections */
   int max_audio_s;        /* per-request audio length cap */
   int shutdown_grace_s;   /* SIGTERM: time running jobs get to finish */
   char *api_key;          /* empty: no authentication */

@@ -21,7 +21,7 @@
 if(NOT WD_TSAN)
   return()
 endif()
-set(wd_tsan_tests core_test_pool core_test_worker api_test_server api_test_watcher
+set(wd_tsan_tests core_test_pool core_test_worker api_test_server api_test_watcher api_test_conn_guard
     cpu_test_engine)
 # What the pass needs and nothing else (scripts/build.sh tsan builds this
 # target): the whole tree under TSan costs CI minutes for tests never run.

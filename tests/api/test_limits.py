@@ -1,9 +1,11 @@
 """Body, audio and connection limits, with --max-body-mb 1, --idle-timeout 3,
---max-audio-s 20 and --max-connections 8: an oversize body is refused with
-413 whether it comes with a Content-Length or chunked; audio over the cap
+--header-timeout 6, --max-audio-s 20 and --max-connections 8: an oversize
+body is refused with 413 whether it comes with a Content-Length or chunked
+(an endless chunked one as soon as it crosses the cap); audio over the cap
 gets 400; a client that stalls mid-upload (or never sends a full request)
-is dropped after the idle timeout; connections over the cap are refused;
-the daemon serves others meanwhile and after."""
+is dropped after the idle timeout, and one that trickles its headers after
+the header timeout; connections over the cap are refused; the daemon
+serves others meanwhile and after."""
 
 import http.client
 import io
@@ -20,6 +22,7 @@ import wd_api
 from wd_api import JFK_WAV, assert_healthy, check_error, multipart, send_streaming
 
 IDLE_S = 3
+HEADER_S = 6
 MAX_MB = 1
 MAX_AUDIO_S = 20
 MAX_CONN = 8
@@ -29,6 +32,7 @@ TRANSCRIBE = "/v1/audio/transcriptions"
 @pytest.fixture(scope="module")
 def lim_daemon():
     d = wd_api.start_daemon(args=["--max-body-mb", str(MAX_MB), "--idle-timeout", str(IDLE_S),
+                                  "--header-timeout", str(HEADER_S),
                                       "--max-audio-s", str(MAX_AUDIO_S),
                                       "--max-connections", str(MAX_CONN)])
     yield d
@@ -88,6 +92,37 @@ def test_oversize_chunked(lim_daemon):
     check_413(r, sent, len(body))
 
 
+def test_endless_chunked_refused_at_the_cap(lim_daemon):
+    """A chunked upload of 2 GB is answered 413 once it crosses the 1 MiB cap,
+    not read to its end (nor buffered), and the daemon's memory stays put."""
+    _, ctype = multipart([("model", "whisper-1")])
+    chunk = b"\0" * (1 << 20)
+    framed = (b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2048))
+    rss0 = lim_daemon.rss_kib()
+    t0 = time.monotonic()
+    r, sent, broke = send_streaming(lim_daemon.port, head(lim_daemon.port, ctype,
+                                                          "Transfer-Encoding: chunked\r\n"), framed)
+    dt = time.monotonic() - t0
+    check_413(r, sent, 2048 << 20)
+    # The cap, the linger (1 MiB) and the socket buffers: far below 2 GB.
+    assert sent < (MAX_MB + 16) << 20, f"{sent} bytes sent before the 413"
+    assert dt < 20, f"413 after {dt:.1f} s"
+    assert lim_daemon.rss_kib() < rss0 + 64 * 1024
+    assert_healthy(lim_daemon)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_endless_chunked_curl(lim_daemon):
+    """curl streaming a chunked body from a pipe stops at the early 413."""
+    p = subprocess.run(f"head -c {2 << 30} /dev/zero | curl -sS --max-time 60 -o /dev/null "
+                       f"-w '%{{http_code}} %{{size_upload}}' -X POST -H 'Transfer-Encoding: chunked' "
+                       f"-H 'Content-Type: multipart/form-data; boundary=x' -T - "
+                       f"{lim_daemon.url}{TRANSCRIBE}", shell=True, capture_output=True, text=True)
+    code, _, up = p.stdout.partition(" ")
+    assert code == "413", (p.returncode, p.stdout, p.stderr)
+    assert int(float(up)) < (MAX_MB + 16) << 20, p.stdout
+
+
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_oversize_curl(lim_daemon):
     """curl sends `Expect: 100-continue` for a large file and gets the 413
@@ -144,6 +179,46 @@ def test_stalled_client_dropped(lim_daemon, what):
     assert t is not None, f"{what}: a stalled connection still open after {IDLE_S + 20} s"
     assert t >= IDLE_S - 1.5, f"{what}: dropped after {t:.1f} s, before the {IDLE_S} s idle timeout"
     assert lim_daemon.alive()
+
+
+def test_slow_loris_cut_at_the_header_timeout(lim_daemon):
+    """Clients that trickle header bytes faster than the idle timeout, enough
+    to fill this address's share of the connections, are all cut off at the
+    header timeout; /health is served again right after."""
+    share = MAX_CONN * 3 // 4                  # --max-connections-per-ip 0: 3/4 of the cap
+    socks = []
+    try:
+        t0 = time.monotonic()
+        for _ in range(share):
+            s = socket.create_connection(("127.0.0.1", lim_daemon.port), timeout=2)
+            s.sendall(b"POST " + TRANSCRIBE.encode() + b" HTTP/1.1\r\nX-a: ")
+            socks.append(s)
+        # The address's share is taken: one more connection from it is refused.
+        with pytest.raises(OSError):
+            r = wd_api.request(lim_daemon.port, "GET", "/health", timeout=2)
+            pytest.fail(f"connection {share + 1} from one address served: {r!r}")
+        closed = {}
+        while len(closed) < len(socks) and time.monotonic() - t0 < HEADER_S + 8:
+            for i, s in enumerate(socks):
+                if i in closed:
+                    continue
+                try:
+                    s.sendall(b"a")            # one byte a second: the idle timer never fires
+                    s.settimeout(0.01)
+                    if s.recv(1) == b"":
+                        closed[i] = time.monotonic() - t0
+                except socket.timeout:
+                    pass
+                except OSError:
+                    closed[i] = time.monotonic() - t0
+            time.sleep(1.0 / len(socks))
+        assert len(closed) == len(socks), f"{len(socks) - len(closed)} still open after {HEADER_S + 8} s"
+        assert min(closed.values()) >= HEADER_S - 1, closed
+        assert max(closed.values()) <= HEADER_S + 4, closed
+        assert_healthy(lim_daemon)
+    finally:
+        for s in socks:
+            s.close()
 
 
 def test_stall_does_not_block_others(lim_daemon):

@@ -608,6 +608,14 @@ class Daemon:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def rss_kib(self):
+        """The daemon's resident set (VmRSS) in KiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise DaemonError("no VmRSS for the daemon")
+
     def stop(self, sig=signal.SIGTERM, timeout=60):
         """Signals the daemon and waits; returns its exit code."""
         if self.proc is None:
