@@ -5,6 +5,8 @@
  *   http_requests_total{route,code}          counter, only pairs seen so far
  *   http_request_duration_seconds{route}     histogram (buckets below)
  *   http_requests_active, http_connections_suspended, ready, model_loaded
+ *   http_connections_open                    gauge
+ *   http_connections_header_timeouts_total   counter: slow-loris cut-offs
  *   queue_depth, queue_capacity, jobs_running, batch_max_rows     gauges
  *   jobs_total{result="done"|"failed"}       counter
  *   engine_steps_total, engine_step_rows_total, windows_encoded_total
@@ -211,6 +213,11 @@ int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_wo
         st ? st->requests_active : 0);
   gauge(&o, "http_connections_suspended", "Connections waiting on the worker.",
         st ? st->connections_suspended : 0);
+  gauge(&o, "http_connections_open", "HTTP connections accepted and not yet closed.",
+        st ? st->connections_open : 0);
+  counter(&o, "http_connections_header_timeouts_total",
+          "Connections closed for not sending complete headers within --header-timeout.",
+          st ? st->connections_cut : 0);
   gauge(&o, "ready", "1 when the server accepts transcriptions.", st ? st->ready : 0);
   gauge(&o, "model_loaded", "1 once the model is attached.", st ? st->model_loaded : 0);
   if (ws)

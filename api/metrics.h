@@ -28,6 +28,8 @@ typedef struct {
   int model_loaded;      /* wd_server_attach() was called */
   int requests_active;   /* requests between headers and completion */
   int connections_suspended; /* waiting on the worker */
+  int connections_open;  /* accepted and not yet closed */
+  double connections_cut; /* closed for sending no complete headers in time */
 } wd_metrics_state_t;
 
 /*

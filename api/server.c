@@ -153,6 +153,8 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.model_loaded = atomic_load_explicit(&s->attached, memory_order_acquire);
   st.ready = atomic_load(&s->ready) && st.model_loaded && !atomic_load(&s->quiescing);
   st.connections_suspended = atomic_load(&s->n_suspended);
+  st.connections_open = wd_conn_guard_count(s->guard);
+  st.connections_cut = (double)wd_conn_guard_cut(s->guard);
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);

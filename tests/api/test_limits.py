@@ -216,6 +216,10 @@ def test_slow_loris_cut_at_the_header_timeout(lim_daemon):
         assert min(closed.values()) >= HEADER_S - 1, closed
         assert max(closed.values()) <= HEADER_S + 4, closed
         assert_healthy(lim_daemon)
+        m = wd_api.request(lim_daemon.port, "GET", "/metrics").text
+        cut = [l for l in m.splitlines()
+               if l.startswith("whisperd_http_connections_header_timeouts_total ")]
+        assert cut and float(cut[0].split()[1]) >= share, cut
     finally:
         for s in socks:
             s.close()
