@@ -237,8 +237,11 @@ static enum MHD_Result on_data(wd_transcription_t *t, const char *data, size_t n
     uint8_t *b = realloc(t->body, cap);
     if (!b) {
       wd_log_error("api: out of memory for a %zu-byte request body", cap);
-      t->status = 500;
-      return MHD_NO;
+      free(t->body);
+      t->body = NULL;
+      t->len = t->cap = 0;
+      wd_api_error_set(&e, 500, NULL, NULL, "The server ran out of memory.");
+      return answer_early(t, &e);
     }
     t->body = b;
     t->cap = cap;

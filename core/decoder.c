@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fault.h"
 #include "filters.h"
 #include "search.h"
 #include "timing.h"
@@ -177,6 +178,8 @@ typedef struct {
 static int add_segment(wd_decoder_t *d, double start, double end, const int32_t *ids, int n,
                        const wd_window_stats_t *w) {
   wd_transcript_t *t = &d->out;
+  if (wd__fault_oom()) /* tests: this store fails as out of memory (fault.h) */
+    return WD_ENOMEM;
   wd_segment_t *segs = realloc(t->segments, ((size_t)t->n_segments + 1) * sizeof *segs);
   if (!segs)
     return WD_ENOMEM;

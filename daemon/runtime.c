@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "fault.h"
 #include "log.h"
 #include "mel.h"
 #include "model_vocab.h"
@@ -178,7 +179,24 @@ int wd_runtime_arm_faults(void) {
   const char *spec = getenv("WHISPERD_FAULT_INJECT");
   if (!spec || !spec[0])
     return 0;
-  const int rc = wd_vk_fault_arm(spec);
+  /* Host items (core/fault.h) go to core, the rest to gpu/vk_fault.h. */
+  char core_spec[64] = "", vk_spec[256] = "";
+  const char *p = spec;
+  while (*p) {
+    const size_t len = strcspn(p, ",");
+    char *dst = len >= 4 && strncmp(p, "oom:", 4) == 0 ? core_spec : vk_spec;
+    const size_t cap = dst == core_spec ? sizeof core_spec : sizeof vk_spec;
+    const size_t used = strlen(dst);
+    if (dst == core_spec && used > 0)
+      return WD_EINVAL; /* one oom: item at most */
+    if (used + len + 2 > cap)
+      return WD_EINVAL;
+    snprintf(dst + used, cap - used, "%s%.*s", used ? "," : "", (int)len, p);
+    p += len + (p[len] == ',');
+  }
+  int rc = wd_fault_arm(core_spec);
+  if (rc == 0)
+    rc = wd_vk_fault_arm(vk_spec);
   if (rc == 0)
     wd_log_warning("fault injection armed: %s (testing only)", spec);
   return rc;

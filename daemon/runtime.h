@@ -39,9 +39,10 @@ const char *wd_runtime_device(wd_runtime_t *rt);
  * every recorded command buffer runs before the daemon says it is ready. */
 int wd_runtime_warmup(wd_runtime_t *rt);
 
-/* Arms the GPU fault injection from WHISPERD_FAULT_INJECT (gpu/vk_fault.h:
- * "submit:N" fails the Nth submit from now as a lost device), for the tests
- * of device-loss recovery. Called once the daemon is ready, so the warm-up
+/* Arms the fault injection from WHISPERD_FAULT_INJECT, a comma-separated
+ * list: "oom:N" goes to core/fault.h (the Nth transcript segment stored
+ * fails as out of memory), the rest to gpu/vk_fault.h ("submit:N" fails the
+ * Nth submit from now as a lost device), for the tests of the failure paths. Called once the daemon is ready, so the warm-up
  * is not counted. 0 when unset; WD_EINVAL for a spec it cannot parse. */
 int wd_runtime_arm_faults(void);
 

@@ -29,7 +29,7 @@ endif()
 # drain and socket activation. test_curl and the SDK files (the answers'
 # formats, the same code paths again) stay in the release tree: under ASan
 # they would add about ten minutes to CI.
-set(wd_api_asan test_auth test_errors test_limits test_concurrency test_systemd)
+set(wd_api_asan test_auth test_errors test_limits test_concurrency test_systemd test_faults)
 foreach(f IN LISTS wd_api_tests)
   get_filename_component(n ${f} NAME_WE)
   if((wd_api_sanitized AND NOT WD_TSAN AND NOT n IN_LIST wd_api_asan) OR

@@ -1,0 +1,29 @@
+/*
+ * fault.h - fault injection in core/, for tests of the host-side failure
+ * paths (gpu/vk_fault.h has the device's).
+ *
+ *   oom:N   the Nth transcript segment stored from the arming on (1 = the
+ *           next) fails as if its allocation had (WD_ENOMEM), once. That
+ *           store runs on the worker thread in the middle of a job, beside
+ *           the other jobs of its batch: the failure must end that one job
+ *           with a 500 and leave the others and the daemon running.
+ *
+ * A real out-of-memory there is a malloc that returns NULL; this makes one
+ * happen at a chosen point without starving the whole process.
+ * `whisperd serve` arms it from WHISPERD_FAULT_INJECT once it is ready
+ * (daemon/runtime.c passes the oom: items here and the rest to gpu/).
+ * Disarmed unless armed: one relaxed atomic load per segment.
+ *
+ * Threading: the state is process-wide and atomic.
+ */
+#ifndef WD_FAULT_H
+#define WD_FAULT_H
+
+/* Arms "oom:N" (NULL, "" or "oom:0" disarms). WD_EINVAL for anything else,
+ * leaving the previous state. */
+int wd_fault_arm(const char *spec);
+
+/* For core/: 1 when this segment store must fail (consumes it). */
+int wd__fault_oom(void);
+
+#endif

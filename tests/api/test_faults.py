@@ -1,0 +1,150 @@
+"""Host faults: an out-of-memory in the middle of a job fails that job with
+an OpenAI-style 500 and nothing else (its batch mates and later requests are
+answered correctly); a real out-of-memory, the daemon's address space capped
+under it while a large upload arrives, is answered 500 and the daemon serves
+again once memory is back; SIGKILL in the middle of a job leaves nothing
+that stops a restart on the same port.
+
+The first is injected: WHISPERD_FAULT_INJECT=oom:N makes the Nth transcript
+segment stored after the daemon is ready fail as a failed malloc would
+(core/fault.h). The second is real: prlimit(RLIMIT_AS) on the running
+daemon, so every allocation past the cap returns NULL wherever it is.
+(Device loss has its own file, test_device_loss.py; SIGTERM under load is in
+test_systemd.py.)
+"""
+
+import io
+import os
+import resource
+import signal
+import time
+import wave
+
+import pytest
+
+import wd_api
+from wd_api import (JFK_TEXT, JFK_WAV, Background, Daemon, assert_healthy, assert_jfk_json,
+                    check_error, free_port, job_counts, multipart, parallel, post_audio,
+                    send_streaming, wait_counts)
+
+
+def long_wav(seconds):
+    """jfk.wav repeated to `seconds` (16 kHz s16 mono)."""
+    with wave.open(JFK_WAV, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        pcm = frames * (int(seconds * 32000) // len(frames) + 1)
+        w.writeframes(pcm[:int(seconds * 16000) * 2])
+    return out.getvalue()
+
+
+def vm_size(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+def test_oom_mid_job_fails_that_job_only():
+    # oom:2: the second segment stored, while three jobs decode in one batch.
+    d = wd_api.start_daemon(env={"WHISPERD_FAULT_INJECT": "oom:2"})
+    try:
+        c0 = job_counts(d.port)                # the warm-up job is counted
+        rs = parallel(3, lambda i: post_audio(d.port))
+        failed = [r for r in rs if r.status != 200]
+        assert len(failed) == 1, [r.status for r in rs]
+        check_error(failed[0], 500, etype="server_error")
+        assert "memory" in failed[0].json()["error"]["message"], failed[0]
+        for r in rs:
+            if r.status == 200:
+                assert r.json()["text"] == JFK_TEXT, r
+        c = wait_counts(d.port, lambda c: c["running"] == 0 and c["queued"] == 0,
+                        what="worker idle")
+        assert c["failed"] - c0["failed"] == 1 and c["done"] - c0["done"] == 2, (c0, c)
+        assert "fault injection armed: oom:2" in d.log()
+        assert_healthy(d)                      # once: the fault does not fire again
+        assert job_counts(d.port)["failed"] - c0["failed"] == 1
+    finally:
+        wd_api.stop_daemon(d)
+
+
+def sanitized():
+    """The daemon is built with a sanitizer: its shadow memory takes terabytes
+    of address space and it aborts rather than return NULL past a cap."""
+    import subprocess
+    out = subprocess.run(["ldd", wd_api.WHISPERD], capture_output=True, text=True).stdout
+    return "libasan" in out or "libtsan" in out
+
+
+@pytest.mark.skipif(sanitized(), reason="RLIMIT_AS and sanitizer shadow memory do not mix")
+def test_real_oom_on_a_large_upload_then_recovers():
+    # --timeout 30: were the cap not to bite, the long job ends in a 504
+    # (and a failed check) rather than running for minutes.
+    d = wd_api.start_daemon(args=["--max-body-mb", "64", "--timeout", "30"])
+    try:
+        assert_healthy(d)                      # every lazy buffer is in place
+        # A 38 MB upload: its body buffer (and its 77 MB of samples) must be
+        # mapped anew, past what malloc's arenas already hold in reserve.
+        big = long_wav(20 * 60)
+        soft, hard = resource.prlimit(d.pid, resource.RLIMIT_AS)
+        cap = vm_size(d.pid) + (8 << 20)       # 8 MiB of address space to spare
+        resource.prlimit(d.pid, resource.RLIMIT_AS, (cap, hard))
+        try:
+            body, ctype = multipart(wd_api.audio_fields(path=None, data=big, filename="long.wav"))
+            head = (f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            # Sent in pieces, watching for the answer that may come mid-body.
+            r, _, _ = send_streaming(d.port, head, [body[i:i + (1 << 20)]
+                                                    for i in range(0, len(body), 1 << 20)])
+            assert r is not None, "no answer under the memory cap"
+            check_error(r, 500, etype="server_error")
+            assert "memory" in r.json()["error"]["message"], r
+            assert d.alive(), d.log_tail()
+            r = wd_api.request(d.port, "GET", "/health", timeout=10)
+            assert r.status == 200, r
+        finally:
+            resource.prlimit(d.pid, resource.RLIMIT_AS, (soft, hard))
+        assert_healthy(d)
+        r = post_audio(d.port, path=None, data=long_wav(40), filename="40s.wav", timeout=120)
+        assert r.status == 200 and JFK_TEXT[:30] in r.json()["text"], r
+    finally:
+        wd_api.stop_daemon(d)
+
+
+def test_sigkill_mid_job_then_restart_on_the_same_port():
+    port = free_port()
+    argv = [wd_api.WHISPERD, "serve", "--model", wd_api.TINY_EN, "--host", "127.0.0.1",
+            "--port", str(port), "--log-level", "info"]
+    first = Daemon(argv=argv, port=port).start()
+    bg = None
+    try:
+        data = long_wav(90)
+        bg = Background(port, path=None, data=data, filename="90s.wav")
+        wait_counts(port, lambda c: c["running"] >= 1, what="job running")
+        time.sleep(0.5)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(10)
+        assert first.proc.returncode == -signal.SIGKILL
+        # The client is not left hanging: its connection is gone.
+        bg.thread.join(10)
+        assert not bg.thread.is_alive(), "client still waiting after SIGKILL"
+        assert not bg.data or b"HTTP/1.1 200" not in bg.data[:20]
+        t0 = time.monotonic()
+        second = Daemon(argv=argv, port=port).start()   # same port, no other try
+        try:
+            took = time.monotonic() - t0
+            assert second.port == port
+            assert_healthy(second)
+            r = post_audio(port, path=None, data=long_wav(30), filename="30s.wav", timeout=120)
+            assert r.status == 200, r
+            print(f"restart to ready on port {port}: {took:.1f} s")
+        finally:
+            wd_api.stop_daemon(second)
+    finally:
+        if bg:
+            bg.close()
+        if first.alive():
+            first.proc.kill()
