@@ -3,6 +3,7 @@
  * ref: openai/whisper utils.py (WriteSRT, WriteVTT: text stripped, "-->"
  * replaced by "->"), OpenAI's verbose_json shape (reference/openai-audio-api.md).
  */
+#define _GNU_SOURCE /* memmem */
 #include "render.h"
 
 #include <jansson.h>
@@ -64,6 +65,25 @@ static void sb_printf(wd_sb_t *b, const char *fmt, ...) {
   }
 }
 
+/* Appends s[0..n) as it is (no format: text may hold '%'). */
+static void sb_put(wd_sb_t *b, const char *s, size_t n) {
+  if (b->err)
+    return;
+  if (!b->s || b->len + n + 1 > b->cap) {
+    size_t cap = (b->cap ? b->cap * 2 : 1024) + n + 1;
+    char *p = realloc(b->s, cap);
+    if (!p) {
+      b->err = 1;
+      return;
+    }
+    b->s = p;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->len, s, n);
+  b->len += n;
+  b->s[b->len] = '\0';
+}
+
 /* HH:MM:SS<sep>mmm, rounding to the millisecond. */
 static void sb_time(wd_sb_t *b, double t, char sep) {
   long ms = lround(t * 1000.0);
@@ -80,13 +100,17 @@ static void sb_cue_text(wd_sb_t *b, const char *text) {
   size_t n = strlen(text);
   while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\n'))
     n--;
-  for (size_t i = 0; i < n; i++) {
-    if (i + 2 < n && strncmp(text + i, "-->", 3) == 0) {
-      sb_printf(b, "->");
-      i += 2;
-      continue;
+  /* Runs between the "-->"s are copied whole. */
+  size_t i = 0;
+  while (i < n) {
+    const char *arrow = n - i >= 3 ? memmem(text + i, n - i, "-->", 3) : NULL;
+    const size_t run = arrow ? (size_t)(arrow - (text + i)) : n - i;
+    sb_put(b, text + i, run);
+    i += run;
+    if (arrow) {
+      sb_put(b, "->", 2);
+      i += 3;
     }
-    sb_printf(b, "%c", text[i]);
   }
 }
 
