@@ -5,8 +5,9 @@ each with its own engine, behind one queue front (core/workers.h).
 Concurrent requests all get tiny.en's exact words, and both workers run
 some of them (per-worker /metrics series, whose sums are the summed
 series). A client that leaves has its job cancelled on the worker that runs
-it (the job id names the worker). A device that cannot be opened fails the
-start instead of leaving fewer workers. A group of one keeps the old
+it (the job id names the worker). A lost device fails its running job and
+rebuilds while the other worker keeps serving. A device that cannot be
+opened fails the start instead of leaving fewer workers. A group of one keeps the old
 figures and ids (the rest of the suite runs on one device).
 """
 
@@ -112,6 +113,49 @@ def test_cancel_reaches_the_worker_running_the_job(duo):
     after = wait_worker(duo.port, lambda c: c[0]["running"] == 0, what="A done")
     assert after[0]["done"] == before[0]["done"] + 1, (before, after)
     assert after[0]["failed"] == before[0]["failed"], (before, after)
+
+
+@pytest.fixture(scope="module")
+def lossy_duo():
+    # WHISPERD_FAULT_INJECT=submit:5 fails the fifth Vulkan submit after
+    # ready as a lost device would (gpu/vk_fault.h; test_device_loss.py):
+    # the second decoder step of the first job on the Vulkan worker. The
+    # CPU engine makes no Vulkan submits.
+    d = start_daemon(args=["--device", "cpu,vulkan", "--max-batch", "2"],
+                     env={"WHISPERD_FAULT_INJECT": "submit:5"})
+    yield d
+    stop_daemon(d)
+
+
+def test_lost_device_recovers_while_the_other_serves(lossy_duo):
+    """A on the CPU worker, B on the Vulkan one, whose device is lost under
+    it: B gets 503, A its words; the daemon stays ready (one device still
+    serves), the Vulkan worker rebuilds, and both serve again."""
+    d = lossy_duo
+    a = Background(d.port)
+    wait_worker(d.port, lambda c: c[0]["running"] == 1, what="A running on cpu")
+    b = Background(d.port)
+    rb = b.response()
+    assert rb.status == 503, rb
+    assert wd_api.request(d.port, "GET", "/ready", timeout=10).status == 200, \
+        "one lost device of two made the daemon unready"
+    assert_jfk_json(a.response())
+    m = metrics(d.port)
+    assert m['whisperd_worker_device_losses_total{worker="1",device="vulkan"}'] == 1, m
+    assert m['whisperd_worker_device_losses_total{worker="0",device="cpu"}'] == 0, m
+    assert m["whisperd_device_losses_total"] == 1, m
+    deadline = time.monotonic() + 120
+    while m['whisperd_worker_device_lost{worker="1",device="vulkan"}'] != 0:
+        assert time.monotonic() < deadline, "the Vulkan worker never rebuilt:\n" + d.log_tail()
+        time.sleep(0.2)
+        m = metrics(d.port)
+    assert "engine rebuilt" in d.log(), d.log_tail()
+    before = per_worker(d.port)
+    rs = parallel(4, lambda i: post_audio(d.port))
+    for r in rs:
+        assert_jfk_json(r)
+    after = wait_worker(d.port, lambda c: c["sum"]["running"] == 0, what="idle")
+    assert after[1]["done"] > before[1]["done"], (before, after)
 
 
 def test_a_device_that_fails_fails_the_start():
