@@ -11,6 +11,7 @@ opened fails the start instead of leaving fewer workers. A group of one keeps th
 figures and ids (the rest of the suite runs on one device).
 """
 
+import re
 import time
 
 import pytest
@@ -170,6 +171,23 @@ def test_a_device_that_fails_fails_the_start():
     log = d.log()
     assert "device 2 of 2 (vulkan:7)" in log, d.log_tail()
     assert "serve: ready" not in log, d.log_tail()
+
+
+def test_all_resolves_and_says_so():
+    """--device all: every GPU (vulkan:N each), or the CPU engine alone on a
+    host without one (lavapipe is not a GPU); the log says which."""
+    d = start_daemon(args=["--device", "all"])
+    try:
+        assert "device all: " in d.log(), d.log_tail()
+        labels = sorted(re.findall(r'whisperd_worker_running\{worker="\d+",device="([^"]*)"\}',
+                                   wd_api.request(d.port, "GET", "/metrics").text))
+        assert labels == ["cpu"] or (labels and all(re.fullmatch(r"vulkan:\d+", x)
+                                                    for x in labels)), labels
+        if labels == ["cpu"]:
+            assert "so the native CPU engine" in d.log(), d.log_tail()
+        assert_jfk_json(post_audio(d.port))
+    finally:
+        stop_daemon(d)
 
 
 def test_one_device_series(daemon):
