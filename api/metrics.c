@@ -15,6 +15,13 @@
  *   audio_seconds_total, worker_busy_seconds_total   counters
  *   real_time_factor                         gauge: busy / audio seconds
  *   device_losses_total, device_resets_total counters: lost (or hung) GPU, rebuilds
+ * The figures above are every worker's summed (core/workers.h). Each worker
+ * (one per device of --device) also has series of its own, labelled
+ * {worker="0",device="cpu"} (worker: its index, device: its --device entry):
+ *   worker_queued, worker_running, worker_device_lost          gauges
+ *   worker_jobs_total{result="done"|"failed"}, worker_windows_encoded_total,
+ *   worker_engine_steps_total, worker_audio_seconds_total,
+ *   worker_engine_seconds_total, worker_device_losses_total    counters
  */
 #include "metrics.h"
 
@@ -26,6 +33,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "workers.h"
 
 /* Request latency buckets in seconds: a health check to a three-hour file. */
 static const double wd_buckets[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,  2.5,
@@ -197,8 +205,85 @@ static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
           (double)ws->device_resets);
 }
 
+/* The per-worker families, in order; value k of a worker's figures. */
+enum { PW_QUEUED, PW_RUNNING, PW_DONE, PW_ENCODES, PW_STEPS, PW_AUDIO, PW_BUSY, PW_LOST,
+       PW_LOSSES, PW_COUNT };
+
+static const struct {
+  const char *name, *type, *help;
+} wd_per_worker[PW_COUNT] = {
+  [PW_QUEUED] = { "worker_queued", "gauge", "Jobs waiting in one worker's queue." },
+  [PW_RUNNING] = { "worker_running", "gauge", "Jobs one worker is decoding." },
+  [PW_DONE] = { "worker_jobs_total", "counter",
+                "Jobs one worker ended, by result (failed includes canceled)." },
+  [PW_ENCODES] = { "worker_windows_encoded_total", "counter",
+                   "30-second audio windows one worker encoded." },
+  [PW_STEPS] = { "worker_engine_steps_total", "counter", "Decoder steps one worker ran." },
+  [PW_AUDIO] = { "worker_audio_seconds_total", "counter",
+                 "Seconds of audio in the jobs one worker completed." },
+  [PW_BUSY] = { "worker_engine_seconds_total", "counter",
+                "Seconds one worker spent encoding and decoding." },
+  [PW_LOST] = { "worker_device_lost", "gauge",
+                "1 while one worker's device is lost and its engine rebuilds." },
+  [PW_LOSSES] = { "worker_device_losses_total", "counter",
+                  "Times one worker's device was lost or hung." },
+};
+
+static double pw_value(const wd_worker_stats_t *s, int k) {
+  switch (k) {
+  case PW_QUEUED: return s->queued;
+  case PW_RUNNING: return s->running;
+  case PW_DONE: return (double)s->jobs_done;
+  case PW_ENCODES: return (double)s->encodes;
+  case PW_STEPS: return (double)s->steps;
+  case PW_AUDIO: return s->audio_s;
+  case PW_BUSY: return s->busy_s;
+  case PW_LOST: return s->device_lost;
+  default: return (double)s->device_losses;
+  }
+}
+
+/* A label value with \, " and newline escaped (text format 0.0.4). */
+static void label_escape(char *dst, size_t cap, const char *v) {
+  size_t n = 0;
+  for (; v && *v && n + 3 < cap; v++) {
+    if (*v == '\\' || *v == '"' || *v == '\n') {
+      dst[n++] = '\\';
+      dst[n++] = *v == '\n' ? 'n' : *v;
+    } else {
+      dst[n++] = *v;
+    }
+  }
+  dst[n] = '\0';
+}
+
+static void render_per_worker(wd_out_t *o, const wd_metrics_worker_t *per, int n_per) {
+  char labels[WD_WORKERS_MAX][96];
+  if (n_per > WD_WORKERS_MAX)
+    n_per = WD_WORKERS_MAX;
+  for (int i = 0; i < n_per; i++) {
+    char dev[64];
+    label_escape(dev, sizeof dev, per[i].device);
+    snprintf(labels[i], sizeof labels[i], "worker=\"%d\",device=\"%s\"", i, dev);
+  }
+  for (int k = 0; k < PW_COUNT; k++) {
+    family(o, wd_per_worker[k].name, wd_per_worker[k].type, wd_per_worker[k].help);
+    for (int i = 0; i < n_per; i++) {
+      if (k == PW_DONE) {
+        out_printf(o, "whisperd_%s{%s,result=\"done\"} %llu\n", wd_per_worker[k].name,
+                   labels[i], (unsigned long long)per[i].stats.jobs_done);
+        out_printf(o, "whisperd_%s{%s,result=\"failed\"} %llu\n", wd_per_worker[k].name,
+                   labels[i], (unsigned long long)per[i].stats.jobs_failed);
+      } else {
+        out_printf(o, "whisperd_%s{%s} %.17g\n", wd_per_worker[k].name, labels[i],
+                   pw_value(&per[i].stats, k));
+      }
+    }
+  }
+}
+
 int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,
-                      char **ret) {
+                      const wd_metrics_worker_t *per, int n_per, char **ret) {
   /* Copy under the lock, format outside it. */
   wd_route_counters_t *rc = malloc(sizeof m->routes);
   if (!rc)
@@ -222,6 +307,8 @@ int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_wo
   gauge(&o, "model_loaded", "1 once the model is attached.", st ? st->model_loaded : 0);
   if (ws)
     render_worker(&o, ws);
+  if (ws && per && n_per > 0)
+    render_per_worker(&o, per, n_per);
   if (o.err) {
     free(o.s);
     return WD_ENOMEM;

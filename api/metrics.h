@@ -32,12 +32,19 @@ typedef struct {
   double connections_cut; /* closed for sending no complete headers in time */
 } wd_metrics_state_t;
 
+/* One worker of the group (core/workers.h) for the per-worker series. */
+typedef struct {
+  const char *device;        /* its label: "cpu", "vulkan", "vulkan:0" */
+  wd_worker_stats_t stats;
+} wd_metrics_worker_t;
+
 /*
- * Renders the exposition into a malloc'd string. ws may be NULL before a
- * worker is attached: the worker series are then left out. Returns 0 or
- * WD_ENOMEM.
+ * Renders the exposition into a malloc'd string. ws (every worker's figures
+ * summed) may be NULL before the workers are attached: the worker series
+ * are then left out. per[0..n_per) add the per-worker series, labelled
+ * worker="i" and device="<label>" (n_per 0: none). Returns 0 or WD_ENOMEM.
  */
 int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,
-                      char **ret);
+                      const wd_metrics_worker_t *per, int n_per, char **ret);
 
 #endif

@@ -72,7 +72,7 @@ int wd__server_retry_after(wd_server_t *s) {
   if (!atomic_load_explicit(&s->attached, memory_order_acquire))
     return WD_MODEL_WAIT_RETRY_S;
   wd_worker_stats_t st;
-  wd_worker_stats(s->model.worker, &st);
+  wd_workers_stats(s->model.workers, &st);
   const uint64_t jobs = st.jobs_done + st.jobs_failed;
   /* The worker's mean busy time per job, times the jobs ahead, shared over
    * the batch; at least 1 s, at most the 60 s a client would still wait. */
@@ -136,10 +136,11 @@ static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_
   else if (!atomic_load(&s->ready))
     why = "starting";
   if (!why) {
-    /* Rebuilding after a lost GPU: requests queue, but a load balancer
-     * should prefer another instance meanwhile. */
+    /* Rebuilding after a lost GPU (every device's, when there are
+     * several): requests queue, but a load balancer should prefer another
+     * instance meanwhile. */
     wd_worker_stats_t ws;
-    wd_worker_stats(s->model.worker, &ws);
+    wd_workers_stats(s->model.workers, &ws);
     if (ws.device_lost)
       why = "device_rebuilding";
   }
@@ -159,10 +160,18 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
   wd_worker_stats_t ws;
-  if (st.model_loaded)
-    wd_worker_stats(s->model.worker, &ws);
+  wd_metrics_worker_t per[WD_WORKERS_MAX];
+  int n_per = 0;
+  if (st.model_loaded) {
+    wd_workers_stats(s->model.workers, &ws);
+    n_per = wd_workers_count(s->model.workers);
+    for (int i = 0; i < n_per; i++) {
+      per[i].device = wd_workers_label(s->model.workers, i);
+      wd_workers_stats_at(s->model.workers, i, &per[i].stats);
+    }
+  }
   char *text = NULL;
-  if (wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, &text) < 0)
+  if (wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, per, n_per, &text) < 0)
     return MHD_NO;
   r->status = 200;
   return wd_response_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", text,
@@ -366,7 +375,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void on_hangup(void *ctx, uint64_t job_id) {
   wd_server_t *s = ctx;
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  wd_worker_cancel(s->model.worker, job_id);
+  wd_workers_cancel(s->model.workers, job_id);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)

@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "tokenizer.h"
-#include "worker.h"
+#include "workers.h"
 
 typedef struct wd_server wd_server_t;
 
@@ -54,12 +54,12 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
 /* The TCP port the server listens on (useful after binding port 0). */
 int wd_server_port(const wd_server_t *s);
 
-/* The model is loaded: audio routes use worker and tok from now on. names
+/* The model is loaded: audio routes use workers and tok from now on. names
  * are the accepted `model` values (whisper-1, the model's name, aliases);
  * the first is listed first by /v1/models. Everything passed must outlive
  * the server's use of it (until wd_server_free). */
 typedef struct {
-  wd_worker_t *worker;
+  wd_workers_t *workers;     /* one worker per device (core/workers.h) */
   const wd_tokenizer_t *tok;
   int multilingual;          /* translations and language need it */
   const char *const *names;
@@ -81,8 +81,8 @@ void wd_server_quiesce(wd_server_t *s);
 
 /*
  * Waits up to wait_s for open requests to finish answering, then closes
- * everything and frees. NULL is allowed. The worker must still exist: call
- * wd_worker_drain() before this and wd_worker_free() after. Jobs still
+ * everything and frees. NULL is allowed. The workers must still exist: call
+ * wd_workers_drain() before this and free them after. Jobs still
  * running are cancelled and waited for (their callbacks point into the
  * server), up to wait_s + 10 s; if the worker never ends them, the server
  * is leaked rather than freed under its feet, with an error logged, and

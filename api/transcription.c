@@ -508,7 +508,7 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
   pthread_mutex_unlock(&s->mu);
 
   uint64_t id = 0;
-  const int rc = wd_worker_submit(s->model.worker, pcm, n, &p, &id);
+  const int rc = wd_workers_submit(s->model.workers, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
     atomic_fetch_sub(&t->refs, 1); /* the MHD reference remains */
@@ -642,7 +642,7 @@ int wd_transcription_completed(wd_transcription_t *t, double *ret_audio_s) {
   pthread_mutex_unlock(&t->mu);
   /* A streaming client that left mid-stream: its job is of no use now. */
   if (cancel)
-    wd_worker_cancel(s->model.worker, cancel);
+    wd_workers_cancel(s->model.workers, cancel);
   const int status = t->status;
   *ret_audio_s = t->audio_s;
   tr_unref(t);
@@ -662,6 +662,6 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   pthread_mutex_unlock(&s->mu);
   /* Outside s->mu: the worker may call on_done, which takes it. */
   for (int i = 0; i < k; i++)
-    wd_worker_cancel(s->model.worker, ids[i]);
+    wd_workers_cancel(s->model.workers, ids[i]);
   free(ids);
 }

@@ -52,5 +52,11 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   wd_device_choice_t dc;
   wd_device_choose(WD_DEVICE_AUTO, &dc);
   fprintf(out, "default: %s\n", dc.why);
+  /* --device all: every GPU, else the CPU engine alone. */
+  const int all = WD_DEVICE_ALL;
+  wd_device_choice_t dcs[WD_DEVICES_MAX];
+  char summary[256];
+  const int n_all = wd_device_choose_list(&all, 1, dcs, WD_DEVICES_MAX, summary, sizeof summary);
+  fprintf(out, "all: %s\n", n_all == 1 ? dcs[0].why : summary);
   return rc < 0 ? 1 : 0;
 }

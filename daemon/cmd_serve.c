@@ -202,7 +202,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   const wd_model_t *m = wd_runtime_model(rt);
   const char *names[WD_SERVE_MAX_NAMES];
   const wd_server_model_t sm = {
-    .worker = wd_runtime_worker(rt), .tok = wd_runtime_tokenizer(rt),
+    .workers = wd_runtime_workers(rt), .tok = wd_runtime_tokenizer(rt),
     .multilingual = wd_model_is_multilingual(m), .names = names,
     .no_translate = strcmp(wd_model_name(m), "large-v3-turbo") == 0, .decode = &dopts,
     .temperature_inc = strtof(cfg->temperature_inc, NULL),
@@ -220,10 +220,10 @@ int wd_cmd_serve(const wd_config_t *cfg) {
 
   /* 4. Warm-up, then ready. */
   notify_status("Warming up", wd_model_name(m));
-  int rc = wd_runtime_warmup(rt);
+  int rc = wd_runtime_warmup(rt, err, sizeof err);
   if (rc < 0) {
-    wd_log_error("serve: warm-up failed: %s", wd_strerror(rc));
-    notify_status("Failed: warm-up", wd_strerror(rc));
+    wd_log_error("serve: warm-up failed: %s", err);
+    notify_status("Failed: warm-up", err);
     goto out;
   }
   if (stop_pending(&sigs)) {
@@ -254,8 +254,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
       open_log(cfg->log_file);
     }
     wd_worker_stats_t st;
-    wd_worker_stats(sm.worker, &st);
-    const double age = now_s() - wd_worker_heartbeat(sm.worker);
+    wd_workers_stats(sm.workers, &st);
+    const double age = now_s() - wd_workers_heartbeat(sm.workers);
     if (watchdog && age < wd_fresh)
       sd_notify(0, "WATCHDOG=1");
     else if (watchdog)
@@ -269,7 +269,7 @@ out:
   wd_server_set_ready(srv, 0);
   wd_server_quiesce(srv);
   if (rt)
-    wd_worker_drain(wd_runtime_worker(rt), cfg->shutdown_grace_s);
+    wd_workers_drain(wd_runtime_workers(rt), cfg->shutdown_grace_s);
   /* Answers still going out get a few seconds. A server that could not stop
    * still runs threads that use the worker and the model: leave them be. */
   if (wd_server_free(srv, 5.0) < 0) {

@@ -74,7 +74,7 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
   f->total_s = (double)n / WD_AUDIO_SAMPLE_RATE;
   wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
   p.decode = *opts;
-  if ((rc = wd_worker_submit(wd_runtime_worker(rt), pcm, n, &p, NULL)) < 0)
+  if ((rc = wd_workers_submit(wd_runtime_workers(rt), pcm, n, &p, NULL)) < 0)
     wd_log_error("transcribe: '%s': %s", f->path,
                  rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
                  : rc == WD_EINVAL ? "the model cannot decode with these options"

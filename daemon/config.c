@@ -21,7 +21,9 @@
 
 #include <unistd.h>
 
-/* WD_OPT_DEVICE: an int in [min, max] or auto, cpu, vulkan (WD_DEVICE_*). */
+/* WD_OPT_DEVICE: an int in [min, max] or auto, all, cpu, vulkan (WD_DEVICE_*),
+ * or a comma list of cpu, vulkan and ints (the one option of this type also
+ * fills devices[] and n_devices). */
 typedef enum {
   WD_OPT_STR, WD_OPT_INT, WD_OPT_BOOL, WD_OPT_LOGLEVEL, WD_OPT_ENUM, WD_OPT_DEVICE
 } wd_opt_type_t;
@@ -44,8 +46,8 @@ typedef struct {
 static const wd_option_t wd_options[] = {
   { "model", 'm', WD_OPT_STR, OFF(model), "models/ggml-tiny.en.bin", 0, 0, NULL, "PATH",
     "Whisper model: a ggml .bin file or a CTranslate2 directory", 0 },
-  { "device", 0, WD_OPT_DEVICE, OFF(device), "auto", -1, 63, NULL, "auto|cpu|vulkan|N",
-    "auto: a GPU (discrete > integrated > virtual) if Vulkan shows one, else the native CPU engine; cpu: the CPU engine; vulkan: the best Vulkan device, lavapipe included; N: Vulkan device N from `whisperd devices` (-1 = auto)", 0 },
+  { "device", 0, WD_OPT_DEVICE, OFF(device), "auto", -1, 63, NULL, "auto|all|cpu|vulkan|N[,...]",
+    "auto: a GPU (discrete > integrated > virtual) if Vulkan shows one, else the native CPU engine; cpu: the CPU engine; vulkan: the best Vulkan device, lavapipe included; N: Vulkan device N from `whisperd devices` (-1 = auto); all: one worker per GPU Vulkan shows, and no CPU worker beside them (the CPU engine alone when there is no GPU; the log says what it resolved to); a comma list of cpu, vulkan and N (cpu,0 or 0,1 or cpu,vulkan) runs one worker per entry, each with its own engine, and every job goes to the least-loaded worker (queue-max and max-batch apply to each)", 0 },
   { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
     "Enable the Khronos validation layer when installed (debugging)", 0 },
   { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "0", 0, 3600, NULL, "SECONDS",
@@ -193,6 +195,80 @@ static int wd_choice_ok(const char *choices, const char *v) {
   return 0;
 }
 
+/* The words --device takes besides an index. */
+static const struct {
+  const char *word;
+  int device;
+} wd_device_words[] = { { "auto", WD_DEVICE_AUTO }, { "all", WD_DEVICE_ALL },
+                        { "cpu", WD_DEVICE_CPU }, { "vulkan", WD_DEVICE_VULKAN } };
+
+/* The word for a --device value, or NULL for an index. */
+static const char *wd_device_word(int device) {
+  for (size_t i = 0; i < sizeof wd_device_words / sizeof wd_device_words[0]; i++)
+    if (wd_device_words[i].device == device)
+      return wd_device_words[i].word;
+  return NULL;
+}
+
+/* One --device entry (len bytes at v): a word or an index in [min, max]. */
+static int wd_device_entry(const wd_option_t *o, const char *v, size_t len, const char *where,
+                           int *ret, char *err, size_t err_len) {
+  for (size_t i = 0; i < sizeof wd_device_words / sizeof wd_device_words[0]; i++)
+    if (strlen(wd_device_words[i].word) == len && strncmp(wd_device_words[i].word, v, len) == 0) {
+      *ret = wd_device_words[i].device;
+      return 0;
+    }
+  char num[24];
+  if (len >= sizeof num)
+    len = sizeof num - 1; /* too long for an index: strtol reports it */
+  memcpy(num, v, len);
+  num[len] = '\0';
+  errno = 0;
+  char *end = NULL;
+  const long d = strtol(num, &end, 10);
+  if (errno || end == num || *end != '\0')
+    return wd_config_error(err, err_len, "%s: %s: '%s' is not an integer", where, o->key, num);
+  if (d < o->min || d > o->max)
+    return wd_config_error(err, err_len, "%s: %s: %ld is out of range [%ld, %ld]", where, o->key,
+                           d, o->min, o->max);
+  *ret = (int)d;
+  return 0;
+}
+
+/* --device: one value (auto, all, cpu, vulkan or an index), or a comma list
+ * of cpu, vulkan and indexes, one worker each. auto and all choose the
+ * devices themselves, so they stand alone. A repeated entry is allowed (two
+ * engines on one device: two lavapipe instances in the tests). */
+static int wd_device_option_set(wd_config_t *cfg, const wd_option_t *o, const char *value,
+                                const char *where, char *err, size_t err_len) {
+  int devices[WD_DEVICES_MAX];
+  int n = 0;
+  for (const char *p = value;; p++) {
+    const char *comma = strchr(p, ',');
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (n == WD_DEVICES_MAX)
+      return wd_config_error(err, err_len, "%s: %s: more than %d devices in '%s'", where, o->key,
+                             WD_DEVICES_MAX, value);
+    if (len == 0 && (comma || n > 0))
+      return wd_config_error(err, err_len, "%s: %s: empty entry in '%s'", where, o->key, value);
+    const int rc = wd_device_entry(o, p, len, where, &devices[n], err, err_len);
+    if (rc < 0)
+      return rc;
+    n++;
+    if (!comma)
+      break;
+    p = comma;
+  }
+  for (int i = 0; n > 1 && i < n; i++)
+    if (devices[i] == WD_DEVICE_AUTO || devices[i] == WD_DEVICE_ALL)
+      return wd_config_error(err, err_len, "%s: %s: '%s' cannot be part of a list ('%s')", where,
+                             o->key, devices[i] == WD_DEVICE_ALL ? "all" : "auto", value);
+  memcpy(cfg->devices, devices, (size_t)n * sizeof *devices);
+  cfg->n_devices = n;
+  *(int *)((char *)cfg + o->offset) = devices[0];
+  return 0;
+}
+
 /* Parses value into the option's field. On failure writes "key: message"
  * after `where` into err. */
 static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *value,
@@ -211,13 +287,8 @@ static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *val
     *(char **)field = copy;
     return 0;
   }
-  case WD_OPT_DEVICE: /* a word, or an index parsed as WD_OPT_INT */
-    if (strcmp(value, "auto") == 0 || strcmp(value, "cpu") == 0 || strcmp(value, "vulkan") == 0) {
-      *(int *)field = value[0] == 'a' ? WD_DEVICE_AUTO
-                      : value[0] == 'c' ? WD_DEVICE_CPU : WD_DEVICE_VULKAN;
-      return 0;
-    }
-    /* fall through */
+  case WD_OPT_DEVICE:
+    return wd_device_option_set(cfg, o, value, where, err, err_len);
   case WD_OPT_INT: {
     errno = 0;
     char *end = NULL;
@@ -502,14 +573,19 @@ void wd_config_dump(const wd_config_t *cfg) {
     case WD_OPT_INT:
       wd_log_info("  %s = %d", o->key, *(const int *)field);
       break;
-    case WD_OPT_DEVICE:
-      if (*(const int *)field < 0)
-        wd_log_info("  %s = %s", o->key,
-                    *(const int *)field == WD_DEVICE_CPU      ? "cpu"
-                    : *(const int *)field == WD_DEVICE_VULKAN ? "vulkan" : "auto");
-      else
-        wd_log_info("  %s = %d", o->key, *(const int *)field);
+    case WD_OPT_DEVICE: {
+      char list[WD_DEVICES_MAX * 8] = "";
+      size_t len = 0;
+      for (int d = 0; d < cfg->n_devices && len < sizeof list; d++) {
+        const char *word = wd_device_word(cfg->devices[d]);
+        const int w = word ? snprintf(list + len, sizeof list - len, "%s%s", d ? "," : "", word)
+                           : snprintf(list + len, sizeof list - len, "%s%d", d ? "," : "",
+                                      cfg->devices[d]);
+        len += w > 0 ? (size_t)w : 0;
+      }
+      wd_log_info("  %s = %s", o->key, list);
       break;
+    }
     case WD_OPT_BOOL:
       wd_log_info("  %s = %s", o->key, *(const bool *)field ? "true" : "false");
       break;

@@ -23,11 +23,16 @@
 #define WD_DEVICE_AUTO (-1)   /* a GPU if there is one, else the CPU engine */
 #define WD_DEVICE_CPU (-2)    /* the native CPU engine (cpu/) */
 #define WD_DEVICE_VULKAN (-3) /* the best Vulkan device, lavapipe included */
+#define WD_DEVICE_ALL (-4)    /* every GPU; the CPU engine when there is none */
+#define WD_DEVICES_MAX 16     /* entries of a --device list (one worker each) */
 
 typedef struct {
   /* model and engine */
   char *model;            /* ggml file or CTranslate2 directory */
-  int device;             /* Vulkan device index or WD_DEVICE_AUTO/CPU/VULKAN */
+  int device;             /* Vulkan device index or WD_DEVICE_AUTO/CPU/VULKAN/ALL;
+                           * a list's first entry */
+  int devices[WD_DEVICES_MAX]; /* every entry of --device (cpu,0: CPU, 0) */
+  int n_devices;          /* 1 for a single value; a list holds no AUTO or ALL */
   bool vk_validation;
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */

@@ -1,6 +1,11 @@
 /*
- * runtime.c - model, tokenizer, mel, engine (Vulkan, or the CPU engine as
- * --device resolves, daemon/device.h) and worker, built once (see runtime.h).
+ * runtime.c - model, tokenizer, mel, then one engine (Vulkan, or the CPU
+ * engine as --device resolves, daemon/device.h) and one worker per device,
+ * grouped (core/workers.h); built once (see runtime.h).
+ *
+ * Shared by every worker, read-only: the model's weights on the host, the
+ * tokenizer, the mel filterbank, the alignment heads. Each engine makes its
+ * own device copy of the weights and its own caches and plans.
  */
 #include "runtime.h"
 
@@ -20,19 +25,79 @@
 #include "device.h"
 #include "vk_engine.h"
 #include "vk_fault.h"
+#include "workers.h"
+
+_Static_assert(WD_DEVICES_MAX <= WD_WORKERS_MAX, "a --device list must fit in one group");
+
+/* One device: its engine and the worker that drives it. */
+typedef struct {
+  wd_device_choice_t dc;
+  wd_vk_engine_t *eng;   /* one of eng and cpu */
+  wd_cpu_engine_t *cpu;
+  char cpu_name[96];
+  wd_engine_t iface;     /* the engine as the worker sees it */
+  wd_worker_t *worker;
+} wd_runtime_dev_t;
 
 struct wd_runtime {
   wd_model_t *m;
   wd_tokenizer_t *tok;
   wd_mel_t *mel;
-  wd_vk_engine_t *eng;   /* one of eng and cpu */
-  wd_cpu_engine_t *cpu;
-  char cpu_name[96];
-  wd_worker_t *worker;
-  wd_engine_t iface;     /* the engine as the worker sees it */
+  wd_runtime_dev_t dev[WD_WORKERS_MAX];
+  int n_dev;
+  wd_workers_t *workers;
+  char device_names[512]; /* "cpu (...) + llvmpipe (...)" */
   int (*heads)[2];       /* alignment heads for word timestamps */
   int n_heads;
 };
+
+/* Builds device d's engine and worker; err gets a one-line message. */
+static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cfg, int max_batch,
+                    int queue_max, char *err, size_t err_len) {
+  char msg[512] = "";
+  int rc;
+  if (d->dc.cpu) {
+    const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch };
+    if ((rc = wd_cpu_engine_new(rt->m, &co, &d->cpu, msg, sizeof msg)) < 0) {
+      snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
+      return rc;
+    }
+    wd_cpu_engine_stats_t st;
+    wd_cpu_engine_stats(d->cpu, &st);
+    snprintf(d->cpu_name, sizeof d->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
+    d->iface = *wd_cpu_engine_iface(d->cpu);
+  } else {
+    const wd_vk_engine_opts_t eo = { .device = d->dc.vk_index, .validation = cfg->vk_validation,
+                                     .max_seqs = max_batch, .max_audio = max_batch,
+                                     .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
+    if ((rc = wd_vk_engine_new(rt->m, &eo, &d->eng, msg, sizeof msg)) < 0) {
+      /* The engine speaks of max_seqs and max_audio; the user sets both
+       * with one option. */
+      snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
+               strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
+      return rc;
+    }
+    d->iface = *wd_vk_engine_iface(d->eng);
+  }
+  if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
+    d->iface.prefill = NULL;
+  const wd_worker_opts_t wo = { .engine = &d->iface, .tok = rt->tok,
+                                .mel = rt->mel, .queue_max = queue_max,
+                                .max_batch = max_batch };
+  if ((rc = wd_worker_new(&wo, &d->worker)) < 0) {
+    snprintf(err, err_len, "worker: %s", wd_strerror(rc));
+    return rc;
+  }
+  return 0;
+}
+
+static const char *dev_name(const wd_runtime_dev_t *d) {
+  if (d->cpu)
+    return d->cpu_name;
+  wd_vk_engine_stats_t st;
+  wd_vk_engine_stats(d->eng, &st);
+  return st.device_name ? st.device_name : "?";
+}
 
 int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
                     char *err, size_t err_len) {
@@ -68,40 +133,43 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
     snprintf(err, err_len, "mel filterbank: %s", wd_strerror(rc));
     goto fail;
   }
-  wd_device_choice_t dc;
-  wd_device_choose(cfg->device, &dc);
-  wd_log_info("%s", dc.why);
-  if (dc.cpu) {
-    const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch };
-    if ((rc = wd_cpu_engine_new(rt->m, &co, &rt->cpu, msg, sizeof msg)) < 0) {
-      snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
+  /* One engine and worker per device; a device that cannot be used fails
+   * the start (the user asked for it: running on fewer would hide that). */
+  wd_device_choice_t dcs[WD_WORKERS_MAX];
+  char summary[256];
+  const int n_devices = cfg->n_devices > 0 ? cfg->n_devices : 1;
+  const int *devices = cfg->n_devices > 0 ? cfg->devices : &cfg->device;
+  rt->n_dev = wd_device_choose_list(devices, n_devices, dcs, WD_WORKERS_MAX, summary,
+                                    sizeof summary);
+  wd_worker_t *workers[WD_WORKERS_MAX];
+  const char *labels[WD_WORKERS_MAX];
+  for (int i = 0; i < rt->n_dev; i++) {
+    wd_runtime_dev_t *d = &rt->dev[i];
+    d->dc = dcs[i];
+    wd_log_info("%s", d->dc.why);
+    char derr[512] = "";
+    if ((rc = dev_open(rt, d, cfg, max_batch, queue_max, derr, sizeof derr)) < 0) {
+      if (rt->n_dev > 1)
+        snprintf(err, err_len, "device %d of %d (%s): %s", i + 1, rt->n_dev, d->dc.label, derr);
+      else
+        snprintf(err, err_len, "%s", derr);
       goto fail;
     }
-    wd_cpu_engine_stats_t st;
-    wd_cpu_engine_stats(rt->cpu, &st);
-    snprintf(rt->cpu_name, sizeof rt->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
-    rt->iface = *wd_cpu_engine_iface(rt->cpu);
-  } else {
-    const wd_vk_engine_opts_t eo = { .device = dc.vk_index, .validation = cfg->vk_validation,
-                                     .max_seqs = max_batch, .max_audio = max_batch,
-                                     .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
-    if ((rc = wd_vk_engine_new(rt->m, &eo, &rt->eng, msg, sizeof msg)) < 0) {
-      /* The engine speaks of max_seqs and max_audio; the user sets both
-       * with one option. */
-      snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
-               strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
-      goto fail;
-    }
-    rt->iface = *wd_vk_engine_iface(rt->eng);
+    workers[i] = d->worker;
+    labels[i] = d->dc.label;
   }
-  if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
-    rt->iface.prefill = NULL;
-  const wd_worker_opts_t wo = { .engine = &rt->iface, .tok = rt->tok,
-                                .mel = rt->mel, .queue_max = queue_max,
-                                .max_batch = max_batch };
-  if ((rc = wd_worker_new(&wo, &rt->worker)) < 0) {
-    snprintf(err, err_len, "worker: %s", wd_strerror(rc));
+  if (rt->n_dev > 1)
+    wd_log_info("%s", summary);
+  if ((rc = wd_workers_new(workers, labels, rt->n_dev, &rt->workers)) < 0) {
+    snprintf(err, err_len, "workers: %s", wd_strerror(rc));
     goto fail;
+  }
+  /* "cpu (2 threads, avx2) + llvmpipe (LLVM 15.0.6, 256 bits)" */
+  size_t len = 0;
+  for (int i = 0; i < rt->n_dev && len < sizeof rt->device_names; i++) {
+    const int w = snprintf(rt->device_names + len, sizeof rt->device_names - len, "%s%s",
+                           i ? " + " : "", dev_name(&rt->dev[i]));
+    len += w > 0 ? (size_t)w : sizeof rt->device_names;
   }
   *ret = rt;
   return 0;
@@ -113,9 +181,16 @@ fail:
 void wd_runtime_close(wd_runtime_t *rt) {
   if (!rt)
     return;
-  wd_worker_free(rt->worker); /* before the engine it drives */
-  wd_vk_engine_free(rt->eng);
-  wd_cpu_engine_free(rt->cpu);
+  /* Every worker drains before any is freed (a group drain runs them side
+   * by side), then each worker before the engine it drives. */
+  if (rt->workers)
+    wd_workers_drain(rt->workers, 0.0);
+  wd_workers_free(rt->workers);
+  for (int i = 0; i < rt->n_dev; i++) {
+    wd_worker_free(rt->dev[i].worker);
+    wd_vk_engine_free(rt->dev[i].eng);
+    wd_cpu_engine_free(rt->dev[i].cpu);
+  }
   wd_mel_free(rt->mel);
   wd_tokenizer_free(rt->tok);
   wd_model_free(rt->m);
@@ -128,17 +203,11 @@ const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2] {
   return (const int (*)[2])rt->heads;
 }
 
-wd_worker_t *wd_runtime_worker(wd_runtime_t *rt) { return rt->worker; }
+wd_workers_t *wd_runtime_workers(wd_runtime_t *rt) { return rt->workers; }
 const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt) { return rt->tok; }
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt) { return rt->m; }
 
-const char *wd_runtime_device(wd_runtime_t *rt) {
-  if (rt->cpu)
-    return rt->cpu_name;
-  wd_vk_engine_stats_t st;
-  wd_vk_engine_stats(rt->eng, &st);
-  return st.device_name ? st.device_name : "?";
-}
+const char *wd_runtime_device(wd_runtime_t *rt) { return rt->device_names; }
 
 /* The warm-up job's completion, signalled from the worker thread. */
 typedef struct {
@@ -157,7 +226,8 @@ static void warm_done(void *ud, int rc, wd_transcript_t *t) {
   pthread_mutex_unlock(&w->mu);
 }
 
-int wd_runtime_warmup(wd_runtime_t *rt) {
+/* One second of silence through one worker, waited for. */
+static int warmup_one(wd_runtime_t *rt, wd_worker_t *worker) {
   float *silence = calloc(16000, sizeof *silence);
   if (!silence)
     return WD_ENOMEM;
@@ -165,7 +235,7 @@ int wd_runtime_warmup(wd_runtime_t *rt) {
   wd_job_params_t p = { .cb = { .ud = &w, .on_done = warm_done } };
   wd_decode_opts_default(&p.decode);
   p.decode.language = wd_tokenizer_is_multilingual(rt->tok) ? "en" : NULL;
-  int rc = wd_worker_submit(rt->worker, silence, 16000, &p, NULL);
+  int rc = wd_worker_submit(worker, silence, 16000, &p, NULL);
   if (rc < 0)
     return rc;
   pthread_mutex_lock(&w.mu);
@@ -173,6 +243,19 @@ int wd_runtime_warmup(wd_runtime_t *rt) {
     pthread_cond_wait(&w.cv, &w.mu);
   pthread_mutex_unlock(&w.mu);
   return w.rc;
+}
+
+int wd_runtime_warmup(wd_runtime_t *rt, char *err, size_t err_len) {
+  /* Every worker, not the group's choice: each engine's recordings must run. */
+  for (int i = 0; i < rt->n_dev; i++) {
+    const int rc = warmup_one(rt, rt->dev[i].worker);
+    if (rc < 0) {
+      snprintf(err, err_len, "%s%s%s", rt->n_dev > 1 ? rt->dev[i].dc.label : "",
+               rt->n_dev > 1 ? ": " : "", wd_strerror(rc));
+      return rc;
+    }
+  }
+  return 0;
 }
 
 int wd_runtime_arm_faults(void) {

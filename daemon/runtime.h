@@ -1,10 +1,12 @@
 /*
  * runtime.h - what `serve` and `transcribe` both run: the model, its
- * tokenizer and mel front end, the engine, and the worker that owns it.
+ * tokenizer and mel front end, and per device of --device an engine and the
+ * worker that owns it, grouped (core/workers.h: one device is a group of
+ * one).
  *
  * Built once at start-up from the configuration; nothing in it is per job.
- * Threading: open and close from the controlling thread; the worker is then
- * used from any thread (core/worker.h).
+ * Threading: open and close from the controlling thread; the group is then
+ * used from any thread (core/workers.h).
  */
 #ifndef WD_RUNTIME_H
 #define WD_RUNTIME_H
@@ -13,31 +15,35 @@
 
 #include "config.h"
 #include "model.h"
-#include "worker.h"
+#include "workers.h"
 
 typedef struct wd_runtime wd_runtime_t;
 
-/* Loads cfg->model, builds the engine for max_batch sequences (and as many
- * audio slots) on cfg->device and starts a worker with queue_max places.
- * err gets a one-line message on failure. */
+/* Loads cfg->model, builds an engine for max_batch sequences (and as many
+ * audio slots) on each device cfg->devices resolves to (logging what it
+ * resolved to) and starts a worker with queue_max places on each. Any
+ * device that fails fails the whole open. err gets a one-line message on
+ * failure. */
 int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
                     char *err, size_t err_len);
-/* Drains the worker (grace 0) and frees everything; NULL is allowed. */
+/* Drains the workers (grace 0) and frees everything; NULL is allowed. */
 void wd_runtime_close(wd_runtime_t *rt);
 
-wd_worker_t *wd_runtime_worker(wd_runtime_t *rt);
+wd_workers_t *wd_runtime_workers(wd_runtime_t *rt);
 const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt);
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
 /* The model's alignment heads for word timestamps (valid while rt lives). */
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2];
 
-/* The engine's device, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", or "cpu (2 threads,
- * avx2+fma+f16c)" for the native CPU engine. */
+/* The engines' devices, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", or "cpu (2 threads,
+ * avx2+fma+f16c)" for the native CPU engine; several are joined by " + ". */
 const char *wd_runtime_device(wd_runtime_t *rt);
 
-/* Runs one second of silence through the worker and waits for it: proves
- * every recorded command buffer runs before the daemon says it is ready. */
-int wd_runtime_warmup(wd_runtime_t *rt);
+/* Runs one second of silence through each worker and waits for it: proves
+ * every engine's recorded command buffers run before the daemon says it is
+ * ready. On failure err names the device (when there are several) and the
+ * error. */
+int wd_runtime_warmup(wd_runtime_t *rt, char *err, size_t err_len);
 
 /* Arms the fault injection from WHISPERD_FAULT_INJECT, a comma-separated
  * list: "oom:N" goes to core/fault.h (the Nth transcript segment stored

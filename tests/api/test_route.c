@@ -73,7 +73,7 @@ WD_TEST(metrics_exposition) {
   ws.steps_by_rows[1] = 1;
   ws.steps_by_rows[3] = 3;
   char *s = NULL;
-  WD_CHECK_EQ_INT(wd_metrics_render(m, &st, &ws, &s), 0);
+  WD_CHECK_EQ_INT(wd_metrics_render(m, &st, &ws, NULL, 0, &s), 0);
   static const char *const want[] = {
     "# TYPE whisperd_http_requests_total counter\n",
     "whisperd_http_requests_total{route=\"transcriptions\",code=\"200\"} 2\n",
@@ -105,12 +105,63 @@ WD_TEST(metrics_exposition) {
   WD_CHECK(s && strstr(s, "whisperd_http_requests_total{route=\"metrics\"") == NULL);
   free(s);
   /* Without a worker: no worker series. */
-  WD_CHECK_EQ_INT(wd_metrics_render(m, NULL, NULL, &s), 0);
+  WD_CHECK_EQ_INT(wd_metrics_render(m, NULL, NULL, NULL, 0, &s), 0);
   WD_CHECK(s && strstr(s, "whisperd_queue_depth") == NULL);
   WD_CHECK(s && strstr(s, "whisperd_ready 0\n") != NULL);
   free(s);
   wd_metrics_free(m);
   wd_metrics_free(NULL);
+}
+
+/* Per-worker series beside the summed ones: one line per worker in each
+ * family, labelled worker and device (escaped), announced once by # TYPE;
+ * none when no per-worker figures are given. */
+WD_TEST(metrics_per_worker) {
+  wd_metrics_t *m = NULL;
+  WD_CHECK_EQ_INT(wd_metrics_new(&m), 0);
+  const wd_metrics_state_t st = { .ready = 1, .model_loaded = 1 };
+  wd_metrics_worker_t per[2] = {
+    { .device = "cpu", .stats = { .queued = 1, .running = 2, .jobs_done = 7, .jobs_failed = 1,
+                                  .encodes = 9, .steps = 300, .audio_s = 77, .busy_s = 4.5 } },
+    { .device = "vulkan:0 \"x\"", .stats = { .running = 3, .jobs_done = 4, .device_lost = 1,
+                                             .device_losses = 2 } },
+  };
+  wd_worker_stats_t sum = { .queued = 1, .running = 5, .jobs_done = 11, .jobs_failed = 1 };
+  char *s = NULL;
+  WD_CHECK_EQ_INT(wd_metrics_render(m, &st, &sum, per, 2, &s), 0);
+  static const char *const want[] = {
+    "whisperd_jobs_running 5\n",
+    "whisperd_jobs_total{result=\"done\"} 11\n",
+    "# TYPE whisperd_worker_running gauge\n"
+    "whisperd_worker_running{worker=\"0\",device=\"cpu\"} 2\n"
+    "whisperd_worker_running{worker=\"1\",device=\"vulkan:0 \\\"x\\\"\"} 3\n",
+    "whisperd_worker_queued{worker=\"0\",device=\"cpu\"} 1\n",
+    "# TYPE whisperd_worker_jobs_total counter\n",
+    "whisperd_worker_jobs_total{worker=\"0\",device=\"cpu\",result=\"done\"} 7\n",
+    "whisperd_worker_jobs_total{worker=\"0\",device=\"cpu\",result=\"failed\"} 1\n",
+    "whisperd_worker_jobs_total{worker=\"1\",device=\"vulkan:0 \\\"x\\\"\",result=\"done\"} 4\n",
+    "whisperd_worker_windows_encoded_total{worker=\"0\",device=\"cpu\"} 9\n",
+    "whisperd_worker_engine_steps_total{worker=\"0\",device=\"cpu\"} 300\n",
+    "whisperd_worker_audio_seconds_total{worker=\"0\",device=\"cpu\"} 77\n",
+    "whisperd_worker_engine_seconds_total{worker=\"0\",device=\"cpu\"} 4.5\n",
+    "whisperd_worker_device_lost{worker=\"0\",device=\"cpu\"} 0\n",
+    "whisperd_worker_device_lost{worker=\"1\",device=\"vulkan:0 \\\"x\\\"\"} 1\n",
+    "whisperd_worker_device_losses_total{worker=\"1\",device=\"vulkan:0 \\\"x\\\"\"} 2\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    if (!s || !strstr(s, want[i]))
+      fprintf(stderr, "missing: %s", want[i]);
+    WD_CHECK(s && strstr(s, want[i]) != NULL);
+  }
+  /* Each family once. */
+  const char *first = s ? strstr(s, "# TYPE whisperd_worker_running ") : NULL;
+  WD_CHECK(first && !strstr(first + 1, "# TYPE whisperd_worker_running "));
+  free(s);
+  WD_CHECK_EQ_INT(wd_metrics_render(m, &st, &sum, NULL, 0, &s), 0);
+  WD_CHECK(s && strstr(s, "whisperd_worker_running") == NULL);
+  WD_CHECK(s && strstr(s, "whisperd_jobs_running 5\n") != NULL);
+  free(s);
+  wd_metrics_free(m);
 }
 
 int main(void) { return wd_test_main(); }

@@ -3,8 +3,9 @@
  * driven over raw sockets.
  *
  * The worker is a fake defined here (it replaces core/worker.c at link
- * time: every wd_worker_* symbol the server uses is defined in this file,
- * so the linker never pulls worker.o from libwd_core.a). It decodes
+ * time: every wd_worker_* symbol the server uses, through the group of
+ * core/workers.c, is defined in this file, so the linker never pulls
+ * worker.o from libwd_core.a). The server sees it as a group of one. It decodes
  * nothing: each job follows the behaviour the test picks (finish after a
  * delay with a fixed two-segment transcript, finish before submit returns,
  * hold until cancelled, fail, time out, refuse). That makes the races and
@@ -22,6 +23,7 @@
 #include "error.h"
 #include "server.h"
 #include "worker.h"
+#include "workers.h"
 #include "wd_test.h"
 
 /* ======================= the fake worker ================================ */
@@ -76,8 +78,10 @@ static struct {
 } g_fake;
 
 static wd_worker_t *g_worker;
+static wd_workers_t *g_group; /* g_worker alone, as the server sees it */
 
 static wd_worker_t *fake_worker(void);
+static wd_workers_t *fake_group(void);
 
 /* Picks the behaviour of the jobs submitted from now on. */
 static void fake_set(fake_mode_t mode, int delay_ms) {
@@ -324,6 +328,14 @@ static wd_worker_t *fake_worker(void) {
   return g_worker;
 }
 
+static wd_workers_t *fake_group(void) {
+  if (!g_group) {
+    wd_worker_t *w = fake_worker();
+    WD_CHECK_EQ_INT(wd_workers_new(&w, NULL, 1, &g_group), 0);
+  }
+  return g_group;
+}
+
 static wd_tokenizer_t *g_tok;
 static const char *const g_names[] = { "whisper-1", "tiny" };
 
@@ -348,7 +360,7 @@ static wd_server_t *start(const wd_server_opts_t *o, int attach) {
   if (attach) {
     if (!g_tok)
       g_tok = th_tokenizer(51865);
-    const wd_server_model_t m = { .worker = fake_worker(), .tok = g_tok, .multilingual = 1,
+    const wd_server_model_t m = { .workers = fake_group(), .tok = g_tok, .multilingual = 1,
                                   .names = g_names, .n_names = 2 };
     wd_server_attach(s, &m);
     wd_server_set_ready(s, 1);
@@ -466,7 +478,7 @@ WD_TEST(before_attach_health_ready_metrics) {
   /* Attached but not yet warmed up: audio works, /ready still says no. */
   if (!g_tok)
     g_tok = th_tokenizer(51865);
-  const wd_server_model_t m = { fake_worker(), g_tok, 1, g_names, 2, 0, NULL, 0.2f };
+  const wd_server_model_t m = { fake_group(), g_tok, 1, g_names, 2, 0, NULL, 0.2f };
   wd_server_attach(s, &m);
   r = th_request(port, "GET", "/ready", NULL, NULL, 0);
   WD_CHECK_EQ_INT(r.status, 503);
@@ -845,7 +857,7 @@ WD_TEST(english_only_model) {
   static wd_tokenizer_t *en;
   if (!en)
     en = th_tokenizer(51864);
-  const wd_server_model_t m = { fake_worker(), en, 0, g_names, 2, 0, NULL, 0.2f };
+  const wd_server_model_t m = { fake_group(), en, 0, g_names, 2, 0, NULL, 0.2f };
   wd_server_attach(s, &m);
   fake_set(FAKE_OK, 0);
   th_resp_t r = post_form(s, "/v1/audio/translations", "whisper-1", NULL);
@@ -1194,6 +1206,8 @@ WD_TEST(connection_limit) {
 }
 
 WD_TEST(cleanup) {
+  wd_workers_free(g_group);
+  g_group = NULL;
   wd_worker_free(g_worker);
   g_worker = NULL;
   wd_tokenizer_free(g_tok);

@@ -38,6 +38,7 @@ static struct {
   wd_mel_t *mel;
   wd_vk_engine_t *eng;
   wd_worker_t *w;
+  wd_workers_t *ws; /* w alone, as the server sees it */
   wd_server_t *s;
   int port;
   th_buf_t jfk_wav, jfk_mp3;
@@ -102,7 +103,8 @@ WD_TEST(setup) {
                                 .idle_timeout_s = 30, .max_audio_s = 600, .job_timeout_s = 300 };
   WD_CHECK_EQ_INT(wd_server_start(&so, &g.s, err, sizeof err), 0);
   static const char *const names[] = { "whisper-1", "tiny.en" };
-  const wd_server_model_t sm = { .worker = g.w, .tok = g.tok,
+  WD_CHECK_EQ_INT(wd_workers_new(&g.w, NULL, 1, &g.ws), 0);
+  const wd_server_model_t sm = { .workers = g.ws, .tok = g.tok,
                                  .multilingual = wd_tokenizer_is_multilingual(g.tok),
                                  .names = names, .n_names = 2 };
   wd_server_attach(g.s, &sm);
@@ -271,6 +273,7 @@ WD_TEST(teardown_as_the_daemon_does) {
   wd_server_quiesce(g.s);
   wd_worker_drain(g.w, 5);
   wd_server_free(g.s, 5);
+  wd_workers_free(g.ws);
   wd_worker_free(g.w);
   wd_vk_engine_free(g.eng);
   wd_mel_free(g.mel);

@@ -155,6 +155,99 @@ WD_TEST(device_cpu_or_index) {
   WD_CHECK_EQ_INT(wd_config_load(&c, 3, a4, env, err, sizeof err), WD_ECONFIG);
 }
 
+/* --device lists: one worker per entry (cpu, vulkan or an index, repeats
+ * allowed), from the command line, the environment and the file; all
+ * alone; auto and all never inside a list; empty entries, bad words,
+ * out-of-range indexes and too many entries refused. A single value keeps
+ * device == devices[0] and n_devices == 1. */
+WD_TEST(device_lists) {
+  wd_config_t c;
+  char err[256];
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *a0[] = { "whisperd", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, a0, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 1);
+  WD_CHECK_EQ_INT(c.devices[0], WD_DEVICE_AUTO);
+  wd_config_free(&c);
+  char *a1[] = { "whisperd", "--device", "cpu,0", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a1, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 2);
+  WD_CHECK_EQ_INT(c.devices[0], WD_DEVICE_CPU);
+  WD_CHECK_EQ_INT(c.devices[1], 0);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_CPU);
+  wd_config_free(&c);
+  char *a2[] = { "whisperd", "--device=0,1", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 2, a2, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 2);
+  WD_CHECK_EQ_INT(c.devices[0], 0);
+  WD_CHECK_EQ_INT(c.devices[1], 1);
+  WD_CHECK_EQ_INT(c.device, 0);
+  wd_config_free(&c);
+  char *a3[] = { "whisperd", "--device", "cpu,vulkan,vulkan,63", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a3, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 4);
+  WD_CHECK_EQ_INT(c.devices[1], WD_DEVICE_VULKAN);
+  WD_CHECK_EQ_INT(c.devices[2], WD_DEVICE_VULKAN);
+  WD_CHECK_EQ_INT(c.devices[3], 63);
+  wd_config_free(&c);
+  char *a4[] = { "whisperd", "--device", "all", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a4, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 1);
+  WD_CHECK_EQ_INT(c.device, WD_DEVICE_ALL);
+  wd_config_free(&c);
+  /* The environment and the file take the same forms; the command line
+   * still wins, and a later single value replaces a list. */
+  char *env2[] = { "WHISPERD_CONFIG=/dev/null", "WHISPERD_DEVICE=vulkan,cpu", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, a0, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 2);
+  WD_CHECK_EQ_INT(c.devices[0], WD_DEVICE_VULKAN);
+  WD_CHECK_EQ_INT(c.devices[1], WD_DEVICE_CPU);
+  wd_config_free(&c);
+  char *a5[] = { "whisperd", "--device", "1", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a5, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 1);
+  WD_CHECK_EQ_INT(c.device, 1);
+  wd_config_free(&c);
+  char *path = write_file("device = cpu,cpu\n");
+  WD_CHECK(path != NULL);
+  char *a6[] = { "whisperd", "--config", path, NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a6, no_env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, 2);
+  WD_CHECK_EQ_INT(c.devices[1], WD_DEVICE_CPU);
+  wd_config_free(&c);
+  unlink(path);
+
+  static struct {
+    char value[48];
+    const char *msg;
+  } bad[] = {
+    { "cpu,auto", "'auto' cannot be part of a list" },
+    { "all,0", "'all' cannot be part of a list" },
+    { "0,-1", "'auto' cannot be part of a list" },
+    { "cpu,", "empty entry" },
+    { ",cpu", "empty entry" },
+    { "cpu,,0", "empty entry" },
+    { "cpu,gpu", "'gpu' is not an integer" },
+    { "0,64", "64 is out of range [-1, 63]" },
+    { "", "'' is not an integer" },
+    { "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", "more than 16 devices" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *a[] = { "whisperd", "--device", bad[i].value, NULL };
+    WD_CHECK_EQ_INT(wd_config_load(&c, 3, a, env, err, sizeof err), WD_ECONFIG);
+    if (!strstr(err, bad[i].msg))
+      fprintf(stderr, "--device '%s': got '%s', want '%s'\n", bad[i].value, err, bad[i].msg);
+    WD_CHECK(strstr(err, bad[i].msg) != NULL);
+    WD_CHECK(strstr(err, "--device: device: ") == err);
+  }
+  /* Sixteen entries are the most. */
+  char *a7[] = { "whisperd", "--device", "0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, a7, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.n_devices, WD_DEVICES_MAX);
+  WD_CHECK_EQ_INT(c.devices[15], 15);
+  wd_config_free(&c);
+}
+
 WD_TEST(help_lists_every_option) {
   char *buf = NULL;
   size_t len = 0;
