@@ -166,7 +166,7 @@ for b in "${breaks[@]}"; do
     echo "check-deploy: MISSED: $what ($file: $expr)"
   else
     caught=$((caught + 1))
-    echo "check-deploy: caught: $what: $(grep -m1 -E 'deploy_rules:|is invalid|failed|could not' "$tmp/log" | sed "s#.*rendered\"
+    echo "check-deploy: caught: $what: $(grep -m1 -E 'deploy_rules:|is invalid|failed|could not' "$tmp/log" | sed 's#.*rendered/##' | cut -c1-200)"
   fi
   rm -rf "$tmp"
 done
