@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
 #include "error.h"
@@ -32,6 +33,13 @@ static void roff_text(FILE *out, const char *s) {
     else
       fputc(*s, out);
   }
+}
+
+/* Help text as a sentence: the table's help has no final period. */
+static void roff_sentence(FILE *out, const char *s) {
+  roff_text(out, s);
+  const size_t n = strlen(s);
+  fputs(n && s[n - 1] == '.' ? "\n" : ".\n", out);
 }
 
 /* "WHISPERD_" + key, upper case, dashes as underscores: the rule of
@@ -57,8 +65,7 @@ static void man_option(FILE *out, const wd_config_doc_t *d) {
     fputs("\\fR", out);
   }
   fputc('\n', out);
-  roff_text(out, d->help);
-  fputs(".\n", out);
+  roff_sentence(out, d->help);
   fputs(".br\nDefault: ", out);
   if (d->def[0])
     roff_text(out, d->def);
@@ -103,8 +110,7 @@ int wd_config_man(FILE *out, const char *version, const char *date) {
       fputs("\\fR", out);
     }
     fputc('\n', out);
-    roff_text(out, help);
-    fputs(".\n", out);
+    roff_sentence(out, help);
   }
   fputs(".SH OPTIONS\n"
         "Every option is also a configuration file line \\fIkey\\fR = \\fIvalue\\fR and an\n"
@@ -144,7 +150,7 @@ int wd_config_man(FILE *out, const char *version, const char *date) {
         ".SH FILES\n"
         ".TP\n.I /etc/whisperd/whisperd.conf\n"
         "The configuration file.\n"
-        ".TP\n.I /lib/systemd/system/whisperd.service, whisperd.socket\n"
+        ".TP\n.I /usr/lib/systemd/system/whisperd.service, whisperd.socket\n"
         "The systemd units (\\fIType=notify\\fR, socket activation).\n"
         ".SH EXIT STATUS\n"
         "0 on success, 1 on a runtime failure, 2 on a configuration or usage error.\n"
