@@ -13,7 +13,7 @@
 #     variables are options of daemon/config.c, selectors match the pod
 #     labels, and the termination grace period covers preStop + the daemon's
 #     --shutdown-grace + 5 s.
-# --inject: breaks copies of the manifests in known ways and fails unless
+# --inject: breaks copies of the manifests in twelve known ways and fails unless
 # every break is caught (the check checking itself).
 #
 # Tools go to build/deploy-tools (WD_DEPLOY_TOOLS), pinned, built once from
@@ -154,6 +154,8 @@ breaks=(
   "base/deployment.yaml|s/terminationGracePeriodSeconds: 60/terminationGracePeriodSeconds: 20/|a grace period shorter than the drain"
   "base/deployment.yaml|s/WHISPERD_QUEUE_MAX/WHISPERD_QUEUE_SIZE/|an environment variable that is no option"
   "base/service.yaml|s/component: server/component: api/|a Service selecting no pod"
+  "base/pdb.yaml|s/^kind: PodDisruptionBudget/kind: PodDisruptionBudgets/|a kind with no schema (nothing is skipped)"
+  "overlays/gpu/kustomization.yaml|s/path: gpu.yaml/path: gpus.yaml/|a missing patch (kustomize)"
 )
 caught=0
 for b in "${breaks[@]}"; do
