@@ -16,8 +16,9 @@
 # --inject: breaks copies of the manifests in twelve known ways and fails unless
 # every break is caught (the check checking itself).
 #
-# Tools go to build/deploy-tools (WD_DEPLOY_TOOLS), pinned, built once from
-# the Go module proxy; a tool that cannot be had fails the run loudly.
+# Tools and schemas go to ~/.cache/whisperd/deploy-tools (WD_DEPLOY_TOOLS),
+# pinned, fetched once through the Go module proxy and PyPI; a tool that
+# cannot be had fails the run loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ K8S_VALIDATE_VERSION=1.37.0        # PyPI kubernetes-validate: schemas v1.25..v1
 PROM_OPERATOR_VERSION=v0.85.0
 K8S_VERSIONS=(1.28.0 1.37.0)
 
-TOOLS="${WD_DEPLOY_TOOLS:-$PWD/build/deploy-tools}"
+TOOLS="${WD_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/whisperd/deploy-tools}"
 OUT="${WD_DEPLOY_OUT:-$PWD/build/deploy}"
 mkdir -p "$TOOLS/bin" "$OUT"
 die() { echo "check-deploy: FAIL: $*" >&2; exit 1; }

@@ -12,13 +12,15 @@
 #  4. `systemd-analyze verify` of the installed units inside that system
 #     (its own systemd 252 and man-db: the Documentation= page must exist).
 # Needs root (debootstrap, chroot, mount). Anything missing fails loudly.
-# The pristine root file system is kept as build/pkg-root/bookworm.tar
-# (remove it to start over); each run unpacks a fresh copy.
+# The pristine root file system is kept as ~/.cache/whisperd/pkg-root/
+# bookworm.tar (WD_PKG_CACHE; remove it to start over); each run unpacks a
+# fresh copy of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT_DIR="$PWD"
 BUILD="${WD_BUILD:-build}"
-CACHE="$BUILD/pkg-root"
+# Outside the tree so that a fresh clone (CI) on the same machine reuses it.
+CACHE="${WD_PKG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/whisperd/pkg-root}"
 MIRROR="${WD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 die() { echo "check-package: FAIL: $*" >&2; exit 1; }
 log() { echo "check-package: $*"; }
