@@ -595,3 +595,33 @@ void wd_config_dump(const wd_config_t *cfg) {
     }
   }
 }
+
+/* The table as --help renders it (same meta and range rules as
+ * wd_config_usage), for the man page generator. */
+int wd_config_option_doc(size_t i, wd_config_doc_t *ret) {
+  if (i >= N_OPTIONS)
+    return -1;
+  const wd_option_t *o = &wd_options[i];
+  *ret = (wd_config_doc_t){
+    .key = o->key,
+    .short_flag = o->short_flag,
+    .is_bool = o->type == WD_OPT_BOOL,
+    .meta = o->type == WD_OPT_BOOL ? NULL : o->meta ? o->meta : "VALUE",
+    .def = o->def,
+    .has_range = o->type == WD_OPT_INT,
+    .min = o->min,
+    .max = o->max,
+    .help = o->help,
+  };
+  return 0;
+}
+
+int wd_config_command_doc(size_t i, const char **ret_name, const char **ret_args,
+                          const char **ret_help) {
+  if (i >= sizeof wd_commands / sizeof wd_commands[0])
+    return -1;
+  *ret_name = wd_commands[i].name;
+  *ret_args = wd_commands[i].args;
+  *ret_help = wd_commands[i].help;
+  return 0;
+}

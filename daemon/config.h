@@ -100,4 +100,23 @@ void wd_config_usage(FILE *out, const char *prog);
  * (the API key is shown as "(set)"). */
 void wd_config_dump(const wd_config_t *cfg);
 
+/* One row of the option table as --help shows it, for other renderings of
+ * the same table (the man page, daemon/config_man.c). Strings point into
+ * the static table. */
+typedef struct {
+  const char *key;   /* file key, --key flag, WHISPERD_KEY */
+  char short_flag;   /* -x, or 0 */
+  bool is_bool;      /* --[no-]key, takes no value */
+  const char *meta;  /* value name ("PORT"); NULL for booleans */
+  const char *def;   /* default, as text */
+  bool has_range;    /* min..max are shown */
+  long min, max;
+  const char *help;
+} wd_config_doc_t;
+/* Fills ret with option i; returns 0, or -1 when i is past the last one. */
+int wd_config_option_doc(size_t i, wd_config_doc_t *ret);
+/* Command i's name, operands and help; returns 0, or -1 past the last. */
+int wd_config_command_doc(size_t i, const char **ret_name, const char **ret_args,
+                          const char **ret_help);
+
 #endif

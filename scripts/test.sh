@@ -4,7 +4,8 @@
 # every test in the release and ASan trees (GPU tests run on lavapipe when no
 # GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake),
 # the static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
-# harness (scripts/fuzz.sh) and an arm64 compile of core/ and cpu/.
+# harness (scripts/fuzz.sh), an arm64 compile of core/ and cpu/, the Kubernetes
+# manifests (scripts/check-deploy.sh) and the .deb (scripts/check-package.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -41,4 +42,11 @@ scripts/install-fuzz-deps.sh
 scripts/fuzz.sh 30 || status=1
 echo "== arm64 compile check (core/ and cpu/)"
 scripts/check-arm64.sh || status=1
+echo "== Kubernetes manifests (kustomize, kubeconform on offline schemas, source-tied rules)"
+scripts/install-deps.sh python3-yaml
+scripts/check-deploy.sh || status=1
+scripts/check-deploy.sh --inject || status=1
+echo "== Debian package (layout, .deb into a fresh Debian 12 chroot, systemd-analyze verify)"
+scripts/install-deps.sh debootstrap dpkg-dev
+scripts/check-package.sh || status=1
 exit $status
