@@ -4,7 +4,8 @@
 # every test in the release and ASan trees (GPU tests run on lavapipe when no
 # GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake),
 # the static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
-# harness (scripts/fuzz.sh) and an arm64 compile of core/ and cpu/.
+# harness (scripts/fuzz.sh), an arm64 compile of core/ and cpu/ and the
+# container image's end-to-end check (scripts/docker-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -41,4 +42,6 @@ scripts/install-fuzz-deps.sh
 scripts/fuzz.sh 30 || status=1
 echo "== arm64 compile check (core/ and cpu/)"
 scripts/check-arm64.sh || status=1
+echo "== container image (scripts/docker-test.sh: build, ready, transcription, health, drain on stop)"
+scripts/install-deps.sh docker.io debootstrap && scripts/docker-test.sh || status=1
 exit $status
