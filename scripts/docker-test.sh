@@ -90,8 +90,8 @@ say "built $tag: deps stage ${t_deps} s, compile + runtime ${t_build} s, image $
 grep -m1 '^runtime packages:' "$work/build.log" | sed 's/^/docker-test: /' || true
 
 # --- 2. start and wait for /ready -----------------------------------------
-# The model file itself (models/ is a symlink farm), read-only, at the path
-# the image's WHISPERD_MODEL names. The health probe runs every second here
+# The model file itself (models/ may be a link into another checkout),
+# read-only, at the path the image's WHISPERD_MODEL names. The health probe runs every second here
 # (the image's 30 s interval would make this test wait).
 t2=$(now)
 docker run -d --name "$ctr" -p 127.0.0.1::8080 \
