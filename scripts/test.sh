@@ -5,7 +5,8 @@
 # GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake),
 # the static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
 # harness (scripts/fuzz.sh), an arm64 compile of core/ and cpu/, the Kubernetes
-# manifests (scripts/check-deploy.sh) and the .deb (scripts/check-package.sh).
+# manifests (scripts/check-deploy.sh), the .deb (scripts/check-package.sh)
+# and the container image's end-to-end check (scripts/docker-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -49,4 +50,6 @@ scripts/check-deploy.sh --inject || status=1
 echo "== Debian package (layout, .deb into a fresh Debian 12 chroot, systemd-analyze verify)"
 scripts/install-deps.sh debootstrap dpkg-dev
 scripts/check-package.sh || status=1
+echo "== container image (scripts/docker-test.sh: build, ready, transcription, health, drain on stop)"
+scripts/install-deps.sh docker.io debootstrap && scripts/docker-test.sh || status=1
 exit $status
