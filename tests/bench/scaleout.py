@@ -269,11 +269,12 @@ class Balancer:
             raise SystemExit(f"scaleout: set server {server} state {state}: {ans.strip()}")
 
     def wait_status(self, server, want, timeout):
-        """Waits until `server`'s status starts with want; returns the
+        """Waits until `server`'s status is want ("UP", not "UP 1/2": a
+        check on the way down); returns the
         seconds it took, or None."""
         t = time.monotonic()
         while time.monotonic() - t < timeout:
-            if self.stats()[server]["status"].startswith(want):
+            if self.stats()[server]["status"] == want:
                 return time.monotonic() - t
             time.sleep(0.05)
         return None
@@ -388,6 +389,25 @@ def show_bad(bad, t_ref):
 # --- the daemons -----------------------------------------------------------------
 
 
+class PinnedDaemon(wd_api.Daemon):
+    """A daemon run under `taskset -c CPU`, for --pin."""
+
+    def __init__(self, cpu, **kw):
+        super().__init__(**kw)
+        self.cpu = cpu
+
+    def command(self):
+        return ["taskset", "-c", str(self.cpu)] + super().command()
+
+
+def new_daemon(a, i, args, port=None):
+    """Daemon i (0..2): pinned to CPU i mod the CPU count under --pin."""
+    if a.pin:
+        return PinnedDaemon(i % (os.cpu_count() or 1), model=a.model, log_level="warning",
+                            args=args, port=port)
+    return wd_api.Daemon(model=a.model, log_level="warning", args=args, port=port)
+
+
 def daemon_args(a, threads_flag):
     out = ["--device", a.device, "--max-batch", str(a.max_batch),
            "--queue-max", str(a.queue_max), "--timeout", str(int(a.hang_s) + 60)]
@@ -407,6 +427,9 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1,
                     help="--threads of each daemon, when whisperd has that option (default 1)")
+    ap.add_argument("--pin", action="store_true",
+                    help="run daemon i on CPU i mod the CPU count only (taskset), a stand-in "
+                         "for --threads 1 where whisperd lacks it")
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--queue-max", type=int, default=16,
                     help="each daemon's --queue-max; HAProxy's maxconn per server is "
@@ -446,14 +469,19 @@ def main():
     checks = []          # (ok, line)
     workdir = tempfile.mkdtemp(prefix="wd-scaleout-")
     args = daemon_args(a, threads_flag)
-    print(f"scaleout: 3 x whisperd serve {' '.join(args)} ({os.path.basename(a.model)}), "
+    print(f"scaleout: 3 x whisperd serve {' '.join(args)} ({os.path.basename(a.model)}"
+          f"{', pinned to CPUs ' + ','.join(str(i % (os.cpu_count() or 1)) for i in range(3)) if a.pin else ''}), "
           f"haproxy {a.config}, {a.clients} clients, {os.cpu_count()} CPUs", flush=True)
     if not threads_flag:
         print(f"scaleout: NOTE: whisperd has no --threads option: each daemon's CPU engine "
               f"takes one thread per online CPU ({os.cpu_count()}), so 3 daemons run "
-              f"{3 * (os.cpu_count() or 1)} compute threads on {os.cpu_count()} CPUs", flush=True)
+              f"{3 * (os.cpu_count() or 1)} compute threads on {os.cpu_count()} CPUs"
+              f"{' (under --pin, a daemon' + chr(39) + 's threads share its one CPU)' if a.pin else ''}",
+              flush=True)
 
-    daemons = [wd_api.Daemon(model=a.model, log_level="warning", args=args) for _ in SERVERS]
+    if a.pin and not shutil.which("taskset"):
+        sys.exit("scaleout: FAIL: --pin needs taskset (util-linux)")
+    daemons = [new_daemon(a, i, args) for i in range(len(SERVERS))]
     lb = None
     poller = None
     try:
@@ -557,7 +585,7 @@ def main():
         t_down = poller.first(victim, lambda r: r[0].startswith("DOWN"), t_kill)
         # Restart on the same port: HAProxy knows it by address.
         old_port = daemons[vi].port
-        daemons[vi] = wd_api.Daemon(model=a.model, log_level="warning", args=args, port=old_port)
+        daemons[vi] = new_daemon(a, vi, args, port=old_port)
         t_restart = time.monotonic()
         daemons[vi].start(wait=False)
         daemons[vi].wait_ready()
