@@ -15,7 +15,9 @@ then:
     stats socket; --clients threads send the mix through the balancer for
     --seconds (at most --requests requests).
  3. throughput, 3 daemons: the same load (same seed, same order), all three
-    servers in.
+    servers in. Steps 2 and 3 alternate for --rounds rounds, so that what
+    else the machine runs weighs on both alike; the daemons' CPU seconds
+    give audio seconds per CPU second besides the wall-clock rates.
  4. failover: the same load again; after --kill-after seconds the daemon
     with the most requests in flight gets SIGKILL. The stats socket is
     polled every 50 ms: when HAProxy marks it DOWN, that no request goes
@@ -344,7 +346,20 @@ class Poller:
 # --- figures -------------------------------------------------------------------------
 
 
-def phase_figures(name, results, wall):
+def cpu_seconds(pid):
+    """User + system CPU seconds of a live process so far (0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def phase_figures(name, results, wall, cpu=None):
+    """Prints and returns one phase's figures. cpu: the daemons' CPU
+    seconds in the phase, for audio seconds per CPU second (what the
+    daemons get done with the CPU they had, whatever else the machine ran)."""
     ok = [r for r in results if r.outcome == "ok"]
     audio = sum(r.variant.audio_s for r in ok if r.status == 200)
     lat = [r.t1 - r.t0 for r in ok if r.variant.audio_s > 0]
@@ -354,12 +369,15 @@ def phase_figures(name, results, wall):
     oc = {}
     for r in results:
         oc[r.outcome] = oc.get(r.outcome, 0) + 1
-    fig = {"phase": name, "requests": len(results), "ok": len(ok), "wall": wall,
+    fig = {"phase": name, "requests": len(results), "ok": len(ok), "wall": wall, "cpu": cpu,
            "req/s": len(ok) / wall if wall else 0.0, "audio s/s": audio / wall if wall else 0.0,
+           "audio/cpu": audio / cpu if cpu else 0.0,
            "p50": pct(lat, 0.5), "p95": pct(lat, 0.95), "servers": by_server, "outcomes": oc}
-    print(f"  {name:<12} {len(results):>5} requests in {wall:6.1f} s: {fig['req/s']:6.2f} req/s, "
-          f"{fig['audio s/s']:6.2f} audio s/s, transcription p50 {fig['p50']:.2f} s "
-          f"p95 {fig['p95']:.2f} s; outcomes {dict(sorted(oc.items()))}; answered by "
+    cpu_txt = (f", {cpu:.0f} daemon CPU s ({fig['audio/cpu']:.2f} audio s each)"
+               if cpu else "")
+    print(f"  {name:<20} {len(results):>4} requests in {wall:5.1f} s: {fig['req/s']:5.2f} req/s, "
+          f"{fig['audio s/s']:5.2f} audio s/s{cpu_txt}, transcription p50 {fig['p50']:.2f} s "
+          f"p95 {fig['p95']:.2f} s; {dict(sorted(oc.items()))}; by "
           f"{dict(sorted(by_server.items()))}", flush=True)
     return fig
 
@@ -435,8 +453,10 @@ def main():
                     help="each daemon's --queue-max; HAProxy's maxconn per server is "
                          "--max-batch + this (default 16)")
     ap.add_argument("--clients", type=int, default=6, help="concurrent clients (default 6)")
-    ap.add_argument("--seconds", type=float, default=30,
-                    help="each throughput phase starts requests for this long (default 30)")
+    ap.add_argument("--seconds", type=float, default=20,
+                    help="each throughput phase starts requests for this long (default 20)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="throughput rounds, each 1 daemon then 3 (default 2)")
     ap.add_argument("--requests", type=int, default=400,
                     help="at most this many requests per phase (default 400)")
     ap.add_argument("--kill-after", type=float, default=6,
@@ -528,33 +548,49 @@ def main():
         poller = Poller(lb)
         figs = {}
 
-        # 2, 3. Throughput: one daemon, then three, the same load.
-        print("\nthroughput (through the balancer, the same mixed load):", flush=True)
-        for name, active in (("1 daemon", SERVERS[:1]), ("3 daemons", SERVERS)):
-            for s in SERVERS:
-                lb.set_state(s, "ready" if s in active else "maint")
-            for s in active:
-                if lb.wait_status(s, "UP", 30) is None:
-                    checks.append((False, f"{name}: {s} not UP after 30 s"))
-            results = []
-            t0 = time.monotonic()
-            run_load(lb.port, sched, a.clients, a.hang_s,
-                     lambda: time.monotonic() - t0 >= a.seconds, results)
-            figs[name] = phase_figures(name, results, time.monotonic() - t0)
-            bad = bad_results(results)
-            checks.append((not bad, f"{name}: {len(results)} requests, every answer equal to "
-                                    f"its reference (or 429), failures {len(bad)}"))
-            show_bad(bad, t0)
-            strays = sum(n for s, n in figs[name]["servers"].items() if s not in active)
-            checks.append((strays == 0 and len(figs[name]["servers"]) == len(active),
-                           f"{name}: answered by {sorted(figs[name]['servers'])} "
-                           f"(want {active})"))
-        f1, f3 = figs["1 daemon"], figs["3 daemons"]
-        if f1["req/s"] > 0 and f1["audio s/s"] > 0:
+        # 2, 3. Throughput: one daemon, then three, the same load; in
+        # --rounds alternating rounds, so that a change in what else the
+        # machine runs falls on both.
+        print("\nthroughput (through the balancer, the same mixed load; load average "
+              f"{os.getloadavg()[0]:.1f} before):", flush=True)
+        runs = {"1 daemon": [], "3 daemons": []}
+        for rnd in range(a.rounds):
+            for name, active in (("1 daemon", SERVERS[:1]), ("3 daemons", SERVERS)):
+                for s in SERVERS:
+                    lb.set_state(s, "ready" if s in active else "maint")
+                for s in active:
+                    if lb.wait_status(s, "UP", 30) is None:
+                        checks.append((False, f"{name}: {s} not UP after 30 s"))
+                results = []
+                cpu0 = sum(cpu_seconds(d.pid) for d in daemons)
+                t0 = time.monotonic()
+                run_load(lb.port, sched, a.clients, a.hang_s,
+                         lambda: time.monotonic() - t0 >= a.seconds, results)
+                fig = phase_figures(f"{name}, round {rnd + 1}", results, time.monotonic() - t0,
+                                    sum(cpu_seconds(d.pid) for d in daemons) - cpu0)
+                runs[name].append((fig, results))
+                bad = bad_results(results)
+                checks.append((not bad, f"{name}, round {rnd + 1}: {len(results)} requests, "
+                                        f"every answer equal to its reference (or 429), "
+                                        f"failures {len(bad)}"))
+                show_bad(bad, t0)
+                strays = sum(n for s, n in fig["servers"].items() if s not in active)
+                checks.append((strays == 0 and len(fig["servers"]) == len(active),
+                               f"{name}, round {rnd + 1}: answered by {sorted(fig['servers'])} "
+                               f"(want {active})"))
+        tot = {}
+        for name, rs in runs.items():
+            wall = sum(f["wall"] for f, _ in rs)
+            tot[name] = phase_figures(f"{name}, all", [r for _, res in rs for r in res], wall,
+                                      sum(f["cpu"] for f, _ in rs))
+        f1, f3 = tot["1 daemon"], tot["3 daemons"]
+        if f1["req/s"] > 0 and f1["audio s/s"] > 0 and f1["audio/cpu"] > 0:
             print(f"  3 daemons / 1 daemon: x{f3['req/s'] / f1['req/s']:.2f} req/s, "
-                  f"x{f3['audio s/s'] / f1['audio s/s']:.2f} audio s/s, transcription p50 "
-                  f"x{f3['p50'] / f1['p50']:.2f} ({os.cpu_count()} CPUs: the daemons share "
-                  f"them, so no 3x)", flush=True)
+                  f"x{f3['audio s/s'] / f1['audio s/s']:.2f} audio s/s, "
+                  f"x{f3['audio/cpu'] / f1['audio/cpu']:.2f} audio s per daemon CPU s, "
+                  f"transcription p50 x{f3['p50'] / f1['p50']:.2f} ({os.cpu_count()} CPUs "
+                  f"shared by the daemons (and whatever else runs: load average "
+                  f"{os.getloadavg()[0]:.1f} now), so no 3x)", flush=True)
 
         # 4. Failover.
         print("\nfailover:", flush=True)
