@@ -624,7 +624,10 @@ def main():
         daemons[vi] = new_daemon(a, vi, args, port=old_port)
         t_restart = time.monotonic()
         daemons[vi].start(wait=False)
-        daemons[vi].wait_ready()
+        try:
+            daemons[vi].wait_ready()
+        except wd_api.DaemonError as e:
+            checks.append((False, f"failover: {victim} restarted on port {old_port}: {e}"))
         t_ready = time.monotonic()
         print(f"  restarted {victim} at {t_restart - t0:.1f} s (ready after "
               f"{t_ready - t_restart:.1f} s, port {daemons[vi].port})", flush=True)
@@ -644,7 +647,9 @@ def main():
         # sample to the restart.
         at_down = poller.last_before(victim, t_down + 0.001) if t_down else None
         before_restart = poller.last_before(victim, t_restart)
-        window = (t_kill, (t_down or t_restart) + 1.0)
+        # Errors are allowed for requests in flight from the kill until one
+        # second after DOWN (or after --down-within, when it never came).
+        window = (t_kill, (t_down or t_kill + a.down_within) + 1.0)
         inflight = [r for r in results if r.t0 <= t_kill <= r.t1]
         oc = {}
         for r in inflight:
