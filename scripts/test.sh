@@ -3,10 +3,12 @@
 # builds the release, ASan+UBSan and TSan trees, fetches the test models, runs
 # every test in the release and ASan trees (GPU tests run on lavapipe when no
 # GPU exists), the threading subset under TSan (label tsan, tests/tsan.cmake),
-# the static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
-# harness (scripts/fuzz.sh), an arm64 compile of core/ and cpu/, the Kubernetes
-# manifests (scripts/check-deploy.sh), the .deb (scripts/check-package.sh)
-# and the container image's end-to-end check (scripts/docker-test.sh).
+# the scale-out run behind HAProxy (tests/bench/scaleout.py, short), the
+# static analysis (scripts/analyze.sh), a 30 s smoke run of every fuzz
+# harness (scripts/fuzz.sh), an arm64 compile of core/ and cpu/, the
+# Kubernetes manifests (scripts/check-deploy.sh), the .deb
+# (scripts/check-package.sh) and the container image's end-to-end check
+# (scripts/docker-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -36,6 +38,16 @@ ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 
 echo "== TSan build (queue, worker, pool, HTTP server)"
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
   ctest --test-dir build-tsan --output-on-failure -j2 -L tsan || status=1
+echo "== scale-out: 3 daemons behind HAProxy, one SIGKILLed mid-load (tests/bench/scaleout.py, ~2 min)"
+# Short phases: the checks (answers, retryable errors only around the kill,
+# DOWN, nothing sent to the dead daemon, rejoin), not the throughput figures.
+scripts/install-deps.sh haproxy
+if [ -f models/ggml-tiny.en.bin ]; then
+  python3 tests/bench/scaleout.py --seconds 8 --rounds 1 --clients 4 --kill-after 4 --dead-s 4 \
+    || status=1
+else
+  echo "test.sh: scaleout.py NOT RUN: models/ggml-tiny.en.bin is missing"
+fi
 echo "== static analysis (gcc -fanalyzer)"
 scripts/analyze.sh || status=1
 echo "== fuzz smoke (every libFuzzer harness of tests/fuzz, 30 s each)"
