@@ -52,6 +52,8 @@ static const wd_option_t wd_options[] = {
     "Enable the Khronos validation layer when installed (debugging)", 0 },
   { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "0", 0, 3600, NULL, "SECONDS",
     "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt (0: 20 s on a GPU, 300 s on a CPU driver such as lavapipe)", 0 },
+  { "threads", 0, WD_OPT_INT, OFF(threads), "0", 0, 256, NULL, "N",
+    "Compute threads of the native CPU engine, OpenBLAS's included (0: one per online CPU; set it when several daemons share a host)", 0 },
   { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, 16, NULL, "N",
     "Sequences (beams and requests) decoded together in one GPU step; 1 turns batching off", 0 },
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",

@@ -36,6 +36,7 @@ typedef struct {
   bool vk_validation;
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */
+  int threads;            /* CPU engine threads; 0 = the online CPUs */
   char *model_alias;      /* comma-separated extra accepted `model` names */
   /* HTTP server */
   char *host;

@@ -57,7 +57,8 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
   char msg[512] = "";
   int rc;
   if (d->dc.cpu) {
-    const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch };
+    const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch,
+                                      .n_threads = cfg->threads };
     if ((rc = wd_cpu_engine_new(rt->m, &co, &d->cpu, msg, sizeof msg)) < 0) {
       snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
       return rc;

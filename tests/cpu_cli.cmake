@@ -50,3 +50,13 @@ add_test(NAME cli_info_plan_cpu
 set_tests_properties(cli_info_plan_cpu PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77
   PASS_REGULAR_EXPRESSION
   "device: +cpu, the native CPU engine.*host memory: +batch 8 .*weights +87\\.[0-9] MiB.*self-attn KV +[0-9.]+ MiB \\(f32, 4 layers x 10 buffers.*cross-attn KV.*scratch.*total")
+
+# --threads sets the CPU engine's compute threads (several daemons on one
+# host): one thread, the same words.
+add_test(NAME cli_cpu_transcribe_threads_1
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu --threads 1 -m \"$1\" \"$2\" 2>&1"
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_cpu_transcribe_threads_1 PROPERTIES LABELS "cli;cpu;unit"
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "on cpu \\(1 threads,.*ask what you can do for your country")
