@@ -565,6 +565,15 @@ void wd_worker_free(wd_worker_t *w) {
   free(w);
 }
 
+/* Under mu: the queue is full. Jobs that the next turn will admit into
+ * free run slots do not count against queue_max: until that turn (which
+ * can be seconds away on a CPU) they only look queued, and refusing a
+ * request with a slot free would be a 429 an idle daemon should not give. */
+static int queue_full(const wd_worker_t *w) {
+  const int free_run = w->lost ? 0 : w->cap - w->n_running;
+  return w->n_queued >= w->o.queue_max + (free_run > 0 ? free_run : 0);
+}
+
 int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
                      uint64_t *ret_id) {
   if (!w || !p || (!samples && n_samples > 0)) {
@@ -573,7 +582,7 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
   }
   /* Refuse before the log-mel work when the answer is already known. */
   pthread_mutex_lock(&w->mu);
-  int rc = !w->accepting ? WD_ESHUTDOWN : w->n_queued >= w->o.queue_max ? WD_EBUSY : 0;
+  int rc = !w->accepting ? WD_ESHUTDOWN : queue_full(w) ? WD_EBUSY : 0;
   pthread_mutex_unlock(&w->mu);
   if (rc < 0) {
     free(samples);
@@ -606,7 +615,7 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
   j->cb = p->cb;
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
   pthread_mutex_lock(&w->mu);
-  rc = !w->accepting ? WD_ESHUTDOWN : w->n_queued >= w->o.queue_max ? WD_EBUSY : 0;
+  rc = !w->accepting ? WD_ESHUTDOWN : queue_full(w) ? WD_EBUSY : 0;
   if (rc == 0) {
     j->id = w->next_id++;
     if (ret_id)
