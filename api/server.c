@@ -542,6 +542,8 @@ void wd_server_attach(wd_server_t *s, const wd_server_model_t *m) {
   if (!s || !m || atomic_load(&s->attached))
     return;
   s->model = *m;
+  if (m->created > 0)
+    s->created = (time_t)m->created;
   const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
   s->n_langs = sp ? sp->n_langs : 0;
   atomic_store_explicit(&s->attached, 1, memory_order_release);

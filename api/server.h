@@ -70,6 +70,8 @@ typedef struct {
    * schedule from its `temperature` (0: that temperature alone). */
   const wd_decode_opts_t *decode;
   float temperature_inc;
+  long long created;         /* /v1/models `created` (the model file's mtime, so
+                              * replicas and restarts agree); 0: server start */
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

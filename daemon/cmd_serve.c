@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -201,12 +202,14 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   }
   const wd_model_t *m = wd_runtime_model(rt);
   const char *names[WD_SERVE_MAX_NAMES];
+  struct stat model_st;
+  const long long created = stat(cfg->model, &model_st) == 0 ? (long long)model_st.st_mtime : 0;
   const wd_server_model_t sm = {
     .workers = wd_runtime_workers(rt), .tok = wd_runtime_tokenizer(rt),
     .multilingual = wd_model_is_multilingual(m), .names = names,
     .no_translate = strcmp(wd_model_name(m), "large-v3-turbo") == 0, .decode = &dopts,
     .temperature_inc = strtof(cfg->temperature_inc, NULL),
-    .n_names = model_names(wd_model_name(m), aliases, names),
+    .n_names = model_names(wd_model_name(m), aliases, names), .created = created,
   };
   dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);
   wd_server_attach(srv, &sm);

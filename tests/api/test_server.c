@@ -360,8 +360,9 @@ static wd_server_t *start(const wd_server_opts_t *o, int attach) {
   if (attach) {
     if (!g_tok)
       g_tok = th_tokenizer(51865);
+    /* created: the model file's mtime in the daemon, shown by /v1/models. */
     const wd_server_model_t m = { .workers = fake_group(), .tok = g_tok, .multilingual = 1,
-                                  .names = g_names, .n_names = 2 };
+                                  .names = g_names, .n_names = 2, .created = 1700000000 };
     wd_server_attach(s, &m);
     wd_server_set_ready(s, 1);
   }
@@ -478,7 +479,7 @@ WD_TEST(before_attach_health_ready_metrics) {
   /* Attached but not yet warmed up: audio works, /ready still says no. */
   if (!g_tok)
     g_tok = th_tokenizer(51865);
-  const wd_server_model_t m = { fake_group(), g_tok, 1, g_names, 2, 0, NULL, 0.2f };
+  const wd_server_model_t m = { fake_group(), g_tok, 1, g_names, 2, 0, NULL, 0.2f, 0 };
   wd_server_attach(s, &m);
   r = th_request(port, "GET", "/ready", NULL, NULL, 0);
   WD_CHECK_EQ_INT(r.status, 503);
@@ -529,7 +530,8 @@ WD_TEST(routing_404_405_head) {
   WD_CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(d, 0), "id")), "whisper-1");
   WD_CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(d, 1), "owned_by")),
                   "whisperd");
-  WD_CHECK(json_is_integer(json_object_get(json_array_get(d, 0), "created")));
+  WD_CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(d, 0), "created")),
+                  1700000000);
   json_decref(j);
   th_resp_free(&r);
   r = th_request(port, "GET", "/v1/models/tiny", NULL, NULL, 0);
@@ -857,7 +859,7 @@ WD_TEST(english_only_model) {
   static wd_tokenizer_t *en;
   if (!en)
     en = th_tokenizer(51864);
-  const wd_server_model_t m = { fake_group(), en, 0, g_names, 2, 0, NULL, 0.2f };
+  const wd_server_model_t m = { fake_group(), en, 0, g_names, 2, 0, NULL, 0.2f, 0 };
   wd_server_attach(s, &m);
   fake_set(FAKE_OK, 0);
   th_resp_t r = post_form(s, "/v1/audio/translations", "whisper-1", NULL);
