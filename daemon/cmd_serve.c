@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,7 +128,21 @@ static void notify_status(const char *what, const char *detail) {
   sd_notifyf(0, "STATUS=%s: %s", what, detail);
 }
 
+/* Requests allocate large, short-lived buffers on several threads (bodies
+ * up to --max-body-mb, samples, log-mel, results). glibc raises its mmap
+ * threshold to the size of each large block freed, up to 32 MiB, after
+ * which such buffers come from the threads' arenas and their pages stay
+ * resident: RSS crept up by 5-12 % over a soak. A fixed threshold keeps
+ * every block over 1 MiB mapped and unmapped on free (a few page faults per
+ * request, nothing beside a transcription): RSS then stays flat (+0.8 %
+ * over 96 mixed requests, against +4.7 % with the default; see #13). */
+static void malloc_tune(void) {
+  if (mallopt(M_MMAP_THRESHOLD, 1 << 20) != 1)
+    wd_log_warning("serve: mallopt(M_MMAP_THRESHOLD) refused; RSS may creep under load");
+}
+
 int wd_cmd_serve(const wd_config_t *cfg) {
+  malloc_tune();
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
