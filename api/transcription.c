@@ -52,8 +52,13 @@ enum { PH_RECEIVING = 0, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
 /* After answering a body early (413 over the cap, 408 too slow), the rest
  * is read and dropped for at most this many bytes or seconds so that the
- * client reads the answer before the close resets the connection. */
-#define WD_LINGER_BYTES (1u << 20)
+ * client reads the answer before the close resets the connection. The
+ * bytes must cover what was already in flight when the answer went out: on
+ * loopback the client's send buffer and our receive buffer autotune to
+ * 4 + 6 MiB, and a client that the scheduler starved (curl under load in
+ * CI) had filled them, so 1 MiB cut it off before it read the 413. Reading
+ * and dropping 16 MiB costs no memory and milliseconds of CPU. */
+#define WD_LINGER_BYTES (16u << 20)
 #define WD_LINGER_S 2.0
 #define WD_BODY_TIMEOUT_DEFAULT_S 300
 

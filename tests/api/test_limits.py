@@ -9,6 +9,7 @@ serves others meanwhile and after."""
 
 import http.client
 import io
+import select
 import shutil
 import socket
 import subprocess
@@ -104,8 +105,8 @@ def test_endless_chunked_refused_at_the_cap(lim_daemon):
                                                           "Transfer-Encoding: chunked\r\n"), framed)
     dt = time.monotonic() - t0
     check_413(r, sent, 2048 << 20)
-    # The cap, the linger (1 MiB) and the socket buffers: far below 2 GB.
-    assert sent < (MAX_MB + 16) << 20, f"{sent} bytes sent before the 413"
+    # The cap, the linger (16 MiB) and the socket buffers: far below 2 GB.
+    assert sent < (MAX_MB + 32) << 20, f"{sent} bytes sent before the 413"
     assert dt < 20, f"413 after {dt:.1f} s"
     assert lim_daemon.rss_kib() < rss0 + 64 * 1024
     assert_healthy(lim_daemon)
@@ -120,7 +121,7 @@ def test_endless_chunked_curl(lim_daemon):
                        f"{lim_daemon.url}{TRANSCRIBE}", shell=True, capture_output=True, text=True)
     code, _, up = p.stdout.partition(" ")
     assert code == "413", (p.returncode, p.stdout, p.stderr)
-    assert int(float(up)) < (MAX_MB + 16) << 20, p.stdout
+    assert int(float(up)) < (MAX_MB + 32) << 20, p.stdout
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
@@ -249,16 +250,40 @@ def test_audio_over_max_audio_s(lim_daemon):
     assert_healthy(lim_daemon)
 
 
+def server_closed(sock):
+    """True when the daemon has closed this socket (EOF or reset is readable)."""
+    r, _, _ = select.select([sock], [], [], 0)
+    if not r:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
 def test_connections_over_the_cap(lim_daemon):
-    """--max-connections 8: with 8 open, a 9th gets no service (closed at
-    once, 503, or left waiting unaccepted); once they go, requests are served
-    again."""
+    """--max-connections 8 (and 6 per address): with the slots held, a 9th
+    connection gets no service (closed at once, 503, or left waiting
+    unaccepted); once they go, requests are served again.
+
+    The held sockets send nothing, so the daemon drops them after the
+    --idle-timeout (3 s). On a loaded machine that can happen before the 9th
+    request is accepted, and then serving it is right: a 200 only fails the
+    test if every held slot was still open when it came back."""
+    share = MAX_CONN * 3 // 4                  # --max-connections-per-ip 0: 3/4 of the cap
     socks = [socket.create_connection(("127.0.0.1", lim_daemon.port)) for _ in range(MAX_CONN)]
     try:
-        time.sleep(0.3)
+        # Wait until the daemon has seen all 8: the 2 over the per-address share are closed.
+        t0 = time.monotonic()
+        while sum(map(server_closed, socks)) < MAX_CONN - share and time.monotonic() - t0 < 2:
+            time.sleep(0.05)
+        before = sum(map(server_closed, socks))
         try:
             r = wd_api.request(lim_daemon.port, "GET", "/health", timeout=IDLE_S - 1)
-            assert r.status == 503, f"connection {MAX_CONN + 1} of {MAX_CONN} served: {r!r}"
+            after = sum(map(server_closed, socks))
+            assert r.status == 503 or after > before, (
+                f"connection {MAX_CONN + 1} served with {MAX_CONN - after} of "
+                f"{MAX_CONN} held connections open: {r!r}")
         except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError, TimeoutError,
                 http.client.RemoteDisconnected):
             pass

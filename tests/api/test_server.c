@@ -668,7 +668,7 @@ WD_TEST(body_limit_chunked_without_content_length) {
   check_error(&r, 413, "request_too_large", "Maximum content size limit (65536) exceeded");
   th_resp_free(&r);
   close(fd);
-  /* Far over it: the same early 413; the rest (past the 1 MiB linger) is
+  /* Far over it: the same early 413; the rest (past the 16 MiB linger) is
    * not read, so the send may break with EPIPE or a reset. */
   const size_t huge = o.max_body * 64;
   char *junk = malloc(huge);
