@@ -267,6 +267,16 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
                   cpu_mat_bytes(&L->fc2));
   }
   e->weight_bytes = b;
+  /* Of those, the matrices that read the model's bytes in place: a single
+   * tensor kept as stored (the decoder's, never the encoder's f32). */
+  double mb = (double)(cpu_mat_bytes(&e->emb) - cpu_mat_own_bytes(&e->emb));
+  for (int l = 0; l < hp->n_text_layer; l++) {
+    const cpu_mat_t *ms[] = { &e->dec[l].qkv, &e->dec[l].o,   &e->dec[l].xq, &e->dec[l].xo,
+                              &e->dec[l].xkv, &e->dec[l].fc1, &e->dec[l].fc2 };
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+      mb += (double)(cpu_mat_bytes(ms[i]) - cpu_mat_own_bytes(ms[i]));
+  }
+  e->mapped_bytes = mb;
   return 0;
 }
 
@@ -470,6 +480,7 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->n_threads = e->n_threads;
   st->kernel = cpu_gemv_kernel();
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
+  st->mapped_mib = e->mapped_bytes / (1024.0 * 1024.0);
   st->state_mib = e->state_bytes / (1024.0 * 1024.0);
 }
 

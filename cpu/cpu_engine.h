@@ -39,16 +39,19 @@ typedef struct {
   unsigned long long n_steps;
   int n_threads;
   const char *kernel; /* "avx2+fma+f16c" or "portable" */
-  double weight_mib;  /* host memory the weight matrices take in the kernels' layout */
+  double weight_mib;  /* the weight matrices in the kernels' layout */
+  double mapped_mib;  /* of those, read in place from the model (no copy, cpu_mat.h) */
   double state_mib;   /* caches and scratch, as planned at load */
 } wd_cpu_engine_stats_t;
 
 /* The host memory wd_cpu_engine_new would take for m and o (arithmetic
  * over the tensor table, no weight converted): the weight matrices in the
  * kernels' layout (vectors, a few KiB a layer, are left out), the caches
- * and the scratch. */
+ * and the scratch. mapped_bytes is the part of weight_bytes read in place
+ * from the model's file mapping (page cache, shared between processes);
+ * total_bytes counts it too. */
 typedef struct {
-  double weight_bytes, self_bytes, cross_bytes, scratch_bytes, total_bytes;
+  double weight_bytes, mapped_bytes, self_bytes, cross_bytes, scratch_bytes, total_bytes;
   int n_self_bufs; /* self-attention KV buffers: max_seqs + 2 (seq_copy's spares) */
 } wd_cpu_engine_plan_t;
 void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,

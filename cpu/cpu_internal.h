@@ -46,7 +46,7 @@ struct wd_cpu_engine {
   cpu_mat_t emb; /* (n_vocab, d): the token embedding and the tied output projection */
   float *dec_pos, *dec_ln_g, *dec_ln_b;
   cpu_dec_layer_t *dec;
-  double weight_bytes;
+  double weight_bytes, mapped_bytes; /* what the matrices read; of it, in place */
   double state_bytes; /* what plan_buffers allocated for caches and scratch */
 
   /* ---- state ---- */

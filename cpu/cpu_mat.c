@@ -61,10 +61,14 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
     return WD_EMODEL;
   }
   const size_t row_bytes = cpu_mat_row_bytes(w);
-  w->data = cpu_alloc((size_t)n_out * row_bytes);
-  if (!w->data)
+  if (keep && n == 1) {
+    w->data = wd_model_tensor(m, names[0])->data; /* the file's bytes, not copied */
+    return 0;
+  }
+  unsigned char *dst = w->own = cpu_alloc((size_t)n_out * row_bytes);
+  if (!dst)
     return WD_ENOMEM;
-  unsigned char *dst = w->data;
+  w->data = dst;
   for (int i = 0; i < n; i++) {
     const wd_tensor_t *t = wd_model_tensor(m, names[i]);
     const size_t bytes = (size_t)rows[i] * row_bytes;
@@ -86,13 +90,16 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
 }
 
 void cpu_mat_free(cpu_mat_t *w) {
-  free(w->data);
+  free(w->own);
+  w->own = NULL;
   w->data = NULL;
 }
 
 size_t cpu_mat_row_bytes(const cpu_mat_t *w) { return wd_dtype_row_bytes(w->type, w->n_in); }
 
 size_t cpu_mat_bytes(const cpu_mat_t *w) { return (size_t)w->n_out * cpu_mat_row_bytes(w); }
+
+size_t cpu_mat_own_bytes(const cpu_mat_t *w) { return w->own ? cpu_mat_bytes(w) : 0; }
 
 void cpu_mat_row(const cpu_mat_t *w, int o, float *out) {
   const unsigned char *src = (const unsigned char *)w->data + (size_t)o * cpu_mat_row_bytes(w);

@@ -10,6 +10,14 @@
  * what the loader forces for the encoder, and what an f32 file gives).
  * Several tensors may be stacked into one matrix (the Q, K and V
  * projections become one (3d, d) product).
+ *
+ * A single tensor kept as stored is not copied: data points into the
+ * model (the file's read-only mapping for ggml and CTranslate2 files), so
+ * its pages are the page cache's, shared with every process that maps the
+ * file, and the decoder's f16 weights cost no private memory (tiny.en's
+ * token embedding alone is 38 MiB). The model must outlive the matrix,
+ * which the engine's contract already asks (engine.h: the model is
+ * borrowed). Stacks and f32 conversions are copies, owned by the matrix.
  */
 #ifndef WD_CPU_MAT_H
 #define WD_CPU_MAT_H
@@ -22,8 +30,9 @@
 typedef struct {
   int n_out, n_in;
   wd_dtype_t type; /* WD_DTYPE_F32, _F16 or a block type (then n_in % 32 == 0) */
-  void *data;      /* (n_out, n_in) elements of type, n_out rows of
-                      wd_dtype_row_bytes(type, n_in) bytes */
+  const void *data; /* (n_out, n_in) elements of type, n_out rows of
+                       wd_dtype_row_bytes(type, n_in) bytes */
+  void *own;        /* data when the matrix owns it (a copy), else NULL */
 } cpu_mat_t;
 
 /* Stacks tensors names[0 .. n) (each (rows[i], n_in)) into one matrix;
@@ -34,8 +43,11 @@ typedef struct {
 int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
                  int n, int n_in, int want_f32, char *err, size_t err_len);
 void cpu_mat_free(cpu_mat_t *w);
-/* The bytes data holds (what the matrix costs in memory). */
+/* The bytes data holds (what the kernels read). */
 size_t cpu_mat_bytes(const cpu_mat_t *w);
+/* The bytes the matrix allocated: cpu_mat_bytes for a copy, 0 when it
+ * reads the model's own. */
+size_t cpu_mat_own_bytes(const cpu_mat_t *w);
 /* Bytes of one row. */
 size_t cpu_mat_row_bytes(const cpu_mat_t *w);
 /* Row o as f32 into out (n_in), dequantized as core/quant.c does. */

@@ -24,6 +24,15 @@ static double matrix_bytes(const wd_tensor_t *t) {
   return (double)wd_dtype_row_bytes(t->type, t->ne[0]) * (n / (double)t->ne[0]);
 }
 
+/* Read in place from the model by cpu_mat_load: kept as stored (not forced
+ * to f32 above) and not stacked with others (the self-attention Q, K and V
+ * are one matrix). */
+static int matrix_mapped(const wd_tensor_t *t) {
+  return matrix_bytes(t) < 4.0 * (double)wd_tensor_n_elements(t) &&
+         !(strstr(t->name, ".attn.query.") || strstr(t->name, ".attn.key.") ||
+           strstr(t->name, ".attn.value."));
+}
+
 /* A matrix the engine loads through cpu_mat_load: every tensor with two
  * real dimensions (the conv biases are stored (1, d): vectors) but the
  * positional embeddings (kept as f32 vectors). */
@@ -38,8 +47,11 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   const wd_hparams_t *hp = wd_model_hparams(m);
   for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
     const wd_tensor_t *t = wd_model_tensor_at(m, i);
-    if (is_matrix(t))
+    if (is_matrix(t)) {
       p->weight_bytes += matrix_bytes(t);
+      if (matrix_mapped(t))
+        p->mapped_bytes += matrix_bytes(t);
+    }
   }
   /* As plan_buffers allocates them (cpu_engine.c). */
   const double da = hp->n_audio_state, d = hp->n_text_state, na = hp->n_audio_ctx;

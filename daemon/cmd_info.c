@@ -115,6 +115,8 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
   fprintf(out, "host memory:     batch %d (max_seqs %d, max_audio %d)\n", b, b, b);
   fprintf(out, "  weights        %9.1f MiB (encoder f32 for sgemm; decoder as the kernels read it)\n",
           MIB(p.weight_bytes));
+  fprintf(out, "    of which     %9.1f MiB read in place from the model file (shared page cache)\n",
+          MIB(p.mapped_bytes));
   fprintf(out, "  self-attn KV   %9.1f MiB (f32, %d layers x %d buffers x %d positions)\n",
           MIB(p.self_bytes), wd_model_hparams(m)->n_text_layer, p.n_self_bufs,
           wd_model_hparams(m)->n_text_ctx);

@@ -349,6 +349,10 @@ WD_TEST(plan_matches_allocation) {
   wd_cpu_engine_stats(g_eng, &st);
   const double mib = 1024.0 * 1024.0;
   WD_CHECK(fabs(p.weight_bytes - st.weight_mib * mib) < 1.0);
+  WD_CHECK(fabs(p.mapped_bytes - st.mapped_mib * mib) < 1.0);
+  /* tiny.en (f16): the token embedding (38 MiB) and the decoder's single
+   * matrices are read in place; the encoder and the stacks are copies. */
+  WD_CHECK(p.mapped_bytes > 38 * mib && p.mapped_bytes < p.weight_bytes - 30 * mib);
   WD_CHECK(fabs(p.self_bytes + p.cross_bytes + p.scratch_bytes - st.state_mib * mib) < 1.0);
   WD_CHECK_EQ_INT(p.n_self_bufs, MAX_SEQS + 2);
   WD_CHECK(p.weight_bytes > 50 * mib && p.weight_bytes < 200 * mib); /* tiny.en: 39 M params */

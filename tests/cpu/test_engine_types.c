@@ -64,6 +64,7 @@ static void run_ftype(int32_t ftype, const char *name) {
   wd_cpu_engine_stats_t st;
   wd_cpu_engine_stats(e, &st);
   WD_CHECK(fabs(p.weight_bytes - st.weight_mib * 1048576.0) < 1.0);
+  WD_CHECK(fabs(p.mapped_bytes - st.mapped_mib * 1048576.0) < 1.0);
   WD_CHECK(fabs(p.self_bytes + p.cross_bytes + p.scratch_bytes - st.state_mib * 1048576.0) < 1.0);
 out:
   wd_cpu_engine_free(e);

@@ -49,9 +49,11 @@ typedef struct {
 static int fixture_init(fixture_t *t, wd_dtype_t type, int n_in) {
   memset(t, 0, sizeof *t);
   const size_t rb = wd_dtype_row_bytes(type, n_in);
-  t->q = (cpu_mat_t){ .n_out = N_OUT, .n_in = n_in, .type = type, .data = malloc(N_OUT * rb) };
+  t->q = (cpu_mat_t){ .n_out = N_OUT, .n_in = n_in, .type = type, .own = malloc(N_OUT * rb) };
+  t->q.data = t->q.own;
   t->f = (cpu_mat_t){ .n_out = N_OUT, .n_in = n_in, .type = WD_DTYPE_F32,
-                      .data = malloc((size_t)N_OUT * (size_t)n_in * sizeof(float)) };
+                      .own = malloc((size_t)N_OUT * (size_t)n_in * sizeof(float)) };
+  t->f.data = t->f.own;
   t->ldx = n_in + 5;
   t->x = malloc((size_t)MAX_ROWS * (size_t)t->ldx * sizeof(float));
   t->b = malloc(N_OUT * sizeof(float));
@@ -63,10 +65,10 @@ static int fixture_init(fixture_t *t, wd_dtype_t type, int n_in) {
       row[k] = off + scale * rnd();
     if (o == 5)
       memset(row + (n_in > 32 ? 32 : 0), 0, 32 * sizeof *row); /* d = 0 */
-    unsigned char *dst = (unsigned char *)t->q.data + (size_t)o * rb;
+    unsigned char *dst = (unsigned char *)t->q.own + (size_t)o * rb;
     rc = wd_quantize_row(type, row, dst, n_in);
     if (rc == 0)
-      rc = wd_dequantize_row(type, dst, (float *)t->f.data + (size_t)o * (size_t)n_in, n_in);
+      rc = wd_dequantize_row(type, dst, (float *)t->f.own + (size_t)o * (size_t)n_in, n_in);
     t->b[o] = 0.1f * rnd();
   }
   for (size_t i = 0; t->x && i < (size_t)MAX_ROWS * (size_t)t->ldx; i++)
@@ -76,7 +78,7 @@ static int fixture_init(fixture_t *t, wd_dtype_t type, int n_in) {
 }
 
 static void fixture_free(fixture_t *t) {
-  free(t->q.data), free(t->f.data), free(t->x), free(t->b);
+  cpu_mat_free(&t->q), cpu_mat_free(&t->f), free(t->x), free(t->b);
 }
 
 /* y (n_rows, N_OUT + 3) = op(W x + b) for rows x0 .. x0 + n_rows. */
