@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "log.h"
@@ -437,6 +438,21 @@ size_t wd_model_n_tensors(const wd_model_t *m) { return m->n_tensors; }
 
 const wd_tensor_t *wd_model_tensor_at(const wd_model_t *m, size_t i) {
   return i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+
+size_t wd_model_release(const wd_model_t *m, const wd_tensor_t *t) {
+  const uintptr_t map = (uintptr_t)m->map, d = (uintptr_t)t->data;
+  if (!m->map || d < map || d >= map + m->map_len || t->nbytes > map + m->map_len - d)
+    return 0;
+  const long ps = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
+  const uintptr_t lo = (d + page - 1) & ~(page - 1), hi = (d + t->nbytes) & ~(page - 1);
+  if (hi <= lo)
+    return 0;
+  /* Advice only: a failure leaves the pages resident, which is no error. */
+  if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
+    return 0;
+  return hi - lo;
 }
 
 const wd_tensor_t *wd_model_tensor(const wd_model_t *m, const char *name) {

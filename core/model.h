@@ -80,6 +80,17 @@ const wd_tensor_t *wd_model_tensor(const wd_model_t *m, const char *name);
 size_t wd_model_n_tensors(const wd_model_t *m);
 const wd_tensor_t *wd_model_tensor_at(const wd_model_t *m, size_t i);
 
+/* For an engine done with a tensor's bytes (uploaded to the device, or
+ * converted into a copy of its own): drops this process's resident pages of
+ * them from the model file's read-only mapping (madvise MADV_DONTNEED on
+ * the whole pages inside t->data .. + nbytes; pages shared with a neighbour
+ * stay). The page cache keeps the file, so this returns RSS, not I/O. The
+ * bytes stay valid: a later read faults them back in from the file (the
+ * Vulkan engine's rebuild after a device loss reads them again). A tensor
+ * outside the mapping (converted by the loader into memory of its own) is
+ * left alone. Returns the bytes released. */
+size_t wd_model_release(const wd_model_t *m, const wd_tensor_t *t);
+
 /* The mel filterbank, (n_mel, n_fft = 201) row-major, one row per band. */
 const float *wd_model_mel_filters(const wd_model_t *m, int *ret_n_mel, int *ret_n_fft);
 

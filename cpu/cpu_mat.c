@@ -86,6 +86,9 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
     }
     dst += bytes;
   }
+  /* The copy is what the kernels read: the file's pages can go. */
+  for (int i = 0; i < n; i++)
+    (void)wd_model_release(m, wd_model_tensor(m, names[i]));
   return 0;
 }
 

@@ -123,6 +123,10 @@ int wd_vk_weights_upload(wd_vk_device_t *dev, const wd_model_t *m, wd_vk_weights
     if (rc == 0)
       rc = wd_vk_upload_write(up, w->chunks[s->chunk], s->offset, src, s->bytes);
     free(packed);
+    /* The ring holds its own copy now; the mapping's pages can go (a
+     * rebuild after a device loss faults them back in). */
+    if (rc == 0)
+      (void)wd_model_release(m, s->t);
     if (rc < 0)
       snprintf(err, err_len, "tensor '%s': upload failed: %s", s->t->name, wd_strerror(rc));
   }

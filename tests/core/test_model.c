@@ -361,6 +361,17 @@ WD_TEST(tiny_en_facts) {
   const wd_tensor_t *te = wd_model_tensor(m, "decoder.token_embedding.weight");
   WD_CHECK(te && te->type == WD_DTYPE_F16 && te->ne[0] == 384 && te->ne[1] == 51864 &&
            te->nbytes == (size_t)384 * 51864 * 2);
+  /* Released pages read back the file's bytes (faulted in again). */
+  if (te) {
+    uint64_t sum0 = 0, sum1 = 0;
+    for (size_t i = 0; i < te->nbytes; i++)
+      sum0 = sum0 * 31 + ((const uint8_t *)te->data)[i];
+    const size_t rel = wd_model_release(m, te);
+    WD_CHECK(rel > te->nbytes - 8192 && rel <= te->nbytes);
+    for (size_t i = 0; i < te->nbytes; i++)
+      sum1 = sum1 * 31 + ((const uint8_t *)te->data)[i];
+    WD_CHECK(sum0 == sum1);
+  }
   const int(*heads)[2] = NULL;
   int nh = 0;
   WD_CHECK_EQ_INT(wd_model_alignment_heads(m, &heads, &nh), 0);
