@@ -84,6 +84,7 @@ struct wd_worker {
   int lost;                 /* an engine call said WD_EDEVLOST: reset before admitting */
   double reset_at, reset_backoff; /* next reset() try, and the wait after a failed one */
   atomic_llong heartbeat_ns;
+  atomic_llong rebuild_ns; /* CLOCK_MONOTONIC start of the running reset(), 0 when none */
 };
 
 static double now_s(void) {
@@ -383,7 +384,10 @@ static void try_reset(wd_worker_t *w) {
   }
   wd_log_warning("worker: GPU device lost: rebuilding the engine");
   const double t0 = now_s();
+  beat(w);
+  atomic_store(&w->rebuild_ns, (long long)(t0 * 1e9));
   const int rc = e->reset(e->self);
+  atomic_store(&w->rebuild_ns, 0);
   beat(w);
   if (rc < 0) {
     wd_log_error("worker: engine rebuild failed (%s); next try in %.0f s", wd_strerror(rc),
@@ -661,6 +665,14 @@ void wd_worker_stats(wd_worker_t *w, wd_worker_stats_t *ret) {
 }
 
 double wd_worker_heartbeat(wd_worker_t *w) {
+  /* A rebuild makes no progress to beat for (a large model's upload and
+   * pipelines take a while) but is not a hang: it reads as alive for up to
+   * WD_WORKER_REBUILD_GRACE_S, then as stuck since it began. */
+  const long long rb = atomic_load(&w->rebuild_ns);
+  if (rb != 0) {
+    const double since = (double)rb * 1e-9, now = now_s();
+    return now - since < WD_WORKER_REBUILD_GRACE_S ? now : since;
+  }
   return (double)atomic_load(&w->heartbeat_ns) * 1e-9;
 }
 

@@ -107,7 +107,12 @@ void wd_worker_stats(wd_worker_t *w, wd_worker_stats_t *ret);
 
 /* CLOCK_MONOTONIC seconds of the worker's last sign of life: it beats after
  * every encode and step, and at least once a second while idle. A stuck GPU
- * call stops it (the daemon then stops feeding systemd's watchdog). */
+ * call stops it (the daemon then stops feeding systemd's watchdog). While
+ * the engine rebuilds after a lost device it reads as now, for at most
+ * WD_WORKER_REBUILD_GRACE_S; a rebuild that hangs (a driver that never
+ * returns from vkDeviceWaitIdle) then reads as stuck since it began, so
+ * the watchdog restarts the daemon. */
+#define WD_WORKER_REBUILD_GRACE_S 300.0
 double wd_worker_heartbeat(wd_worker_t *w);
 
 /*

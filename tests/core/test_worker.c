@@ -246,12 +246,22 @@ WD_TEST(bad_options_refused_at_submit) {
 /* ---- device loss ----------------------------------------------------------
  * The reference engine behind a wrapper that loses its "device" at one
  * step (WD_EDEVLOST, as the Vulkan engine does) and counts reset() calls,
- * failing the first `reset_failures` of them. */
+ * failing the first `reset_failures` of them. Each reset takes 1.5 s, as
+ * a real rebuild takes a while, and notes how stale the worker's heartbeat
+ * looks at its end (the watchdog must not see a rebuild as a hang). */
 static struct {
   wd_engine_t iface;
   const wd_engine_t *in;
   int steps, fail_at, resets, reset_failures;
+  wd_worker_t *w;     /* set once the rig runs */
+  double max_hb_age;  /* the largest heartbeat age seen at a reset's end */
 } g_lossy;
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static int lossy_encode(void *self, int a, const float *mel) {
   (void)self;
@@ -279,6 +289,12 @@ static int lossy_prefill(void *self, int s, int n, const int32_t *tokens,
 
 static int lossy_reset(void *self) {
   (void)self;
+  nanosleep(&(struct timespec){ 1, 500000000 }, NULL);
+  if (g_lossy.w) {
+    const double age = mono_s() - wd_worker_heartbeat(g_lossy.w);
+    if (age > g_lossy.max_hb_age)
+      g_lossy.max_hb_age = age;
+  }
   g_lossy.resets++;
   return g_lossy.resets <= g_lossy.reset_failures ? WD_EVULKAN : 0;
 }
@@ -307,6 +323,8 @@ WD_TEST(device_loss_fails_running_job_and_queued_job_runs_after_reset) {
   g_lossy.fail_at = 3;
   g_lossy.resets = 0;
   g_lossy.reset_failures = 1;
+  g_lossy.w = NULL;
+  g_lossy.max_hb_age = 0;
   g_wrap = lossy_wrap;
   rig_t g;
   const int started = rig_start(&g, TINY, 1, 4);
@@ -314,6 +332,7 @@ WD_TEST(device_loss_fails_running_job_and_queued_job_runs_after_reset) {
   if (started < 0)
     return;
   wd_worker_t *w = g.w;
+  g_lossy.w = w;
   outcome_t o[3];
   for (int i = 0; i < 3; i++)
     outcome_init(&o[i]);
@@ -323,6 +342,8 @@ WD_TEST(device_loss_fails_running_job_and_queued_job_runs_after_reset) {
   WD_CHECK_EQ_INT(o[0].rc, WD_EDEVLOST);
   WD_CHECK_EQ_INT(o[1].rc, 0);
   WD_CHECK_EQ_INT(g_lossy.resets, 2); /* one failed, retried after 1 s */
+  /* 1.5 s into each rebuild the heartbeat still read as fresh. */
+  WD_CHECK(g_lossy.max_hb_age < 0.5);
   /* A later job on the rebuilt engine: the same transcript again. */
   WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[2], NULL), 0);
   wait_done(&o[2], 1);
