@@ -129,9 +129,9 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
 }
 
 /* The device plan at the configured batch, as the engine would make it. */
-static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out) {
-  wd_device_choice_t dc;
-  wd_device_choose(cfg->device, &dc);
+static void wd_info_plan_one(const wd_config_t *cfg, const wd_model_t *m,
+                             const wd_device_choice_t *choice, FILE *out) {
+  const wd_device_choice_t dc = *choice;
   if (dc.cpu) {
     wd_info_cpu_plan(cfg, m, &dc, out);
     return;
@@ -184,6 +184,20 @@ static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out)
   if (rc < 0)
     fprintf(out, "  does not plan: %s\n", err);
   free(infos);
+}
+
+/* The plan of every engine --device builds (a list, or all: one per
+ * device), as serve would build them. */
+static void wd_info_plan(const wd_config_t *cfg, const wd_model_t *m, FILE *out) {
+  wd_device_choice_t dc[WD_DEVICES_MAX];
+  char summary[512];
+  const int n = wd_device_choose_list(cfg->devices, cfg->n_devices, dc, WD_DEVICES_MAX,
+                                      summary, sizeof summary);
+  for (int i = 0; i < n; i++) {
+    if (n > 1)
+      fprintf(out, "%sengine %d of %d (%s):\n", i ? "\n" : "", i + 1, n, dc[i].label);
+    wd_info_plan_one(cfg, m, &dc[i], out);
+  }
 }
 
 int wd_cmd_info(const wd_config_t *cfg, FILE *out) {
