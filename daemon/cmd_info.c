@@ -3,11 +3,12 @@
  * directory holds, after the same validation the daemon applies at start-up:
  * hyper-parameters, derived name, language support, vocabulary, tensor types
  * (naming the tensors that are neither f16 nor f32), parameter count, and
- * the device memory the Vulkan engine would plan for the configured batch
- * (--max-batch) on the device it would pick: weights, self-attention KV,
- * cross-attention KV and scratch, checked against that device's limits
- * (and WHISPERD_VK_LIMITS). Nothing heavy runs: the plan is arithmetic
- * (gpu/vk_plan.c) over the device list, no device is opened.
+ * the memory each engine --device names would plan for the configured
+ * batch (--max-batch): the Vulkan engine's device memory (weights,
+ * self-attention KV, cross-attention KV and scratch, checked against the
+ * device's limits and WHISPERD_VK_LIMITS), the CPU engine's host memory.
+ * Nothing heavy runs: the plans are arithmetic (gpu/vk_plan.c,
+ * cpu/cpu_plan.c) over the device list, no device is opened.
  */
 #include <stdlib.h>
 #include <string.h>
