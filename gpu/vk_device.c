@@ -306,14 +306,46 @@ out:
   return rc;
 }
 
+int wd__vk_desc_pool_add(struct wd_vk_device *d) {
+  if (d->n_desc_pools == WD_VK_MAX_DESC_POOLS) {
+    wd_log_error("vulkan: %d descriptor pools of %u sets are full", WD_VK_MAX_DESC_POOLS,
+                 d->desc_pool_sets);
+    return WD_ENOMEM;
+  }
+  /* Up to 6 bindings a set, mostly storage and texel buffers: 4 of each
+   * per set on average leaves room; uniforms are rare. */
+  const uint32_t sets = d->desc_pool_sets;
+  const VkDescriptorPoolSize sizes[] = {
+    { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * sets },
+    { VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, 4 * sets },
+    { VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets / 16 > 16 ? sets / 16 : 16 },
+  };
+  const VkDescriptorPoolCreateInfo dpci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+    .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
+    .maxSets = sets,
+    .poolSizeCount = sizeof sizes / sizeof sizes[0],
+    .pPoolSizes = sizes,
+  };
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  int rc = 0;
+  WD_VK_TRY(vkCreateDescriptorPool(d->dev, &dpci, NULL, &pool));
+  d->desc_pools[d->n_desc_pools++] = pool;
+  if (d->n_desc_pools > 1)
+    wd_log_debug("vulkan: descriptor pool %u of %u sets", d->n_desc_pools, sets);
+  return 0;
+fail:
+  return rc;
+}
+
 void wd_vk_device_free(wd_vk_device_t *d) {
   if (!d)
     return;
   if (d->dev != VK_NULL_HANDLE) {
     /* Nothing may still run on the queue when its pools are destroyed. */
     (void)vkDeviceWaitIdle(d->dev);
-    if (d->desc_pool != VK_NULL_HANDLE)
-      vkDestroyDescriptorPool(d->dev, d->desc_pool, NULL);
+    for (uint32_t i = 0; i < d->n_desc_pools; i++)
+      vkDestroyDescriptorPool(d->dev, d->desc_pools[i], NULL);
     if (d->cmd_pool != VK_NULL_HANDLE)
       vkDestroyCommandPool(d->dev, d->cmd_pool, NULL);
     vkDestroyDevice(d->dev, NULL);
@@ -412,22 +444,15 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   };
   WD_VK_TRY(vkCreateCommandPool(d->dev, &cpci, NULL, &d->cmd_pool));
 
-  /* One pool for every descriptor set the engine plans at load time: a
-   * 32-layer model recorded for 16 batch sizes needs about 8,000 sets of up
-   * to 6 bindings each. */
-  const VkDescriptorPoolSize sizes[] = {
-    { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 65536 },
-    { VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, 65536 },
-    { VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, 1024 },
-  };
-  const VkDescriptorPoolCreateInfo dpci = {
-    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-    .flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT,
-    .maxSets = 16384,
-    .poolSizeCount = sizeof sizes / sizeof sizes[0],
-    .pPoolSizes = sizes,
-  };
-  WD_VK_TRY(vkCreateDescriptorPool(d->dev, &dpci, NULL, &d->desc_pool));
+  /* The first descriptor pool: a 32-layer model recorded for 16 batch
+   * sizes needs about 8,000 sets, so one pool of 16,384 usually serves;
+   * more are chained on demand (WHISPERD_VK_LIMITS sets=N makes them small
+   * to test that). */
+  d->desc_pool_sets = WD_VK_DESC_POOL_SETS;
+  if (d->info.limits.desc_sets && d->info.limits.desc_sets < d->desc_pool_sets)
+    d->desc_pool_sets = (uint32_t)d->info.limits.desc_sets;
+  if ((rc = wd__vk_desc_pool_add(d)) < 0)
+    goto fail;
 
   free(pds);
   *ret_dev = d;
@@ -439,6 +464,8 @@ fail:
 }
 
 const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev) { return &dev->info; }
+
+unsigned wd_vk_device_desc_pools(const wd_vk_device_t *dev) { return dev->n_desc_pools; }
 
 void wd_vk_device_set_timeout(wd_vk_device_t *dev, uint64_t timeout_ns) {
   dev->timeout_ns = timeout_ns                                   ? timeout_ns

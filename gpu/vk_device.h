@@ -71,6 +71,8 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev);
 void wd_vk_device_free(wd_vk_device_t *dev);
 
 const wd_vk_device_info_t *wd_vk_device_info(const wd_vk_device_t *dev);
+/* Descriptor pools in the device's chain (vk_internal.h). */
+unsigned wd_vk_device_desc_pools(const wd_vk_device_t *dev);
 
 /* How long any wait on the GPU may take before the work is taken for hung
  * (a fence timeout is handled as a lost device). Default

@@ -785,6 +785,7 @@ void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
     .encode_dispatches = wd_vk_cmd_n_dispatches(e->enc_cmd), .n_steps = e->n_steps,
     .device_mib = (double)(wd_vk_weights_bytes(e->w) + e->act_bytes) / 1048576.0,
     .device_name = wd_vk_device_info(e->dev)->name,
+    .desc_pools = wd_vk_device_desc_pools(e->dev),
   };
 }
 

@@ -107,6 +107,7 @@ typedef struct {
   unsigned long long n_steps;
   double device_mib;       /* weights + activations */
   const char *device_name;
+  unsigned desc_pools;     /* descriptor pools chained so far (1 unless one filled) */
 } wd_vk_engine_stats_t;
 
 void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *ret);

@@ -12,6 +12,9 @@
  *                  once; later submits run normally
  *   timestamps:off devices created from now on report no timestamp support
  *                  (as a queue with timestampValidBits = 0 does)
+ *   pool_full:N    the Nth descriptor-set allocation from the arming on
+ *                  finds its pool full (VK_ERROR_OUT_OF_POOL_MEMORY, which
+ *                  lavapipe never reports: it ignores maxSets), once
  *
  * `whisperd serve` arms it from WHISPERD_FAULT_INJECT once it is ready (its
  * warm-up is not counted); tests call wd_vk_fault_arm() directly. Disarmed
@@ -28,6 +31,9 @@ int wd_vk_fault_arm(const char *spec);
 
 /* For gpu/: 1 when this submit must fail as a lost device (consumes it). */
 int wd__vk_fault_submit(void);
+/* For gpu/: 1 when this descriptor-set allocation must find its pool full
+ * (consumes it). */
+int wd__vk_fault_pool_full(void);
 /* For gpu/: 1 when new devices must report no timestamps. */
 int wd__vk_fault_no_timestamps(void);
 

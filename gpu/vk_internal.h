@@ -15,6 +15,8 @@
 #include "vk_device.h"
 
 #define WD_CEIL_DIV(n, d) (((n) + (d) - 1) / (d))
+#define WD_VK_MAX_DESC_POOLS 64
+#define WD_VK_DESC_POOL_SETS 16384
 
 struct wd_vk_device {
   VkInstance instance;
@@ -23,7 +25,13 @@ struct wd_vk_device {
   VkQueue queue;
   uint32_t queue_family;
   VkCommandPool cmd_pool;        /* resettable command buffers */
-  VkDescriptorPool desc_pool;    /* all descriptor sets, freed with the device */
+  /* Descriptor sets come from a chain of pools: when the newest is full
+   * (VK_ERROR_OUT_OF_POOL_MEMORY), wd__vk_desc_pool_add makes another, so
+   * no model size or batch plan can outgrow a fixed pool. All are freed
+   * with the device. */
+  VkDescriptorPool desc_pools[WD_VK_MAX_DESC_POOLS];
+  uint32_t n_desc_pools;
+  uint32_t desc_pool_sets;       /* maxSets of each pool */
   VkPhysicalDeviceMemoryProperties mem_props;
   VkPhysicalDeviceLimits limits;
   wd_vk_device_info_t info;
@@ -44,6 +52,10 @@ int wd__vk_err(VkResult r, const char *call, const char *func);
       goto fail;                                          \
     }                                                     \
   } while (0)
+
+/* Appends a descriptor pool of desc_pool_sets sets to d's chain. WD_ENOMEM
+ * when the chain is full, WD_EVULKAN when the driver refuses. */
+int wd__vk_desc_pool_add(struct wd_vk_device *d);
 
 /* Finds a memory type allowed by type_bits with all of `want`; -1 if none. */
 int wd__vk_memory_type(const struct wd_vk_device *d, uint32_t type_bits,

@@ -59,6 +59,7 @@ int wd_vk_limits_parse(const char *s, wd_vk_limits_t *ret) {
     { "storage_align", offsetof(wd_vk_limits_t, storage_align) },
     { "alloc", offsetof(wd_vk_limits_t, max_alloc) },
     { "heap", offsetof(wd_vk_limits_t, heap_bytes) },
+    { "sets", offsetof(wd_vk_limits_t, desc_sets) },
   };
   wd_vk_limits_t l = { 0 };
   if (!s)
@@ -121,4 +122,5 @@ void wd_vk_limits_lower(wd_vk_limits_t *lim, const wd_vk_limits_t *o) {
   raise(&lim->storage_align, o->storage_align);
   lower(&lim->max_alloc, o->max_alloc);
   lower(&lim->heap_bytes, o->heap_bytes);
+  lower(&lim->desc_sets, o->desc_sets);
 }

@@ -17,7 +17,7 @@
  * wd_vk_engine_opts_t.limits or from the environment:
  *
  *   WHISPERD_VK_LIMITS="texels=134217728,storage=128M,texel_align=64,
- *                       storage_align=64,alloc=1G,heap=8G"
+ *                       storage_align=64,alloc=1G,heap=8G,sets=256"
  *   WHISPERD_VK_LIMITS=nvidia        (2^27 texels, 128 MiB storage range,
  *                                     64-byte alignments, 1 GiB allocations)
  *
@@ -35,6 +35,8 @@ typedef struct {
   uint64_t storage_align;     /* minStorageBufferOffsetAlignment, bytes */
   uint64_t max_alloc;         /* maxMemoryAllocationSize, bytes */
   uint64_t heap_bytes;        /* the largest device-local heap, bytes */
+  uint64_t desc_sets;         /* descriptor sets per pool (0: the engine's 16384); a
+                                 model that needs more gets more pools, chained */
 } wd_vk_limits_t;
 
 /* The environment variable read by wd_vk_limits_env(). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vk_buffer_internal.h"
+#include "vk_fault.h"
 #include "vk_internal.h"
 #include "vk_pipeline_internal.h"
 #include "vk_shaders.h"
@@ -159,7 +160,7 @@ void wd_vk_dset_free(wd_vk_dset_t *s) {
     if (s->views[i] != VK_NULL_HANDLE)
       vkDestroyBufferView(dev, s->views[i], NULL);
   if (s->set != VK_NULL_HANDLE)
-    (void)vkFreeDescriptorSets(dev, s->pipe->dev->desc_pool, 1, &s->set);
+    (void)vkFreeDescriptorSets(dev, s->pool, 1, &s->set);
   free(s);
 }
 
@@ -177,13 +178,30 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
     return WD_ENOMEM;
   *s = (wd_vk_dset_t){ .pipe = p, .set = VK_NULL_HANDLE };
 
-  const VkDescriptorSetAllocateInfo ai = {
-    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-    .descriptorPool = d->desc_pool,
-    .descriptorSetCount = 1,
-    .pSetLayouts = &p->set_layout,
-  };
-  WD_VK_TRY(vkAllocateDescriptorSets(d->dev, &ai, &s->set));
+  /* From the newest pool; a full one (out of sets, or of descriptors of
+   * one type, or fragmented by frees) gets a new pool chained once. */
+  for (int attempt = 0;; attempt++) {
+    const VkDescriptorSetAllocateInfo ai = {
+      .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+      .descriptorPool = d->desc_pools[d->n_desc_pools - 1],
+      .descriptorSetCount = 1,
+      .pSetLayouts = &p->set_layout,
+    };
+    const VkResult r = wd__vk_fault_pool_full() ? VK_ERROR_OUT_OF_POOL_MEMORY
+                                                : vkAllocateDescriptorSets(d->dev, &ai, &s->set);
+    if (r == VK_SUCCESS) {
+      s->pool = ai.descriptorPool;
+      break;
+    }
+    s->set = VK_NULL_HANDLE;
+    if (attempt == 0 && (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL)) {
+      if ((rc = wd__vk_desc_pool_add(d)) < 0)
+        goto fail;
+      continue;
+    }
+    rc = wd__vk_err(r, "vkAllocateDescriptorSets", __func__);
+    goto fail;
+  }
 
   VkWriteDescriptorSet w[WD_VK_MAX_ARGS];
   VkDescriptorBufferInfo bi[WD_VK_MAX_ARGS];

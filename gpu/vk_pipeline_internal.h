@@ -23,6 +23,7 @@ struct wd_vk_pipeline {
 struct wd_vk_dset {
   struct wd_vk_pipeline *pipe;
   VkDescriptorSet set;
+  VkDescriptorPool pool; /* the pool of the device's chain it came from */
   VkBufferView views[WD_VK_MAX_ARGS]; /* VK_NULL_HANDLE for non-texel bindings */
 };
 

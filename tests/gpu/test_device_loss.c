@@ -5,7 +5,8 @@
  * computes the same logits as before; a queue without timestamps (profiling
  * reports nothing, nothing fails); device-local memory that is not mapped
  * (WHISPERD_VK_FORCE_STAGING: weights through the staging ring, results
- * through the readback copies).
+ * through the readback copies); a descriptor pool that fills up (another
+ * is chained).
  *
  * The model is the engine's smallest synthetic shape (tests/wd_synth_model.h):
  * one layer each, so every engine here builds in well under a second.
@@ -73,6 +74,11 @@ WD_TEST(fault_spec_parsing) {
   WD_CHECK_EQ_INT(wd_vk_fault_arm("submit:0"), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_vk_fault_arm("submit:x"), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_vk_fault_arm("reboot"), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_vk_fault_arm("pool_full:0"), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_vk_fault_arm("pool_full:2"), 0);
+  WD_CHECK_EQ_INT(wd__vk_fault_pool_full(), 0);
+  WD_CHECK_EQ_INT(wd__vk_fault_pool_full(), 1);
+  WD_CHECK_EQ_INT(wd__vk_fault_pool_full(), 0);
   WD_CHECK_EQ_INT(wd_vk_fault_arm(""), 0);
   WD_CHECK_EQ_INT(wd__vk_fault_submit(), 0); /* disarmed */
   WD_CHECK_EQ_INT(wd_vk_fault_arm("submit:2"), 0);
@@ -125,6 +131,35 @@ WD_TEST(lost_device_fails_until_reset_rebuilds) {
   wd_vk_engine_stats(e, &st);
   WD_CHECK(st.device_name != NULL && strcmp(st.device_name, "lost") != 0);
   free(again);
+  wd_vk_engine_free(e);
+}
+
+/* The 5th descriptor set finds the pool full, as a driver that enforces
+ * maxSets reports it for a model larger than the pool: a second pool is
+ * chained and the engine computes what an engine with one pool computes;
+ * freeing it returns every set to its own pool (ASan and the validation
+ * layer would see a set freed into the wrong one). */
+WD_TEST(full_descriptor_pool_chains_another) {
+  wd_vk_engine_t *e = NULL;
+  WD_CHECK_EQ_INT(wd_vk_fault_arm("pool_full:5"), 0);
+  int rc = new_engine(0, &e);
+  WD_CHECK_EQ_INT(wd_vk_fault_arm(NULL), 0);
+  if (rc == WD_ENODEVICE)
+    wd_test_skip("no Vulkan device");
+  WD_CHECK_EQ_INT(rc, 0);
+  if (!e)
+    return;
+  wd_vk_engine_stats_t st;
+  wd_vk_engine_stats(e, &st);
+  WD_CHECK_EQ_INT((int)st.desc_pools, 2);
+  const wd_engine_t *it = wd_vk_engine_iface(e);
+  float *out = malloc((size_t)it->n_vocab * sizeof *out);
+  WD_CHECK(out != NULL);
+  if (out) {
+    WD_CHECK_EQ_INT(run_step(it, out), 0);
+    WD_CHECK(memcmp(out, g_ref, (size_t)it->n_vocab * sizeof *out) == 0);
+  }
+  free(out);
   wd_vk_engine_free(e);
 }
 

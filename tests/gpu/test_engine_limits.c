@@ -90,6 +90,8 @@ WD_TEST(override_parses) {
   l = limits("texels=1M,heap=3G,storage=1048576,texel_align=256");
   WD_CHECK(l.max_texel_elements == 1ull << 20 && l.heap_bytes == 3ull << 30);
   WD_CHECK(l.max_storage_range == 1ull << 20 && l.texel_align == 256 && l.max_alloc == 0);
+  l = limits("nvidia,sets=256");
+  WD_CHECK(l.desc_sets == 256 && l.max_alloc == 1ull << 30);
   static const char *bad[] = { "foo=1", "texel_align=48", "storage=", "heap=1T", "texels",
                                "heap=0", "texel_align=512" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
