@@ -80,35 +80,55 @@ const char *wd_workers_label(const wd_workers_t *g, int i) {
 }
 
 /* A worker's standing for the pick: the smaller, the better. unfit counts
- * a full queue and a lost device; load/cap is compared by cross
- * multiplication so that no rounding can break a tie the wrong way. */
+ * a full queue and a lost device. Then the load over what the worker gets
+ * through: load / (cap * speed), where speed is its seconds of audio per
+ * busy second so far (a GPU beside the CPU engine, or a fast GPU beside a
+ * slow one, is not an equal share). The integer parts are cross-multiplied
+ * exactly and the speeds enter last, so equal speeds tie exactly where the
+ * loads do; a tie goes to the faster worker, then the lower index. */
 typedef struct {
   int unfit;
   long long load, cap;
+  double speed;
 } rank_t;
 
 static int rank_better(const rank_t *a, const rank_t *b) {
   if (a->unfit != b->unfit)
     return a->unfit < b->unfit;
-  return a->load * b->cap < b->load * a->cap;
+  const double la = (double)(a->load * b->cap) * b->speed;
+  const double lb = (double)(b->load * a->cap) * a->speed;
+  if (la != lb)
+    return la < lb;
+  return a->speed > b->speed;
 }
+
+/* A worker's speed is known once it has been busy this long: a warm-up or
+ * a first short job says little. Until then it is taken to be as fast as
+ * the fastest known one, so that a new or idle worker is tried. */
+#define WD_SPEED_MIN_BUSY_S 2.0
 
 /* The index of the least-loaded worker; under g->mu. */
 static int pick(wd_workers_t *g) {
-  int best = 0;
-  rank_t rbest = { 0 };
+  rank_t r[WD_WORKERS_MAX];
+  double fastest = 0.0;
   for (int i = 0; i < g->n; i++) {
     wd_worker_stats_t st;
     wd_worker_stats(g->w[i], &st);
-    const rank_t r = {
+    r[i] = (rank_t){
       .unfit = (st.queued + g->pending[i] >= st.queue_max) + st.device_lost,
       .load = (long long)st.queued + st.running + g->pending[i],
       .cap = st.max_batch > 0 ? st.max_batch : 1,
+      .speed = st.busy_s >= WD_SPEED_MIN_BUSY_S && st.audio_s > 0 ? st.audio_s / st.busy_s : 0,
     };
-    if (i == 0 || rank_better(&r, &rbest)) {
+    if (r[i].speed > fastest)
+      fastest = r[i].speed;
+  }
+  int best = 0;
+  for (int i = 0; i < g->n; i++) {
+    if (r[i].speed <= 0)
+      r[i].speed = fastest > 0 ? fastest : 1.0;
+    if (i > 0 && rank_better(&r[i], &r[best]))
       best = i;
-      rbest = r;
-    }
   }
   return best;
 }

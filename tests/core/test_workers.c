@@ -171,6 +171,40 @@ WD_TEST(least_loaded) {
   fake_done(&h[1]);
 }
 
+/* Speed: a worker that gets through twice the audio per busy second takes
+ * twice the load before the other gets a job; an idle tie goes to the
+ * faster; a worker busy under 2 s counts as fast as the fastest known. */
+WD_TEST(weighed_by_speed) {
+  wd_worker_t f[2];
+  fake_init(&f[0], 64, 4);
+  fake_init(&f[1], 64, 4);
+  wd_worker_t *ws[2] = { &f[0], &f[1] };
+  wd_workers_t *g = NULL;
+  WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 2, &g), 0);
+  if (!g)
+    return;
+  f[0].st.audio_s = 30.0, f[0].st.busy_s = 10.0; /* 3 s of audio a second */
+  f[1].st.audio_s = 60.0, f[1].st.busy_s = 10.0; /* 6: twice as fast */
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 1);     /* both idle: the faster */
+  set_load(&f[0], 0, 1);
+  set_load(&f[1], 0, 1);
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 1);     /* 1/6 < 1/3 */
+  set_load(&f[1], 0, 2);
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 1);     /* 2/6 = 1/3: the faster */
+  set_load(&f[1], 0, 3);
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 0);     /* 3/6 > 1/3 */
+  /* f[0] barely used: as fast as f[1], so the load alone decides. */
+  f[0].st.busy_s = 1.0;
+  set_load(&f[0], 0, 2);
+  set_load(&f[1], 0, 3);
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 0);
+  set_load(&f[0], 0, 3);
+  WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 0);     /* a tie at equal speeds: the lower index */
+  wd_workers_free(g);
+  fake_done(&f[0]);
+  fake_done(&f[1]);
+}
+
 /* A full queue or a lost device sends jobs elsewhere, however loaded the
  * others are; when every worker is unfit, the least loaded still gets it
  * (and may answer WD_EBUSY itself). */
