@@ -262,7 +262,10 @@ WD_TEST(hang_up_cancels_the_job) {
   } while (st.jobs_failed == before.jobs_failed && th_now() - t1 < 30);
   WD_CHECK_EQ_INT(st.jobs_failed - before.jobs_failed, 1);
   WD_CHECK_EQ_INT(st.jobs_done, before.jobs_done);
-  WD_CHECK(th_now() - t1 < 10); /* cancelled, not decoded to the end */
+  /* Cancelled (failed, not done) at the next step or window boundary: one
+   * lavapipe encode can take several seconds on a loaded CI machine, so
+   * the bound is loose; decoding the rest would take minutes. */
+  WD_CHECK(th_now() - t1 < 20);
   /* The server still answers. */
   th_resp_t r = post("/v1/audio/transcriptions", &g.jfk_wav, F("response_format", "text"));
   WD_CHECK_EQ_INT(r.status, 200);
