@@ -54,7 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "api"))
 sys.path.insert(0, HERE)
 import wd_api  # noqa: E402
-from load import long_audio  # noqa: E402
+from load import long_audio, pct  # noqa: E402  (pct is re-exported to scaleout.py)
 
 TRANSCRIBE = "/v1/audio/transcriptions"
 TRANSLATE = "/v1/audio/translations"
@@ -72,6 +72,30 @@ def rss_kb(pid):
     except OSError:
         pass
     return None
+
+
+class PeakRss:
+    """Samples a process's RSS every 50 ms on a thread until stop(), which
+    returns the peak's growth over the first sample, in MiB."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.r0 = rss_kb(pid) or 0
+        self.peak = self.r0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._watch, daemon=True)
+        self._t.start()
+
+    def _watch(self):
+        while not self._stop.wait(0.05):
+            v = rss_kb(self.pid)
+            if v:
+                self.peak = max(self.peak, v)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join(2)
+        return (self.peak - self.r0) / 1024
 
 
 def fd_count(pid):
@@ -442,16 +466,6 @@ def run_clients(port, sched, clients, hang_s, deadline, t0, seed, results, progr
 # --- figures ---------------------------------------------------------------------
 
 
-def pct(xs, q):
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def report_results(results):
     kinds = sorted({r.variant.kind for r in results})
     print(f"\n{'kind':<11} {'n':>6} {'outcomes':<44} {'p50 s':>7} {'p95 s':>7} {'max s':>7}")
@@ -663,18 +677,7 @@ def abuse(d, variants, args, checks, sampler):
         if mode == "chunked":
             chunk = b"%x\r\n%s\r\n" % (len(chunk), chunk)
         limit = args.big_send_mb << 4                       # 64 KiB chunks
-        r0 = rss_kb(pid)
-        peak = [r0]
-        stop = threading.Event()
-
-        def watch():
-            while not stop.wait(0.05):
-                v = rss_kb(pid)
-                if v:
-                    peak[0] = max(peak[0], v)
-
-        w = threading.Thread(target=watch, daemon=True)
-        w.start()
+        peak = PeakRss(pid)
         t = time.monotonic()
         try:
             r, sent, broke = wd_api.send_streaming(port, head, (chunk for _ in range(limit)),
@@ -682,9 +685,7 @@ def abuse(d, variants, args, checks, sampler):
         except OSError as e:
             r, sent, broke = None, -1, f"{type(e).__name__}"
         dt = time.monotonic() - t
-        stop.set()
-        w.join(2)
-        grow = (peak[0] - r0) / 1024
+        grow = peak.stop()
         why = openai_error(r) if r is not None else "no answer"
         # A chunked body has no length to refuse up front: the daemon answers
         # 413 as soon as it crosses --max-body-mb, in the middle of the body.
@@ -701,18 +702,7 @@ def abuse(d, variants, args, checks, sampler):
     tenh = [("WAV header claiming 10 h", wav_header_claiming(36000)),
             ("10 h FLAC of silence", flac_silence(36000))]
     for name, data in tenh:
-        r0 = rss_kb(pid)
-        peak = [r0]
-        stop = threading.Event()
-
-        def watch():
-            while not stop.wait(0.05):
-                v = rss_kb(pid)
-                if v:
-                    peak[0] = max(peak[0], v)
-
-        w = threading.Thread(target=watch, daemon=True)
-        w.start()
+        peak = PeakRss(pid)
         t = time.monotonic()
         try:
             r = wd_api.post_audio(port, path=None, data=data, filename="ten-hours.audio",
@@ -721,9 +711,7 @@ def abuse(d, variants, args, checks, sampler):
             r = None
             err = f"{type(e).__name__}: {e}"
         dt = time.monotonic() - t
-        stop.set()
-        w.join(2)
-        grow = (peak[0] - r0) / 1024
+        grow = peak.stop()
         why = openai_error(r) if r is not None else err
         msg = ""
         if r is not None and r.status >= 400 and why is None:
