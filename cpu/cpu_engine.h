@@ -38,7 +38,7 @@ typedef struct {
   double step_ms;   /* mean step() time */
   unsigned long long n_steps;
   int n_threads;
-  const char *kernel; /* "avx2+fma+f16c" or "portable" */
+  const char *kernel; /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable" */
   double weight_mib;  /* the weight matrices in the kernels' layout */
   double mapped_mib;  /* of those, read in place from the model (no copy, cpu_mat.h) */
   double state_mib;   /* caches and scratch, as planned at load */
@@ -66,7 +66,8 @@ const wd_engine_t *wd_cpu_engine_iface(wd_cpu_engine_t *e);
 /* The last encoder output, (n_audio_ctx, n_audio_state). */
 int wd_cpu_engine_read_encoded(const wd_cpu_engine_t *e, float *out);
 void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st);
-/* The decoder kernel this host runs: "avx2+fma+f16c" or "portable". */
+/* The decoder kernel this host runs: "avx512f+avx2+fma+f16c", "avx2+fma+f16c"
+ * or "portable". */
 const char *wd_cpu_engine_kernel(void);
 
 #endif

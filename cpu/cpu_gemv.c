@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_gemv512.h"
 #include "cpu_qgemv.h"
 #include "f16.h"
 
@@ -168,12 +169,28 @@ int cpu_use_avx2(void) {
   return v;
 }
 
-const char *cpu_gemv_kernel(void) { return cpu_use_avx2() ? "avx2+fma+f16c" : "portable"; }
+/* The path cpu_gemv_range takes: 2 AVX-512 (f16 and f32 weights; block
+ * types stay on AVX2), 1 AVX2, 0 portable. */
+static int widest_path(void) { return cpu_use_avx2() ? (cpu_avx512_available() ? 2 : 1) : 0; }
+
+const char *cpu_gemv_kernel(void) {
+  static const char *const names[] = { "portable", "avx2+fma+f16c", "avx512f+avx2+fma+f16c" };
+  return names[widest_path()];
+}
+
+/* simd as asked, lowered to what the CPU has. */
+static int path_available(int simd) {
+  if (simd >= 2 && !cpu_avx512_available())
+    simd = 1;
+  return simd && cpu_gemv_simd_available() ? simd : 0;
+}
 
 /* The dot kernel for w's type on the chosen path (never NULL: cpu_mat_load
  * makes f32, f16 and block types only). */
 static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
-  simd = simd && cpu_gemv_simd_available();
+  simd = path_available(simd);
+  if (simd == 2 && cpu_gemv512_dot(type))
+    return cpu_gemv512_dot(type);
 #if CPU_X86
   if (simd && type == WD_DTYPE_F16)
     return dot_avx2_f16;
@@ -188,7 +205,7 @@ static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
 }
 
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
-  cpu_gemv_range_path(g, o0, o1, cpu_use_avx2());
+  cpu_gemv_range_path(g, o0, o1, widest_path());
 }
 
 /* Block rows staged as f32 when more than 4 activation rows read them:
@@ -198,7 +215,7 @@ enum { STAGE_MAX = 8192 };
 void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
   const cpu_mat_t *w = g->w;
   const int k = w->n_in;
-  simd = simd && cpu_gemv_simd_available();
+  simd = path_available(simd);
   cpu_dot_fn dot = pick_dot(w->type, simd);
   const size_t row_bytes = cpu_mat_row_bytes(w);
   /* A block row read by more than one group of 4 rows is dequantized once

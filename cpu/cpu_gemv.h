@@ -54,13 +54,15 @@ const float *cpu_f16_lut(void);
 /* Outputs [o0, o1) of g, every row. */
 void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
 /* The same on a chosen path: simd 0 the portable kernels, 1 the AVX2 ones
- * where cpu_gemv_simd_available (the portable ones elsewhere), whatever
- * WHISPERD_CPU_PORTABLE says; tests compare the two in one process. */
+ * where cpu_gemv_simd_available (the portable ones elsewhere), 2 the
+ * AVX-512 ones for f16/f32 weights where the CPU has them (else as 1),
+ * whatever WHISPERD_CPU_PORTABLE says; tests compare them in one process. */
 void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
 /* 1 where the AVX2 kernels are compiled in and the CPU has AVX2, FMA and
  * F16C (WHISPERD_CPU_PORTABLE aside). */
 int cpu_gemv_simd_available(void);
-/* "avx2+fma+f16c" or "portable": the kernel cpu_gemv_range runs. */
+/* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable": the kernels
+ * cpu_gemv_range runs (the AVX-512 ones serve f16 and f32 weights). */
 const char *cpu_gemv_kernel(void);
 
 float cpu_gelu(float x);

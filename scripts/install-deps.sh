@@ -11,6 +11,7 @@ PKGS=(
   libmicrohttpd-dev libjansson-dev libsndfile1-dev libfftw3-dev libsystemd-dev
   libsoxr-dev libavformat-dev libavcodec-dev libavutil-dev zlib1g-dev libpcre2-dev
   libopenblas-dev
+  libsimde-dev
   curl ca-certificates python3 python3-pip
   "$@"
 )

@@ -1,0 +1,53 @@
+/*
+ * cpu_gemv512.c - the AVX-512 GEMV dot kernels for f16 and f32 weights
+ * (bodies in cpu_gemv512_kern.h), picked at run time by cpu_gemv.c on hosts
+ * with AVX-512F (and AVX2, FMA, F16C). Their sums are bit-identical to the
+ * AVX2 kernels' (same lanes, same FMAs, same fold): the wider registers
+ * take 16 weights per instruction, and a batched step reads the weight row
+ * once for four activation rows in four 16-wide accumulators.
+ * WHISPERD_CPU_NO_AVX512 (set, not "0") keeps the AVX2 kernels.
+ */
+#include "cpu_gemv512.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if CPU_X86
+#include <immintrin.h>
+
+#define CPU512_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
+#include "cpu_gemv512_kern.h"
+
+static int no_avx512_env(void) {
+  const char *v = getenv("WHISPERD_CPU_NO_AVX512");
+  return v && v[0] && strcmp(v, "0") != 0;
+}
+
+int cpu_avx512_available(void) {
+  static _Atomic int cached = -1; /* relaxed: every thread computes the same */
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    __builtin_cpu_init();
+    /* libgcc sets avx512f only when the OS saves the ZMM state (XCR0). */
+    v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !no_avx512_env();
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type) {
+  if (type == WD_DTYPE_F16)
+    return cpu512_dot_f16;
+  if (type == WD_DTYPE_F32)
+    return cpu512_dot_f32;
+  return NULL;
+}
+#else
+int cpu_avx512_available(void) { return 0; }
+cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type) {
+  (void)type;
+  return NULL;
+}
+#endif

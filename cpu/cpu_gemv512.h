@@ -1,0 +1,19 @@
+/*
+ * cpu_gemv512.h - the AVX-512 dot kernels of the decoder's GEMV (f16 and
+ * f32 weights; cpu_gemv512.c), internal to cpu_gemv.c. Block types keep
+ * their AVX2 kernels on AVX-512 hosts.
+ */
+#ifndef WD_CPU_GEMV512_H
+#define WD_CPU_GEMV512_H
+
+#include "cpu_qgemv.h"
+
+/* 1 when the CPU has AVX-512F, AVX2, FMA and F16C, and the OS keeps the
+ * ZMM registers, and WHISPERD_CPU_NO_AVX512 is not set. Cached. */
+int cpu_avx512_available(void);
+
+/* The AVX-512 dot for f16 or f32 weights (call only where
+ * cpu_avx512_available); NULL for other types and off x86. */
+cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type);
+
+#endif
