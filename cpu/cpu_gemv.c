@@ -41,23 +41,35 @@ void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
 
 const float *cpu_f16_lut(void) { return g_f16_table; }
 
+/* Weight element i of a row as f32. Rows may sit at any byte address: a
+ * matrix read in place from a ggml file (cpu_mat.h) starts where the file
+ * put it, odd addresses included, so the loads go through memcpy (one
+ * plain load on x86), never through a uint16_t or float pointer. */
+static inline float w_at(const unsigned char *w, int i, int f16) {
+  if (f16) {
+    uint16_t h;
+    memcpy(&h, w + 2 * (size_t)i, sizeof h);
+    return g_f16_table[h];
+  }
+  float v;
+  memcpy(&v, w + 4 * (size_t)i, sizeof v);
+  return v;
+}
+
 /* Portable: 16 lanes, lane i sums elements i, i + 16, ...; lanes fold
  * pairwise as the AVX2 kernel folds them (not bit-equal to it: FMA). */
 static void dot_portable(const void *wrow, int k, const float *const *x, int R, float *res,
                          int f16) {
-  const uint16_t *wh = wrow;
-  const float *wf = wrow;
+  const unsigned char *w = wrow;
   for (int r = 0; r < R; r++) {
     float lane[16] = { 0 };
     int i = 0;
     for (; i + 16 <= k; i += 16)
-      for (int j = 0; j < 16; j++) {
-        const float w = f16 ? g_f16_table[wh[i + j]] : wf[i + j];
-        lane[j] += w * x[r][i + j];
-      }
+      for (int j = 0; j < 16; j++)
+        lane[j] += w_at(w, i + j, f16) * x[r][i + j];
     float s = cpu_lanes_fold(lane);
     for (; i < k; i++)
-      s += (f16 ? g_f16_table[wh[i]] : wf[i]) * x[r][i];
+      s += w_at(w, i, f16) * x[r][i];
     res[r] = s;
   }
 }
@@ -71,15 +83,17 @@ static void dot_portable_f32(const void *w, int k, const float *const *x, int R,
 
 #if CPU_X86
 
-/* One body for both weight types: LOAD(p) gives 8 f32 weights at p. */
+/* One body for both weight types: LOAD(p) gives 8 f32 weights at byte
+ * address p (any alignment: unaligned loads), TAIL(p) one. */
 #define CPU_DOT_BODY(WT, LOAD)                                                     \
-  const WT *w = wrow;                                                              \
+  const unsigned char *w = wrow;                                                   \
   __m256 a0[4], a1[4];                                                             \
   _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                              \
     a0[r] = a1[r] = _mm256_setzero_ps();                                           \
   int i = 0;                                                                       \
   for (; i + 16 <= k; i += 16) {                                                   \
-    const __m256 w0 = LOAD(w + i), w1 = LOAD(w + i + 8);                           \
+    const __m256 w0 = LOAD(w + sizeof(WT) * (size_t)i);                            \
+    const __m256 w1 = LOAD(w + sizeof(WT) * (size_t)(i + 8));                      \
     _Pragma("GCC unroll 4") for (int r = 0; r < R4; r++) {                         \
       a0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[r] + i), a0[r]);               \
       a1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[r] + i + 8), a1[r]);           \
@@ -88,18 +102,18 @@ static void dot_portable_f32(const void *w, int k, const float *const *x, int R,
   for (int r = 0; r < R4; r++) {                                                   \
     float s = cpu_hsum8(a0[r], a1[r]);                                             \
     for (int j = i; j < k; j++)                                                    \
-      s += TAIL(w[j]) * x[r][j];                                                   \
+      s += TAIL(w + sizeof(WT) * (size_t)j) * x[r][j];                             \
     res[r] = s;                                                                    \
   }
 
 #define LOAD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
-#define LOAD_F32(p) _mm256_loadu_ps(p)
+#define LOAD_F32(p) _mm256_loadu_ps((const float *)(const void *)(p))
 
 /* R4 is a constant in each instance and the row loops are unrolled (GCC
  * leaves a 4-trip loop rolled at -O2, and the accumulator arrays then live
  * on the stack: 2.5x slower) so that the eight accumulators stay in
  * registers. */
-#define TAIL(v) wd_f16_to_f32(v)
+#define TAIL(p) wd_f16_to_f32(cpu_ld_u16(p))
 #define DEF_F16(R)                                                                        \
   CPU_TARGET static void dot_f16_##R(const void *wrow, int k, const float *const *x,       \
                                      float *res) {                                        \
@@ -111,7 +125,7 @@ DEF_F16(2)
 DEF_F16(3)
 DEF_F16(4)
 #undef TAIL
-#define TAIL(v) (v)
+#define TAIL(p) cpu_ld_f32(p)
 #define DEF_F32(R)                                                                        \
   CPU_TARGET static void dot_f32_##R(const void *wrow, int k, const float *const *x,       \
                                      float *res) {                                        \

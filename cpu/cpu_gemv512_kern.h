@@ -28,17 +28,17 @@
 #ifndef CPU512_LOAD_F16
 #define CPU512_LOAD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #endif
-#define CPU512_LOAD_F32(p) _mm512_loadu_ps(p)
+#define CPU512_LOAD_F32(p) _mm512_loadu_ps((const float *)(const void *)(p))
 
 /* R4 rows (a constant per instance, so the accumulators stay in registers);
  * TAILF converts a weight of the scalar tail (k not a multiple of 16). */
 #define CPU512_DOT_BODY(WT, LOAD, TAILF)                                               \
-  const WT *w = wrow;                                                                 \
+  const unsigned char *w = wrow; /* any alignment: cpu_mat.h */                        \
   __m512 a[4];                                                                        \
   _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) a[r] = _mm512_setzero_ps();     \
   int i = 0;                                                                          \
   for (; i + 16 <= k; i += 16) {                                                      \
-    const __m512 wv = LOAD(w + i);                                                    \
+    const __m512 wv = LOAD(w + sizeof(WT) * (size_t)i);                               \
     _Pragma("GCC unroll 4") for (int r = 0; r < R4; r++)                              \
       a[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[r] + i), a[r]);                    \
   }                                                                                   \
@@ -47,12 +47,12 @@
     const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[r]), 1)); \
     float s = cpu_hsum8(lo, hi);                                                      \
     for (int j = i; j < k; j++)                                                       \
-      s += TAILF(w[j]) * x[r][j];                                                     \
+      s += TAILF(w + sizeof(WT) * (size_t)j) * x[r][j];                               \
     res[r] = s;                                                                       \
   }
 
-#define CPU512_TAIL_F16(v) wd_f16_to_f32(v)
-#define CPU512_TAIL_F32(v) (v)
+#define CPU512_TAIL_F16(p) wd_f16_to_f32(cpu_ld_u16(p))
+#define CPU512_TAIL_F32(p) cpu_ld_f32(p)
 #define CPU512_DEF(NAME, WT, LOAD, TAILF, R)                                                 \
   CPU512_TARGET static void NAME##_##R(const void *wrow, int k, const float *const *x,        \
                                        float *res) {                                         \

@@ -14,6 +14,9 @@
 #ifndef WD_CPU_QGEMV_H
 #define WD_CPU_QGEMV_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include "cpu_gemv.h"
 
 /* res[r] = W_row . x[r] for r < R (R 1 .. 4): the fixed-order dot products
@@ -30,6 +33,19 @@ typedef void (*cpu_deq_fn)(const void *wrow, int k, float *out);
 
 /* The block type's row dequantizer (simd as above); NULL for other types. */
 cpu_deq_fn cpu_qgemv_deq(wd_dtype_t type, int simd);
+
+/* A weight at byte address p, whatever its alignment (matrices read in
+ * place from a ggml file start at any address; cpu_mat.h). */
+static inline uint16_t cpu_ld_u16(const unsigned char *p) {
+  uint16_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline float cpu_ld_f32(const unsigned char *p) {
+  float v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
 
 /* The portable kernels' fold of 16 lane sums: pairwise as the AVX2 kernel
  * folds its two 8-wide accumulators. */

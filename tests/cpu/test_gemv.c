@@ -15,6 +15,8 @@
  *   - the block types bit-identical to the f32 kernel over the dequantized
  *     matrix on the same path (what dequantizing at load gave);
  *   - outputs split over two ranges, and CPU_GEMV_ADD, equal to the plain run;
+ *   - the matrix at an odd address (read in place from a ggml file): the
+ *     same bits;
  *   - cpu_mat_row equal to wd_dequantize_row, cpu_mat_bytes the real size.
  */
 #include <float.h>
@@ -140,6 +142,24 @@ static void check_type(wd_dtype_t type, int n_in, int simd) {
     memset(yf, 0, ny * sizeof *yf);
     run(&t.f, &t, 0, n, yf, CPU_GEMV_SET, simd);
     WD_CHECK(memcmp(y, yf, (size_t)n * (size_t)ldy * sizeof *y) == 0);
+  }
+  /* The same matrix at an odd address, as a ggml file's tensors are read
+   * in place (cpu_mat.h): the same bits, and no misaligned typed load
+   * (UBSan checks that in the ASan build). */
+  {
+    const size_t bytes = cpu_mat_bytes(&t.q);
+    unsigned char *buf = malloc(bytes + 1);
+    WD_CHECK(buf != NULL);
+    if (buf) {
+      memcpy(buf + 1, t.q.data, bytes);
+      cpu_mat_t odd = t.q;
+      odd.own = NULL;
+      odd.data = buf + 1;
+      memset(y, 0, ny * sizeof *y);
+      run(&odd, &t, 0, MAX_ROWS, y, CPU_GEMV_SET, simd);
+      WD_CHECK(memcmp(y, alone, ny * sizeof *y) == 0);
+      free(buf);
+    }
   }
   /* The residual add: y += W x + b, the same sums. */
   for (size_t i = 0; i < ny; i++)

@@ -33,9 +33,9 @@
 /* The kernels as SIMDe runs them: no avx512f attribute (the compiler must
  * not emit a ZMM instruction on this host). */
 #define CPU512_TARGET
-static inline __m512 load_f16x16(const uint16_t *p) {
+static inline __m512 load_f16x16(const unsigned char *p) {
   const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-  const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 8)));
+  const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
   return _mm512_castpd_ps(
       _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
