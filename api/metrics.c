@@ -194,11 +194,16 @@ static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
           (double)ws->prefills);
   counter(o, "word_alignments_total", "Windows aligned for word timestamps.", (double)ws->aligns);
   counter(o, "audio_seconds_total", "Seconds of audio in completed jobs.", ws->audio_s);
+  counter(o, "audio_decoded_seconds_total",
+          "Seconds of audio decoded, counted window by window, jobs finished or not.",
+          ws->decoded_s);
   counter(o, "worker_busy_seconds_total", "Seconds the worker spent encoding and decoding.",
           ws->busy_s);
+  /* Over audio decoded, not audio of completed jobs: busy time goes to
+   * cancelled and unfinished jobs as well. */
   gauge(o, "real_time_factor",
-        "Worker busy seconds per second of audio since start (lower is faster).",
-        ws->audio_s > 0 ? ws->busy_s / ws->audio_s : 0.0);
+        "Worker busy seconds per second of audio decoded since start (lower is faster).",
+        ws->decoded_s > 0 ? ws->busy_s / ws->decoded_s : 0.0);
   counter(o, "device_losses_total", "Times the GPU device was lost or hung.",
           (double)ws->device_losses);
   counter(o, "device_resets_total", "Engine rebuilds (device, weights, plans) after a loss.",

@@ -55,6 +55,7 @@ typedef struct wd_job {
   int n_rows, audio;        /* rows (slots held while running); audio slot */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
+  double credited_s;        /* of its audio, what st.decoded_s counts already */
   struct wd_job *next;
 } wd_job_t;
 
@@ -130,9 +131,22 @@ static int eng_rc(wd_worker_t *w, int rc) {
   return rc;
 }
 
+/* Adds the audio job j has moved past since the last call to st.decoded_s;
+ * under w->mu. Counted per window rather than per finished job, so a worker
+ * deep in a long file, or whose jobs were cancelled, does not read as slow
+ * to the multi-device pick (busy_s grows all along). */
+static void credit_decoded(wd_worker_t *w, wd_job_t *j) {
+  const double done = wd_decoder_done_s(j->dec);
+  if (done > j->credited_s) {
+    w->st.decoded_s += done - j->credited_s;
+    j->credited_s = done;
+  }
+}
+
 /* Takes running job j out of run[] and gives its slots back; worker thread. */
 static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
   pthread_mutex_lock(&w->mu);
+  credit_decoded(w, j);
   for (int i = 0; i < w->n_running; i++)
     if (w->run[i] == j) {
       memmove(&w->run[i], &w->run[i + 1], (size_t)(w->n_running - i - 1) * sizeof *w->run);
@@ -272,6 +286,7 @@ static void run_turn(wd_worker_t *w) {
     pthread_mutex_lock(&w->mu);
     w->st.encodes++;
     w->st.busy_s += dt;
+    credit_decoded(w, enc); /* its seek is where the windows before this one ended */
     pthread_mutex_unlock(&w->mu);
     if (rc < 0)
       wd_log_warning("worker: job %llu: encode failed: %s", (unsigned long long)enc->id,

@@ -100,6 +100,8 @@ typedef struct {
   uint64_t device_resets;          /* engine rebuilds that succeeded after one */
   int device_lost;                 /* 1 from a loss until the rebuild succeeds */
   double audio_s;                  /* seconds of audio of completed jobs */
+  double decoded_s;                /* seconds of audio decoded, counted as every job (done,
+                                    * failed or still running) moves past a window */
   double busy_s;                   /* worker time spent encoding and stepping */
 } wd_worker_stats_t;
 

@@ -81,8 +81,8 @@ const char *wd_workers_label(const wd_workers_t *g, int i) {
 
 /* A worker's standing for the pick: the smaller, the better. unfit counts
  * a full queue and a lost device. Then the load over what the worker gets
- * through: load / (cap * speed), where speed is its seconds of audio per
- * busy second so far (a GPU beside the CPU engine, or a fast GPU beside a
+ * through: load / (cap * speed), where speed is its seconds of audio decoded
+ * per busy second so far (a GPU beside the CPU engine, or a fast GPU beside a
  * slow one, is not an equal share). The integer parts are cross-multiplied
  * exactly and the speeds enter last, so equal speeds tie exactly where the
  * loads do; a tie goes to the faster worker, then the lower index. */
@@ -118,7 +118,7 @@ static int pick(wd_workers_t *g) {
       .unfit = (st.queued + g->pending[i] >= st.queue_max) + st.device_lost,
       .load = (long long)st.queued + st.running + g->pending[i],
       .cap = st.max_batch > 0 ? st.max_batch : 1,
-      .speed = st.busy_s >= WD_SPEED_MIN_BUSY_S && st.audio_s > 0 ? st.audio_s / st.busy_s : 0,
+      .speed = st.busy_s >= WD_SPEED_MIN_BUSY_S && st.decoded_s > 0 ? st.decoded_s / st.busy_s : 0,
     };
     if (r[i].speed > fastest)
       fastest = r[i].speed;
@@ -196,6 +196,7 @@ void wd_workers_stats(wd_workers_t *g, wd_worker_stats_t *ret) {
     ret->device_resets += st.device_resets;
     lost += st.device_lost != 0;
     ret->audio_s += st.audio_s;
+    ret->decoded_s += st.decoded_s;
     ret->busy_s += st.busy_s;
   }
   ret->device_lost = lost == g->n;

@@ -10,9 +10,10 @@
  * running jobs plus the submits to it still computing their log-mel, over
  * its max_batch times its speed (so a worker that batches 8 rows takes
  * about 8 times the jobs of one that batches 1, and a device twice as fast
- * twice the jobs). Speed is the worker's seconds of audio per busy second,
- * known after 2 busy seconds; until then a worker counts as fast as the
- * fastest known. Ties go to the faster worker, then the lowest index. A
+ * twice the jobs). Speed is the worker's seconds of audio decoded (counted
+ * window by window, finished jobs or not) per busy second, known after 2
+ * busy seconds and a first window; until then a worker counts as fast as
+ * the fastest known. Ties go to the faster worker, then the lowest index. A
  * worker whose queue is full, or whose device is lost and rebuilding, is
  * chosen only when every worker is so.
  *

@@ -69,7 +69,7 @@ WD_TEST(metrics_exposition) {
   const wd_metrics_state_t st = { .ready = 1, .model_loaded = 1, .requests_active = 2 };
   wd_worker_stats_t ws = { .queued = 3, .running = 2, .queue_max = 64, .max_batch = 8,
                            .jobs_done = 5, .jobs_failed = 1, .steps = 4, .rows = 10,
-                           .audio_s = 100, .busy_s = 12.5 };
+                           .audio_s = 80, .decoded_s = 100, .busy_s = 12.5 };
   ws.steps_by_rows[1] = 1;
   ws.steps_by_rows[3] = 3;
   char *s = NULL;
@@ -94,7 +94,8 @@ WD_TEST(metrics_exposition) {
     "whisperd_engine_steps_by_rows_total{rows=\"16\"} 0\n",
     "whisperd_batch_rows_mean 2.5\n",
     "whisperd_real_time_factor 0.125\n",
-    "whisperd_audio_seconds_total 100\n",
+    "whisperd_audio_seconds_total 80\n",
+    "whisperd_audio_decoded_seconds_total 100\n",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     if (!s || !strstr(s, want[i]))

@@ -193,6 +193,49 @@ WD_TEST(queue_full_cancel_timeout_drain) {
   rig_stop(&g);
 }
 
+/* st.decoded_s, the multi-device pick's measure of speed, counts the audio
+ * a job has moved past window by window, so a long job still running, or
+ * one cancelled, counts; st.audio_s counts finished jobs only. */
+WD_TEST(decoded_seconds_count_unfinished_jobs) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  if (rig_start(&g, TINY, 1, 1) < 0)
+    return;
+  outcome_t o;
+  outcome_init(&o);
+  uint64_t id = 0;
+  WD_CHECK_EQ_INT(submit(g.w, "audio/jfk.wav", 3, NULL, 0, &o, &id), 0); /* 33 s: 2 windows */
+  wd_worker_stats_t st = { 0 };
+  int seen = 0;
+  for (int k = 0; k < 600000 && !seen; k++) { /* until the 2nd encode, at most ~10 min */
+    wd_worker_stats(g.w, &st);
+    if (st.encodes >= 2 || st.jobs_done + st.jobs_failed > 0)
+      seen = 1;
+    else
+      nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+  }
+  WD_CHECK(seen);
+  if (st.jobs_done + st.jobs_failed == 0) { /* caught while the 2nd window runs */
+    WD_CHECK(st.decoded_s > 5.0 && st.decoded_s <= 30.0);
+    WD_CHECK(st.audio_s == 0.0);
+  }
+  const double mid = st.decoded_s;
+  wd_worker_cancel(g.w, id);
+  wait_done(&o, 1);
+  wd_worker_stats(g.w, &st);
+  if (o.rc == WD_ECANCELED) {
+    WD_CHECK(st.audio_s == 0.0);
+    WD_CHECK(st.decoded_s >= mid && st.decoded_s > 5.0 && st.decoded_s <= 33.1);
+  } else { /* finished before the cancel: the whole file counts both ways */
+    WD_CHECK_EQ_INT(o.rc, 0);
+    WD_CHECK(st.decoded_s > 32.9 && st.decoded_s <= 33.1);
+    WD_CHECK(st.audio_s > 32.9);
+    wd_transcript_free(&o.t);
+  }
+  rig_stop(&g);
+}
+
 /* Under 10 ms of audio has no mel frame to decode: the decoder is done at
  * creation, and the job must still end (it once stayed running for ever,
  * with the worker spinning). */

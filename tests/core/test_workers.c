@@ -173,7 +173,9 @@ WD_TEST(least_loaded) {
 
 /* Speed: a worker that gets through twice the audio per busy second takes
  * twice the load before the other gets a job; an idle tie goes to the
- * faster; a worker busy under 2 s counts as fast as the fastest known. */
+ * faster; a worker busy under 2 s counts as fast as the fastest known.
+ * Speed is audio decoded, not audio of finished jobs: f[1] has finished
+ * little (it is deep in a long file) and is still the faster. */
 WD_TEST(weighed_by_speed) {
   wd_worker_t f[2];
   fake_init(&f[0], 64, 4);
@@ -183,8 +185,9 @@ WD_TEST(weighed_by_speed) {
   WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 2, &g), 0);
   if (!g)
     return;
-  f[0].st.audio_s = 30.0, f[0].st.busy_s = 10.0; /* 3 s of audio a second */
-  f[1].st.audio_s = 60.0, f[1].st.busy_s = 10.0; /* 6: twice as fast */
+  f[0].st.decoded_s = 30.0, f[0].st.busy_s = 10.0; /* 3 s of audio a second */
+  f[1].st.decoded_s = 60.0, f[1].st.busy_s = 10.0; /* 6: twice as fast */
+  f[0].st.audio_s = 30.0, f[1].st.audio_s = 5.0;   /* finished jobs: not the measure */
   WD_CHECK_EQ_INT(submit(g, f, 2, NULL), 1);     /* both idle: the faster */
   set_load(&f[0], 0, 1);
   set_load(&f[1], 0, 1);
