@@ -402,8 +402,8 @@ static void try_reset(wd_worker_t *w) {
   beat(w);
   atomic_store(&w->rebuild_ns, (long long)(t0 * 1e9));
   const int rc = e->reset(e->self);
+  beat(w); /* before the grace ends: a read between the two sees a fresh beat */
   atomic_store(&w->rebuild_ns, 0);
-  beat(w);
   if (rc < 0) {
     wd_log_error("worker: engine rebuild failed (%s); next try in %.0f s", wd_strerror(rc),
                  w->reset_backoff);
