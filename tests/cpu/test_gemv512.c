@@ -3,9 +3,9 @@
  * the AVX2 kernels' sums bit for bit, on hosts with and without AVX-512.
  *
  * Most machines this runs on (the CI runners, this project's 2-core hosts)
- * have no AVX-512, so the kernels' source is compiled a second time here
- * against SIMDe's portable AVX-512 (libsimde-dev; 256-bit native halves
- * under this file's -mavx2 -mfma -mf16c): the loop, the lane order, the
+ * have no AVX-512, so the kernels' source is compiled a second time, in
+ * gemv512_simde.c, against SIMDe's portable AVX-512 (libsimde-dev; 256-bit
+ * native halves under that file's -mavx2 -mfma -mf16c): the loop, the lane order, the
  * fold and the tail are then what is checked, against the AVX2 kernels of
  * cpu/cpu_gemv.c (cpu_gemv_range_path, path 1). The one line SIMDe lacks,
  * the 16-wide f16 load (vcvtph2ps zmm), is two 8-wide conversions here;
@@ -22,28 +22,9 @@
 #include "cpu_gemv512.h"
 #include "cpu_mat.h"
 #include "f16.h"
+#include "gemv512_simde.h"
 #include "wd_test.h"
 
-#if CPU_X86 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && \
-    __has_include(<simde/x86/avx512.h>)
-#define WD_HAVE_SIMDE 1
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-
-/* The kernels as SIMDe runs them: no avx512f attribute (the compiler must
- * not emit a ZMM instruction on this host). */
-#define CPU512_TARGET
-static inline __m512 load_f16x16(const unsigned char *p) {
-  const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
-  const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
-}
-#define CPU512_LOAD_F16(p) load_f16x16(p)
-#include "cpu_gemv512_kern.h"
-#else
-#define WD_HAVE_SIMDE 0
-#endif
 
 enum { N_OUT = 11, MAX_ROWS = 9 };
 
@@ -92,6 +73,8 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
   static const int widths[] = { 16, 48, 384, 389, 1536 };
   static const wd_dtype_t types[] = { WD_DTYPE_F16, WD_DTYPE_F32 };
   int compared = 0;
+  cpu_dot_fn simde_f16 = NULL, simde_f32 = NULL;
+  const int have_simde = gemv512_simde_dots(&simde_f16, &simde_f32);
   for (size_t ti = 0; ti < 2; ti++)
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
       fill(&c, types[ti], widths[wi]);
@@ -101,26 +84,26 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
       for (int n = 1; n <= MAX_ROWS; n++) {
         float ref[MAX_ROWS * N_OUT], y[MAX_ROWS * N_OUT];
         gemv(&c, n, 1, ref);
-#if WD_HAVE_SIMDE
-        /* The kernels' source under SIMDe, 4 rows at a time as the GEMV
-         * calls them; + 0.0f as the GEMV adds its (absent) bias. */
-        const cpu_dot_fn dot = types[ti] == WD_DTYPE_F16 ? cpu512_dot_f16 : cpu512_dot_f32;
-        for (int o = 0; o < N_OUT; o++) {
-          const void *wrow = (const char *)c.w.data + (size_t)o * cpu_mat_row_bytes(&c.w);
-          for (int r0 = 0; r0 < n; r0 += 4) {
-            const int R = n - r0 < 4 ? n - r0 : 4;
-            const float *x[4];
-            float res[4];
-            for (int r = 0; r < R; r++)
-              x[r] = c.x[r0 + r];
-            dot(wrow, c.w.n_in, x, R, res);
-            for (int r = 0; r < R; r++)
-              y[(r0 + r) * N_OUT + o] = res[r] + 0.0f;
+        if (have_simde) {
+          /* The kernels' source under SIMDe, 4 rows at a time as the GEMV
+           * calls them; + 0.0f as the GEMV adds its (absent) bias. */
+          const cpu_dot_fn dot = types[ti] == WD_DTYPE_F16 ? simde_f16 : simde_f32;
+          for (int o = 0; o < N_OUT; o++) {
+            const void *wrow = (const char *)c.w.data + (size_t)o * cpu_mat_row_bytes(&c.w);
+            for (int r0 = 0; r0 < n; r0 += 4) {
+              const int R = n - r0 < 4 ? n - r0 : 4;
+              const float *x[4];
+              float res[4];
+              for (int r = 0; r < R; r++)
+                x[r] = c.x[r0 + r];
+              dot(wrow, c.w.n_in, x, R, res);
+              for (int r = 0; r < R; r++)
+                y[(r0 + r) * N_OUT + o] = res[r] + 0.0f;
+            }
           }
+          WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
+          compared++;
         }
-        WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
-        compared++;
-#endif
         if (cpu_avx512_available()) { /* the native kernels */
           gemv(&c, n, 2, y);
           WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
@@ -132,7 +115,7 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
   if (compared == 0)
     wd_test_skip("no AVX-512 here and SIMDe (libsimde-dev) missing: nothing compared");
   fprintf(stderr, "  %d comparisons (%s, native AVX-512 %s)\n", compared,
-          WD_HAVE_SIMDE ? "SIMDe" : "no SIMDe", cpu_avx512_available() ? "yes" : "no");
+          have_simde ? "SIMDe" : "no SIMDe", cpu_avx512_available() ? "yes" : "no");
 }
 
 int main(void) { return wd_test_main(); }
