@@ -3,8 +3,17 @@
  * and shutdown, routing, authentication, and the small routes (/health,
  * /ready, /metrics, /v1/models). The audio routes live in transcription.c.
  *
- * MHD runs a pool of `threads` epoll threads (MHD_USE_INTERNAL_POLLING_THREAD
+ * MHD runs a pool of `threads` poll() threads (MHD_USE_INTERNAL_POLLING_THREAD
  * with MHD_OPTION_THREAD_POOL_SIZE); each connection stays on one thread.
+ * Not epoll: libmicrohttpd (0.9.75, Debian 12, and later) races in
+ * MHD_quiesce_daemon, which the drain calls on SIGTERM. The quiescing thread
+ * and a worker thread both take the listen socket out of the worker's epoll
+ * set, the loser gets ENOENT, and MHD_PANIC aborts the daemon with every
+ * request in flight (seen once in the test suite; every time when the
+ * quiescing thread's epoll_ctl is slowed, tests/api/test_drain_race.py).
+ * With poll() a quiesce only flags the workers and wakes them. At this
+ * server's connection counts (max_connections, 256 by default, spread over
+ * the threads) poll()'s cost per wake-up is small.
  * Per-request state (wd_req_t) is allocated on the first handler call and
  * freed in the NOTIFY_COMPLETED callback, which also records the request in
  * the metrics and the access log.
@@ -472,7 +481,7 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
 
   struct MHD_OptionItem extra[3];
   int k = 0;
-  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+  unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
                        MHD_USE_ERROR_LOG;
   struct sockaddr_storage addr;
   if (o->listen_fd >= 0) {

@@ -5,11 +5,14 @@ then, STOPPING=1 on SIGTERM), socket activation through
 systemd-socket-activate, and SIGTERM with jobs in flight (running ones
 finish with 200, queued ones get 503, exit 0)."""
 
+import http.client
 import io
 import os
 import shutil
 import signal
 import socket
+import subprocess
+import threading
 import time
 import wave
 
@@ -150,6 +153,53 @@ def test_sigterm_batch_in_flight_all_finish():
     finally:
         rc = d.stop(timeout=120)
     assert rc == 0, d.log_tail()
+
+
+def test_sigterm_quiesce_while_http_threads_are_busy(tmp_path):
+    """SIGTERM while every HTTP thread is busy: the drain stops accepting
+    (MHD_quiesce_daemon) and the daemon exits 0. In libmicrohttpd's epoll
+    mode the quiescing thread and a worker both take the listen socket out
+    of the worker's epoll set and the loser aborts the process
+    (MHD_PANIC); the shim epoll_del_delay.c slows the main thread's removal
+    so that race is lost every time, where it is not avoided."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler for the LD_PRELOAD shim")
+    shim = str(tmp_path / "epoll_del_delay.so")
+    src = os.path.join(os.path.dirname(__file__), "epoll_del_delay.c")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", shim, src, "-ldl"], check=True)
+    # A sanitizer runtime must come first in the library list; the shim
+    # loads before it, which is harmless here.
+    env = {"LD_PRELOAD": shim,
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+    for run in range(3):
+        d = wd_api.start_daemon(args=["--http-threads", "4"], env=env)
+        stop = threading.Event()
+
+        def hammer():
+            while not stop.is_set():
+                try:
+                    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
+                    while not stop.is_set():
+                        c.request("GET", "/health")
+                        c.getresponse().read()
+                except OSError:
+                    time.sleep(0.001)
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.3)
+            d.proc.send_signal(signal.SIGTERM)
+            d.proc.wait(timeout=60)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            rc = d.stop(timeout=60)
+        assert rc == 0, f"run {run}: exit {rc}\n{d.log_tail()}"
+        assert "Fatal error" not in d.log(), d.log_tail()
 
 
 def test_repeated_sigterm_while_draining():
