@@ -15,6 +15,7 @@
 #define WD_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,17 @@ static inline int wd_test_main(void) {
   if (failed)
     return 1;
   return (skipped && passed == 0) ? 77 : 0;
+}
+
+/* Uniform in [-1, 1) from a xorshift64 state (never 0): random test data
+ * that is the same on every run and every host. */
+static inline float wd_test_uniform(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return (float)((double)(x >> 11) / 4503599627370496.0 - 1.0);
 }
 
 /* Path of a file under tests/data, in a static buffer. */

@@ -33,13 +33,7 @@ enum { N_OUT = 37, MAX_ROWS = 16 };
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
-/* Uniform in [-1, 1). */
-static float rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 11) / 4503599627370496.0 - 1.0);
-}
+static float rnd(void) { return wd_test_uniform(&g_rng); }
 
 typedef struct {
   cpu_mat_t q;   /* the type under test */

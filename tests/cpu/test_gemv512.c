@@ -30,12 +30,7 @@ enum { N_OUT = 11, MAX_ROWS = 9 };
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 
-static float rnd(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 11) / 4503599627370496.0 - 1.0);
-}
+static float rnd(void) { return wd_test_uniform(&g_rng); }
 
 typedef struct {
   cpu_mat_t w;
