@@ -375,6 +375,42 @@ static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   return 0;
 }
 
+/*
+ * Does a RIFF/RIFX/RF64 WAVE or an AIFF/AIFC file declare a chunk longer
+ * than the bytes left after it? libsndfile 1.2.0 then spins inside
+ * sf_open for minutes, CPU-bound: fuzz_audio found a 90-byte WAV with an
+ * INFO chunk of size 0xffffffff (tests/fuzz/regress/audio/). Such files go
+ * to FFmpeg, which stops at the end of the buffer, or are refused without
+ * it. The sample-data chunk ("data", "SSND") is exempt: streaming writers
+ * leave its size 0 or 0xffffffff, and a cut file ends inside it.
+ */
+static int wd_audio_chunk_overrun(const unsigned char *d, size_t len) {
+  if (len < 12)
+    return 0;
+  int be;
+  const char *samples;
+  if ((memcmp(d, "RIFF", 4) == 0 || memcmp(d, "RF64", 4) == 0) && memcmp(d + 8, "WAVE", 4) == 0)
+    be = 0, samples = "data";
+  else if (memcmp(d, "RIFX", 4) == 0 && memcmp(d + 8, "WAVE", 4) == 0)
+    be = 1, samples = "data";
+  else if (memcmp(d, "FORM", 4) == 0 && (memcmp(d + 8, "AIFF", 4) == 0 ||
+                                         memcmp(d + 8, "AIFC", 4) == 0))
+    be = 1, samples = "SSND";
+  else
+    return 0;
+  /* Chunks: id (4), size (4, the file's byte order), body, a pad byte
+   * after an odd-sized body. */
+  for (size_t off = 12; off <= len && len - off >= 8;) {
+    const unsigned char *c = d + off;
+    const uint32_t n = be ? (uint32_t)c[4] << 24 | (uint32_t)c[5] << 16 | (uint32_t)c[6] << 8 | c[7]
+                          : (uint32_t)c[7] << 24 | (uint32_t)c[6] << 16 | (uint32_t)c[5] << 8 | c[4];
+    if (n > len - off - 8)
+      return memcmp(c, samples, 4) != 0;
+    off += 8 + (size_t)n + (n & 1u);
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Back-end 1: libsndfile                                                   */
 
@@ -725,7 +761,9 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0 };
   wd_audio_sink_t sink = { .max_seconds = max_seconds };
   int declined = 1, r = WD_EAUDIO;
-  if (!WD_HAVE_FFMPEG || !wd_audio_prefer_libav(data, len))
+  if (wd_audio_chunk_overrun(data, len))
+    wd_log_debug("audio: a chunk runs past the end of the file: not for libsndfile");
+  else if (!WD_HAVE_FFMPEG || !wd_audio_prefer_libav(data, len))
     r = wd_audio_decode_sndfile(&mem, &sink, &declined, err, err_len);
   if (r < 0 && declined) {
     wd_audio_sink_free(&sink); /* back to a fresh sink for the second try */

@@ -494,6 +494,45 @@ WD_TEST(lying_wav_size_is_not_trusted) {
   free(w);
 }
 
+/* A chunk that claims more bytes than the file holds. fuzz_audio found two
+ * small WAVs (an INFO chunk of 0xffffffff or 0xffffff04 bytes, filled with
+ * 0xff) on which libsndfile 1.2.0 spins inside sf_open for minutes: they
+ * must be refused at once. A damaged tail after the data chunk (an INFO
+ * chunk of 0xffffffff bytes) still gives the samples before it. */
+WD_TEST(chunk_past_the_end_of_the_file) {
+  static const char *const spun[] = { "hang-libsndfile-info-chunk-size-ffffffff",
+                                      "hang-libsndfile-info-chunk-size-ffffff04-after-fmt" };
+  wd_audio_opts_t o = { .max_seconds = 60 };
+  char err[256], path[4096];
+  for (size_t i = 0; i < sizeof spun / sizeof spun[0]; i++) {
+    snprintf(path, sizeof path, "%s/tests/fuzz/regress/audio/%s", WD_SOURCE_DIR, spun[i]);
+    float *x = NULL;
+    size_t n = 0;
+    WD_CHECK(wd_audio_decode_file(path, &o, &x, &n, err, sizeof err) == WD_EAUDIO);
+    WD_CHECK(x == NULL && n == 0);
+  }
+  gen_rate = 16000;
+  size_t len = 0;
+  unsigned char *w = make_wav(16000, 1, 1000, 0, sine_1k, &len);
+  unsigned char *v = w ? malloc(len + 44) : NULL;
+  WD_CHECK(v != NULL);
+  if (v) {
+    static const unsigned char info[8] = { 'I', 'N', 'F', 'O', 0xff, 0xff, 0xff, 0xff };
+    memcpy(v, w, len);
+    memcpy(v + len, info, sizeof info);
+    memset(v + len + sizeof info, 0xff, 36);
+    float *x = NULL;
+    size_t n = 0;
+    WD_CHECK_EQ_INT(wd_audio_decode(v, len + 44, &o, &x, &n, err, sizeof err), 0);
+    WD_CHECK_EQ_INT(n, 1000);
+    for (size_t i = 0; x && i < n; i += 37)
+      WD_CHECK_NEAR(x[i], sine_1k(i, 0), 1.0 / 32768);
+    free(x);
+  }
+  free(v);
+  free(w);
+}
+
 WD_TEST(absurd_rates_and_channels_are_refused) {
   gen_rate = 16000;
   size_t len = 0;
