@@ -10,7 +10,8 @@
  * and a worker thread both take the listen socket out of the worker's epoll
  * set, the loser gets ENOENT, and MHD_PANIC aborts the daemon with every
  * request in flight (seen once in the test suite; every time when the
- * quiescing thread's epoll_ctl is slowed, tests/api/test_drain_race.py).
+ * quiescing thread's epoll_ctl is slowed: test_systemd.py's
+ * test_sigterm_quiesce_while_http_threads_are_busy).
  * With poll() a quiesce only flags the workers and wakes them. At this
  * server's connection counts (max_connections, 256 by default, spread over
  * the threads) poll()'s cost per wake-up is small.
