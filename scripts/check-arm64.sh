@@ -4,11 +4,13 @@
 # as errors: the CPU engine must build there (its portable kernels; the
 # AVX2 ones are x86-only). Object files only: the cross libraries (OpenBLAS,
 # FFTW, libsndfile for arm64) are not installed, so nothing links or runs.
-# Usage: scripts/check-arm64.sh   (installs gcc-aarch64-linux-gnu if missing)
+# Usage: scripts/check-arm64.sh   (installs the cross compiler and the arm64
+# C library headers if missing: gcc-aarch64-linux-gnu only recommends
+# libc6-dev-arm64-cross, and install-deps.sh installs no recommendations)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cc=aarch64-linux-gnu-gcc
-command -v "$cc" >/dev/null || scripts/install-deps.sh gcc-aarch64-linux-gnu >/dev/null
+scripts/install-deps.sh gcc-aarch64-linux-gnu libc6-dev-arm64-cross >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # The flags of cmake/ (wd_apply_warnings) and the top-level definitions.

@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]
 # SECONDS per harness (default 30); HARNESS names from tests/fuzz/fuzz_<name>.c
 # (default: all). Builds build-fuzz/ (clang, ASan + UBSan; installs clang
-# through scripts/install-fuzz-deps.sh when it is missing), fills
+# and its libFuzzer runtime through scripts/install-fuzz-deps.sh), fills
 # tests/fuzz/corpus/<name>/ (kept between runs, not committed) from the
 # committed seeds, the generated model seeds and cuts of the test data, then
 # runs each harness under nice for SECONDS and prints, per harness, the
@@ -28,9 +28,9 @@ for h in "${harnesses[@]}"; do
   [ -f "tests/fuzz/fuzz_$h.c" ] || { echo "fuzz.sh: no harness '$h' (have: ${all[*]})" >&2; exit 2; }
 done
 
-if ! command -v clang-14 >/dev/null && ! command -v clang >/dev/null; then
-  scripts/install-fuzz-deps.sh
-fi
+# Always (it is idempotent): a clang found on PATH may lack the libFuzzer
+# runtime of libclang-rt-14-dev.
+scripts/install-fuzz-deps.sh >/dev/null
 nice -n 19 scripts/build.sh fuzz >/dev/null
 
 fz=tests/fuzz

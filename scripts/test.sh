@@ -11,6 +11,16 @@
 # (scripts/docker-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's wall time goes to the log (and a summary at the end), so the
+# slowest steps are known as checks are added under CI's 90-minute limit.
+t0=$SECONDS; tl=$SECONDS; times=()
+step() {
+  local now=$SECONDS
+  [ -n "${cur:-}" ] && times+=("$(printf '%5ds  %s' $((now - tl)) "$cur")")
+  tl=$now; cur="$1"
+  [ "$1" = end ] || echo "== $1   (t=$((now - t0))s)"
+}
+step "install, build (release + ASan + TSan), test deps, models"
 scripts/install-deps.sh
 scripts/build.sh release asan tsan
 # The API suite's Python venv (build/venv) and Node SDK (tests/api/node).
@@ -23,9 +33,9 @@ fi
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 status=0
-echo "== release build"
+step "release build"
 ctest --test-dir build --output-on-failure -j2 || status=1
-echo "== ASan+UBSan build"
+step "ASan+UBSan build"
 ctest --test-dir build-asan --output-on-failure -j2 -LE gpu || status=1
 # GPU tests pin lavapipe in memory (dlopen RTLD_NODELETE) so LeakSanitizer
 # can name, and tests/lsan.supp suppress, the driver's own exit-time leaks.
@@ -35,10 +45,10 @@ ctest --test-dir build-asan --output-on-failure -j2 -L gpu -E '^cli_' || status=
 ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 -L gpu -R '^cli_' || status=1
 # (The API suite against the real daemon, label sanitize_api, ran above in the
 # -LE gpu pass: on --device cpu, with leak checks on.)
-echo "== TSan build (queue, worker, pool, HTTP server)"
+step "TSan build (queue, worker, pool, HTTP server)"
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
   ctest --test-dir build-tsan --output-on-failure -j2 -L tsan || status=1
-echo "== scale-out: 3 daemons behind HAProxy, one SIGKILLed mid-load (tests/bench/scaleout.py, ~2 min)"
+step "scale-out: 3 daemons behind HAProxy, one SIGKILLed mid-load (tests/bench/scaleout.py, ~2 min)"
 # Short phases: the checks (answers, retryable errors only around the kill,
 # DOWN, nothing sent to the dead daemon, rejoin), not the throughput figures.
 scripts/install-deps.sh haproxy
@@ -48,20 +58,23 @@ if [ -f models/ggml-tiny.en.bin ]; then
 else
   echo "test.sh: scaleout.py NOT RUN: models/ggml-tiny.en.bin is missing"
 fi
-echo "== static analysis (gcc -fanalyzer)"
+step "static analysis (gcc -fanalyzer)"
 scripts/analyze.sh || status=1
-echo "== fuzz smoke (every libFuzzer harness of tests/fuzz, 30 s each)"
+step "fuzz smoke (every libFuzzer harness of tests/fuzz, 30 s each)"
 scripts/install-fuzz-deps.sh
 scripts/fuzz.sh 30 || status=1
-echo "== arm64 compile check (core/ and cpu/)"
+step "arm64 compile check (core/ and cpu/)"
 scripts/check-arm64.sh || status=1
-echo "== Kubernetes manifests (kustomize, kubeconform on offline schemas, source-tied rules)"
+step "Kubernetes manifests (kustomize, kubeconform on offline schemas, source-tied rules)"
 scripts/install-deps.sh python3-yaml
 scripts/check-deploy.sh || status=1
 scripts/check-deploy.sh --inject || status=1
-echo "== Debian package (layout, .deb into a fresh Debian 12 chroot, systemd-analyze verify)"
+step "Debian package (layout, .deb into a fresh Debian 12 chroot, systemd-analyze verify)"
 scripts/install-deps.sh debootstrap dpkg-dev
 scripts/check-package.sh || status=1
-echo "== container image (scripts/docker-test.sh: build, ready, transcription, health, drain on stop)"
+step "container image (scripts/docker-test.sh: build, ready, transcription, health, drain on stop)"
 scripts/install-deps.sh docker.io debootstrap && scripts/docker-test.sh || status=1
+step end
+echo "== step times (wall)"; printf '%s\n' "${times[@]}"
+echo "== total $((SECONDS - t0))s"
 exit $status
