@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_blas.h"
 #include "cpu_internal.h"
 #include "error.h"
 
@@ -479,9 +480,14 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->step_ms = e->n_steps ? e->step_ms_sum / (double)e->n_steps : 0.0;
   st->n_threads = e->n_threads;
   st->kernel = cpu_gemv_kernel();
+  st->gemm = cpu_blas_path();
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
   st->mapped_mib = e->mapped_bytes / (1024.0 * 1024.0);
   st->state_mib = e->state_bytes / (1024.0 * 1024.0);
 }
 
 const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }
+
+const char *wd_cpu_engine_gemm(void) { return cpu_blas_path(); }
+
+const char *wd_cpu_engine_gemm_warning(void) { return cpu_blas_warning(); }

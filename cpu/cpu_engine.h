@@ -39,6 +39,7 @@ typedef struct {
   unsigned long long n_steps;
   int n_threads;
   const char *kernel; /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable" */
+  const char *gemm;   /* the encoder's GEMM path, wd_cpu_engine_gemm() */
   double weight_mib;  /* the weight matrices in the kernels' layout */
   double mapped_mib;  /* of those, read in place from the model (no copy, cpu_mat.h) */
   double state_mib;   /* caches and scratch, as planned at load */
@@ -69,5 +70,12 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st);
 /* The decoder kernel this host runs: "avx512f+avx2+fma+f16c", "avx2+fma+f16c"
  * or "portable". */
 const char *wd_cpu_engine_kernel(void);
+/* The encoder's GEMM path and the ISA it runs, one line (cpu/cpu_blas.h):
+ * "OpenBLAS 0.3.21 sgemm, SkylakeX kernels (AVX-512), picked from CPU
+ * features". */
+const char *wd_cpu_engine_gemm(void);
+/* NULL, or a one-line warning when that path uses less of the CPU than it
+ * has, saying what it costs and why. */
+const char *wd_cpu_engine_gemm_warning(void);
 
 #endif

@@ -50,8 +50,11 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
     fprintf(out, "  threads:       %d (--threads)\n", cfg->threads);
   else
     fprintf(out, "  threads:       %ld (online cores; --threads sets it)\n", cores > 0 ? cores : 1);
-  fprintf(out, "  kernels:       OpenBLAS sgemm (encoder), batched GEMV %s (decoder)\n",
-          wd_cpu_engine_kernel());
+  fprintf(out, "  encoder GEMM:  %s\n", wd_cpu_engine_gemm());
+  const char *warn = wd_cpu_engine_gemm_warning();
+  if (warn)
+    fprintf(out, "  warning:       %s\n", warn);
+  fprintf(out, "  decoder GEMV:  batched, %s\n", wd_cpu_engine_kernel());
   wd_device_choice_t dc;
   wd_device_choose(WD_DEVICE_AUTO, &dc);
   fprintf(out, "default: %s\n", dc.why);

@@ -113,6 +113,10 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
   wd_cpu_engine_plan(m, &(wd_cpu_engine_opts_t){ .max_seqs = b, .max_audio = b }, &p);
   fprintf(out, "device:          cpu, the native CPU engine (%s; %s)\n",
           wd_cpu_engine_kernel(), dc->why);
+  fprintf(out, "encoder GEMM:    %s\n", wd_cpu_engine_gemm());
+  const char *warn = wd_cpu_engine_gemm_warning();
+  if (warn)
+    fprintf(out, "warning:         %s\n", warn);
   fprintf(out, "host memory:     batch %d (max_seqs %d, max_audio %d)\n", b, b, b);
   fprintf(out, "  weights        %9.1f MiB (encoder f32 for sgemm; decoder as the kernels read it)\n",
           MIB(p.weight_bytes));

@@ -66,6 +66,10 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     wd_cpu_engine_stats_t st;
     wd_cpu_engine_stats(d->cpu, &st);
     snprintf(d->cpu_name, sizeof d->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
+    wd_log_info("CPU engine: encoder %s; decoder batched GEMV %s", st.gemm, st.kernel);
+    const char *warn = wd_cpu_engine_gemm_warning();
+    if (warn)
+      wd_log_warning("CPU engine: %s", warn);
     d->iface = *wd_cpu_engine_iface(d->cpu);
   } else {
     const wd_vk_engine_opts_t eo = { .device = d->dc.vk_index, .validation = cfg->vk_validation,
