@@ -7,14 +7,16 @@
  * attending to audio slot r_audio[r]. Per layer: every row's K and V are
  * written to its buffer first, then each row attends causally to positions
  * 0 .. r_pos[r], so a prefill's rows see each other as n steps would. The
- * GEMVs take all rows at once (each weight row read once per layer); the
- * attention runs (row, head) pairs in parallel. Nothing a row computes
- * depends on the other rows: its logits are the same alone or batched.
+ * GEMVs take all rows at once (each weight row read once per layer); a
+ * long prompt's rows go to sgemm instead; the attention runs (row, head)
+ * pairs in parallel. Nothing a step's row computes depends on the other
+ * rows: its logits are the same alone or batched.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_attn.h"
+#include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "error.h"
 
@@ -80,9 +82,28 @@ static void gemv(wd_cpu_engine_t *e, const cpu_mat_t *w, const float *b, int n, 
   cpu_gemv_run(e, &g);
 }
 
+/* A prompt of at least this many rows runs its linear layers on sgemm
+ * (cpu_gemm.h): each weight matrix is then read once into cache-sized
+ * panels for all rows, where the GEMV streams it once per four rows. */
+#define CPU_PREFILL_GEMM_ROWS 16
+
+/* The linear layers of run_rows: sgemm for a long prompt, else the GEMV. */
+static void linear(wd_cpu_engine_t *e, int gemm, const cpu_mat_t *w, const float *b, int n,
+                   const float *x, int ldx, float *y, int ldy, cpu_gemv_op_t op) {
+  if (gemm)
+    cpu_linear_rows(e, n, x, ldx, w, b, op, y, ldy);
+  else
+    gemv(e, w, b, n, x, ldx, y, ldy, op);
+}
+
 /* Runs rows 0 .. n (r_buf, r_pos, r_audio set) with tokens tok through
- * every layer, leaving the final hidden states, LayerNorm'd, in d_h. */
-static void run_rows(wd_cpu_engine_t *e, int n, const int32_t *tok, const keep_t *keep) {
+ * every layer, leaving the final hidden states, LayerNorm'd, in d_h.
+ * prompt: the rows are one sequence's prompt (prefill, align), whose row
+ * count no batch changes, so a long one may take sgemm; a step's rows stay
+ * on the GEMV, whose sums do not depend on the batch. */
+static void run_rows(wd_cpu_engine_t *e, int n, const int32_t *tok, const keep_t *keep,
+                     int prompt) {
+  const int gm = prompt && n >= CPU_PREFILL_GEMM_ROWS;
   const wd_hparams_t *hp = &e->hp;
   const int d = hp->n_text_state;
   const size_t nl = (size_t)hp->n_text_layer, nc = (size_t)hp->n_text_ctx, ud = (size_t)d;
@@ -98,23 +119,23 @@ static void run_rows(wd_cpu_engine_t *e, int n, const int32_t *tok, const keep_t
     const cpu_dec_layer_t *L = &e->dec[l];
     /* Self attention: Q K V for every row; K and V go to the cache. */
     ln_rows(x, h, n, d, L->attn_g, L->attn_b);
-    gemv(e, &L->qkv, L->bqkv, n, h, d, qkv, 3 * d, CPU_GEMV_SET);
+    linear(e, gm, &L->qkv, L->bqkv, n, h, d, qkv, 3 * d, CPU_GEMV_SET);
     for (int r = 0; r < n; r++) {
       const size_t at = (((size_t)e->r_buf[r] * nl + (size_t)l) * nc + (size_t)e->r_pos[r]) * ud;
       memcpy(e->kc + at, qkv + (size_t)r * 3 * ud + ud, ud * sizeof(float));
       memcpy(e->vc + at, qkv + (size_t)r * 3 * ud + 2 * ud, ud * sizeof(float));
     }
     attention(e, n, l, 0, NULL);
-    gemv(e, &L->o, L->bo, n, e->d_o, d, x, d, CPU_GEMV_ADD);
+    linear(e, gm, &L->o, L->bo, n, e->d_o, d, x, d, CPU_GEMV_ADD);
     /* Cross attention over the audio slot's K/V (computed at encode). */
     ln_rows(x, h, n, d, L->x_g, L->x_b);
-    gemv(e, &L->xq, L->bxq, n, h, d, qkv, 3 * d, CPU_GEMV_SET);
+    linear(e, gm, &L->xq, L->bxq, n, h, d, qkv, 3 * d, CPU_GEMV_SET);
     attention(e, n, l, 1, keep);
-    gemv(e, &L->xo, L->bxo, n, e->d_o, d, x, d, CPU_GEMV_ADD);
+    linear(e, gm, &L->xo, L->bxo, n, e->d_o, d, x, d, CPU_GEMV_ADD);
     /* MLP: fc1 + GELU fused, fc2 into the residual. */
     ln_rows(x, h, n, d, L->mlp_g, L->mlp_b);
-    gemv(e, &L->fc1, L->b1, n, h, d, e->d_f, 4 * d, CPU_GEMV_GELU);
-    gemv(e, &L->fc2, L->b2, n, e->d_f, 4 * d, x, d, CPU_GEMV_ADD);
+    linear(e, gm, &L->fc1, L->b1, n, h, d, e->d_f, 4 * d, CPU_GEMV_GELU);
+    linear(e, gm, &L->fc2, L->b2, n, e->d_f, 4 * d, x, d, CPU_GEMV_ADD);
   }
   ln_rows(x, h, n, d, e->dec_ln_g, e->dec_ln_b);
 }
@@ -144,7 +165,7 @@ int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
     e->r_pos[i] = e->len[seqs[i]];
     e->r_audio[i] = e->audio[seqs[i]];
   }
-  run_rows(e, n, tokens, NULL);
+  run_rows(e, n, tokens, NULL, 0);
   logits(e, n, e->d_h, e->d_logits);
   for (int i = 0; i < n; i++)
     e->len[seqs[i]]++;
@@ -171,7 +192,7 @@ int cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **r
     e->r_pos[i] = e->len[s] + i;
     e->r_audio[i] = e->audio[s];
   }
-  run_rows(e, n, tokens, NULL);
+  run_rows(e, n, tokens, NULL, 1);
   /* Only the last token's logits are asked for. */
   logits(e, 1, e->d_h + (size_t)(n - 1) * (size_t)e->hp.n_text_state, e->d_logits);
   e->len[s] += n;
@@ -206,7 +227,7 @@ int cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n
     e->r_audio[i] = a;
   }
   const keep_t keep = { .n_heads = n_heads, .heads = heads, .qk = qk };
-  run_rows(e, n, tokens, n_heads > 0 ? &keep : NULL);
+  run_rows(e, n, tokens, n_heads > 0 ? &keep : NULL, 1);
   if (!probs)
     return 0;
   /* openai timing.py: logits[:, :eot].softmax(-1) at the next token, in

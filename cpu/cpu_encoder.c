@@ -4,7 +4,8 @@
  *
  * Activations are row-major (frames, channels). Every product is one
  * cblas_sgemm, y (rows, n_out) = x (rows, n_in) . W^T with W (n_out, n_in)
- * f32 as planned at load; the convolutions become products through im2col.
+ * kept as the file stores it and widened to f32 per product (cpu_gemm.h);
+ * the convolutions become products through im2col.
  * Element-wise work (bias, GELU, LayerNorm, softmax) is split over the
  * engine's threads between the BLAS calls, which run on OpenBLAS's own
  * threads (as many as ours) while ours sleep.
@@ -14,44 +15,18 @@
 #include <string.h>
 
 #include "cpu_attn.h"
+#include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
 #include "error.h"
 
-/* y (rows, n_out) = beta * y + x . W^T */
-static void sgemm_xwt(int rows, const float *x, int ldx, const cpu_mat_t *w, float beta, float *y,
-                      int ldy) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w->n_out, w->n_in, 1.0f, x, ldx,
-              (const float *)w->data, w->n_in, beta, y, ldy);
+/* y (rows, n_out) = beta * y + x . W^T, W as stored (cpu_gemm.h). */
+static void sgemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                      float beta, float *y, int ldy) {
+  cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, beta, y, ldy);
 }
 
 /* ---- row-parallel element-wise passes ---- */
-
-typedef struct {
-  float *y;
-  int ld, n;       /* row stride, columns */
-  const float *b;  /* bias (n) */
-  int gelu;
-  const float *add; /* (rows, n) added after the bias (positional embedding) or NULL */
-  int rows_per;
-  int rows;
-} bias_task_t;
-
-static void bias_task(void *arg, int i) {
-  const bias_task_t *t = arg;
-  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
-  for (int r = r0; r < r1; r++) {
-    float *y = t->y + (size_t)r * (size_t)t->ld;
-    if (t->gelu)
-      cpu_bias_gelu_vec(y, t->b, t->n);
-    else
-      for (int c = 0; c < t->n; c++)
-        y[c] += t->b[c];
-    if (t->add)
-      for (int c = 0; c < t->n; c++)
-        y[c] += t->add[(size_t)r * (size_t)t->n + (size_t)c];
-  }
-}
 
 static int n_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
   const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
@@ -61,8 +36,7 @@ static int n_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
 
 static void bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b,
                       int gelu, const float *add) {
-  bias_task_t t = { .y = y, .ld = ld, .n = n, .b = b, .gelu = gelu, .add = add, .rows = rows };
-  cpu_parallel(e, n_chunks(e, rows, &t.rows_per), bias_task, &t);
+  cpu_bias_rows(e, y, rows, ld, n, b, gelu, add);
 }
 
 typedef struct {
@@ -141,7 +115,7 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int dh = d / nh, ld = 3 * d;
   const float scale = (float)(1.0 / sqrt((double)dh));
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
-  sgemm_xwt(n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
+  sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
   bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
   for (int h = 0; h < nh; h++) {
     /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
@@ -153,16 +127,16 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
                 e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
   }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
-  sgemm_xwt(n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
+  sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
   bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
 }
 
 static void enc_mlp(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
   ln_rows(e, e->e_x, e->e_h, n, d, L->mlp_g, L->mlp_b);
-  sgemm_xwt(n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
+  sgemm_xwt(e, n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
   bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
-  sgemm_xwt(n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
+  sgemm_xwt(e, n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
   bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
 }
 
@@ -178,10 +152,10 @@ int cpu_encode(void *self, int a, const float *mel) {
     for (int t = 0; t < T; t++)
       e->e_melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
   im2col3(e->e_melT, T, nm, 1, e->e_col, T);
-  sgemm_xwt(T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
+  sgemm_xwt(e, T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
   bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
   im2col3(e->e_x1, T, da, 2, e->e_col, n);
-  sgemm_xwt(n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
+  sgemm_xwt(e, n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
   bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
   for (int l = 0; l < hp->n_audio_layer; l++) {
     enc_attention(e, &e->enc[l]);
@@ -197,11 +171,8 @@ int cpu_encode(void *self, int a, const float *mel) {
   float *K = e->e_qkv, *V = e->e_qkv + slab; /* (n, 3 d_a) of scratch holds both */
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_dec_layer_t *L = &e->dec[l];
-    const float *w = L->xkv.data;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da, w, da, 0.0f,
-                K, d);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, da, 1.0f, e->e_x, da,
-                w + (size_t)d * (size_t)da, da, 0.0f, V, d);
+    cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, 0, d, 0.0f, K, d);
+    cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, d, d, 0.0f, V, d);
     bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
     const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
     f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };

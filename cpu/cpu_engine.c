@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "cpu_blas.h"
+#include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "error.h"
+#include "quant.h"
 
 double cpu_now_ms(void) {
   struct timespec ts;
@@ -86,6 +88,7 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   free(e->phys), free(e->len), free(e->audio);
   free(e->t_phys), free(e->t_len), free(e->t_audio), free(e->t_used), free(e->t_isdst);
   free(e->t_copy);
+  free(e->w_f32);
   free(e->e_melT), free(e->e_col), free(e->e_x1), free(e->e_x), free(e->e_h), free(e->e_o);
   free(e->e_qkv), free(e->e_f), free(e->e_s);
   free(e->d_x), free(e->d_h), free(e->d_o), free(e->d_qkv), free(e->d_f), free(e->d_logits);
@@ -162,6 +165,14 @@ static int load_ln(const wd_model_t *m, const char *p, int d, float **g, float *
   return (*g && *b) ? 0 : WD_EMODEL;
 }
 
+/* A convolution kernel stored in a block type is dequantized at load (its
+ * rows, n_in * 3 long, need not be whole 32-element blocks); f16 and f32
+ * stay as stored. */
+static int conv_f32(const wd_model_t *m, const char *name) {
+  const wd_tensor_t *t = wd_model_tensor(m, name);
+  return t && wd_dtype_is_quant(t->type);
+}
+
 static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   const wd_model_t *m = e->m;
   const wd_hparams_t *hp = &e->hp;
@@ -170,8 +181,9 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   {
     const char *c1[1] = { "encoder.conv1.weight" }, *c2[1] = { "encoder.conv2.weight" };
     const int r[1] = { da };
-    if ((rc = cpu_mat_load(&e->conv1, m, c1, r, 1, hp->n_mels * 3, 1, err, el)) < 0 ||
-        (rc = cpu_mat_load(&e->conv2, m, c2, r, 1, da * 3, 1, err, el)) < 0)
+    if ((rc = cpu_mat_load(&e->conv1, m, c1, r, 1, hp->n_mels * 3, conv_f32(m, c1[0]), err,
+                           el)) < 0 ||
+        (rc = cpu_mat_load(&e->conv2, m, c2, r, 1, da * 3, conv_f32(m, c2[0]), err, el)) < 0)
       return rc;
   }
   e->conv1_b = cpu_vec_load(m, "encoder.conv1.bias", (size_t)da, err, el);
@@ -190,13 +202,13 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   for (int l = 0; l < hp->n_audio_layer; l++) {
     cpu_enc_layer_t *L = &e->enc[l];
     snprintf(p, sizeof p, "encoder.blocks.%d.attn", l);
-    if ((rc = load_attn(m, p, da, da, 1, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+    if ((rc = load_attn(m, p, da, da, 0, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, da, &L->attn_g, &L->attn_b, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d", l);
-    if ((rc = load_mlp(m, p, da, 1, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+    if ((rc = load_mlp(m, p, da, 0, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
                        el)) < 0)
       return rc;
   }
@@ -208,8 +220,8 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     snprintf(p, sizeof p, "decoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, d, &L->attn_g, &L->attn_b, err, el)) < 0)
       return rc;
-    /* Cross attention: Q and out for the GEMV; K and V (f32, sgemm) for
-     * the once-per-window projection of the encoder output. */
+    /* Cross attention: Q and out for the GEMV; K and V (sgemm) for the
+     * once-per-window projection of the encoder output. */
     snprintf(p, sizeof p, "decoder.blocks.%d.cross_attn", l);
     char nq[160], nk[160], nv[160], no[160];
     snprintf(nq, sizeof nq, "%s.query.weight", p);
@@ -220,7 +232,7 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     const int r1[1] = { d }, r2[2] = { d, d };
     if ((rc = cpu_mat_load(&L->xq, m, aq, r1, 1, d, 0, err, el)) < 0 ||
         (rc = cpu_mat_load(&L->xo, m, ao, r1, 1, d, 0, err, el)) < 0 ||
-        (rc = cpu_mat_load(&L->xkv, m, akv, r2, 2, da, 1, err, el)) < 0)
+        (rc = cpu_mat_load(&L->xkv, m, akv, r2, 2, da, 0, err, el)) < 0)
       return rc;
     snprintf(nq, sizeof nq, "%s.query.bias", p);
     snprintf(nv, sizeof nv, "%s.value.bias", p);
@@ -269,8 +281,15 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   }
   e->weight_bytes = b;
   /* Of those, the matrices that read the model's bytes in place: a single
-   * tensor kept as stored (the decoder's, never the encoder's f32). */
-  double mb = (double)(cpu_mat_bytes(&e->emb) - cpu_mat_own_bytes(&e->emb));
+   * tensor kept as stored (cpu_mat.h). */
+  double mb = (double)(cpu_mat_bytes(&e->emb) - cpu_mat_own_bytes(&e->emb)) +
+              (double)(cpu_mat_bytes(&e->conv1) - cpu_mat_own_bytes(&e->conv1)) +
+              (double)(cpu_mat_bytes(&e->conv2) - cpu_mat_own_bytes(&e->conv2));
+  for (int l = 0; l < hp->n_audio_layer; l++) {
+    const cpu_mat_t *ms[] = { &e->enc[l].qkv, &e->enc[l].o, &e->enc[l].fc1, &e->enc[l].fc2 };
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+      mb += (double)(cpu_mat_bytes(ms[i]) - cpu_mat_own_bytes(ms[i]));
+  }
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_mat_t *ms[] = { &e->dec[l].qkv, &e->dec[l].o,   &e->dec[l].xq, &e->dec[l].xo,
                               &e->dec[l].xkv, &e->dec[l].fc1, &e->dec[l].fc2 };
@@ -306,6 +325,7 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->t_audio = calloc(ms, sizeof(int)), e->t_copy = calloc(ms, sizeof(int));
   e->t_used = calloc((size_t)e->n_bufs, sizeof(int)), e->t_isdst = calloc(ms, sizeof(int));
   const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3;
+  e->w_f32 = state_alloc(e, cpu_gemm_scratch_elems(hp) * f);
   e->e_melT = state_alloc(e, 2 * na * nm * f);
   e->e_col = state_alloc(e, (col1 > col2 ? col1 : col2) * f);
   e->e_x1 = state_alloc(e, 2 * na * da * f);
@@ -327,7 +347,7 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->r_audio = calloc(rows, sizeof(int));
   if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
         e->t_phys && e->t_len && e->t_audio && e->t_copy && e->t_used && e->t_isdst &&
-        e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv && e->e_f &&
+        e->w_f32 && e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv && e->e_f &&
         e->e_s && e->d_x && e->d_h && e->d_o && e->d_qkv && e->d_f && e->d_logits &&
         e->d_scores && e->r_buf && e->r_pos && e->r_audio))
     return WD_ENOMEM;

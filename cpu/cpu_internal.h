@@ -16,15 +16,16 @@
 #define CPU_MAX_PREFILL 256
 #define CPU_ATTN_TASKS 64 /* attention work items per loop, each with its own scores buffer */
 
-/* Encoder layer: f32 for sgemm. qkv is (3d, d): Q, K, V stacked. */
+/* Encoder layer: the file's type as stored, widened per product for sgemm
+ * (cpu_gemm.h). qkv is (3d, d): Q, K, V stacked. */
 typedef struct {
   cpu_mat_t qkv, o, fc1, fc2;
   float *bqkv, *bo, *b1, *b2, *attn_g, *attn_b, *mlp_g, *mlp_b;
 } cpu_enc_layer_t;
 
 /* Decoder layer: the file's type as stored (f16 or quantized blocks; f32
- * for f32 files) for the GEMV, except the cross K/V projection
- * (2d, d_audio), used once per window by sgemm (f32). */
+ * for f32 files) for the GEMV; the cross K/V projection (2d, d_audio) is
+ * used once per window by sgemm (widened per product, cpu_gemm.h). */
 typedef struct {
   cpu_mat_t qkv, o, xq, xo, fc1, fc2, xkv;
   float *bqkv, *bo, *bxq, *bxo, *bxkv, *b1, *b2;
@@ -40,7 +41,9 @@ struct wd_cpu_engine {
   int max_seqs, max_audio, max_rows; /* max_rows: max(max_seqs, CPU_MAX_PREFILL) */
 
   /* ---- weights ---- */
-  cpu_mat_t conv1, conv2; /* (d_a, n_mels * 3), (d_a, d_a * 3): f32, im2col order c * 3 + k */
+  cpu_mat_t conv1, conv2; /* (d_a, n_mels * 3), (d_a, d_a * 3): im2col order c * 3 + k; as
+                             stored, f32 where the file has a block type (rows of n_mels * 3
+                             are not whole blocks) */
   float *conv1_b, *conv2_b, *enc_pos, *enc_ln_g, *enc_ln_b;
   cpu_enc_layer_t *enc;
   cpu_mat_t emb; /* (n_vocab, d): the token embedding and the tied output projection */
@@ -62,6 +65,9 @@ struct wd_cpu_engine {
   float *kc, *vc;
   int *phys, *len, *audio; /* (max_seqs) */
   int *t_phys, *t_len, *t_audio, *t_used, *t_isdst, *t_copy; /* seq_copy scratch */
+
+  /* ---- products of many rows (cpu_gemm.h) ---- */
+  float *w_f32; /* cpu_gemm_scratch_elems: the matrix being multiplied, widened to f32 */
 
   /* ---- encoder scratch ---- */
   float *e_melT; /* (2 n_audio_ctx, n_mels) */

@@ -6,31 +6,32 @@
  */
 #include <string.h>
 
+#include "cpu_gemm.h"
 #include "cpu_internal.h"
+#include "quant.h"
 
 /* Bytes a weight matrix takes in the kernels' layout, by the rule
- * load_weights applies through cpu_mat_load: the encoder, the convolutions
- * and the cross K/V projection in f32 (sgemm's input); the decoder's other
- * matrices and the token embedding as stored when f16 or a block type,
- * else f32. (cpu_mat_load dequantizes a stack of tensors of different
- * types, e.g. a Q/K/V stack in a hand-mixed file, to f32; no published
- * file mixes them, and the plan counts each tensor by its own type.) */
+ * load_weights applies through cpu_mat_load: every matrix as stored when
+ * f16 or a block type (sgemm's products widen theirs per product,
+ * cpu_gemm.h), else f32, and a convolution kernel in a block type in f32.
+ * (cpu_mat_load dequantizes a stack of tensors of different types, e.g. a
+ * Q/K/V stack in a hand-mixed file, to f32; no published file mixes them,
+ * and the plan counts each tensor by its own type.) */
 static double matrix_bytes(const wd_tensor_t *t) {
   const double n = (double)wd_tensor_n_elements(t);
-  const char *s = t->name;
-  if (strncmp(s, "encoder.", 8) == 0 || strstr(s, ".cross_attn.key.") ||
-      strstr(s, ".cross_attn.value.") || t->type == WD_DTYPE_F32)
+  if (t->type == WD_DTYPE_F32 || (strstr(t->name, ".conv") && wd_dtype_is_quant(t->type)))
     return 4.0 * n;
   return (double)wd_dtype_row_bytes(t->type, t->ne[0]) * (n / (double)t->ne[0]);
 }
 
-/* Read in place from the model by cpu_mat_load: kept as stored (not forced
- * to f32 above) and not stacked with others (the self-attention Q, K and V
- * are one matrix). */
+/* Read in place from the model by cpu_mat_load: kept as stored (not
+ * widened to f32 above) and not stacked with others (the self-attention Q,
+ * K and V are one matrix, the cross-attention K and V another). */
 static int matrix_mapped(const wd_tensor_t *t) {
   return matrix_bytes(t) < 4.0 * (double)wd_tensor_n_elements(t) &&
          !(strstr(t->name, ".attn.query.") || strstr(t->name, ".attn.key.") ||
-           strstr(t->name, ".attn.value."));
+           strstr(t->name, ".attn.value.") || strstr(t->name, ".cross_attn.key.") ||
+           strstr(t->name, ".cross_attn.value."));
 }
 
 /* A matrix the engine loads through cpu_mat_load: every tensor with two
@@ -62,7 +63,7 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   p->cross_bytes = 2.0 * o->max_audio * nl * na * d * sizeof(uint16_t);
   const double col1 = 2 * na * nm * 3, col2 = na * da * 3;
   const double sc = na > nc ? na : nc;
-  p->scratch_bytes = f * (2 * na * nm + (col1 > col2 ? col1 : col2) + 2 * na * da +
+  p->scratch_bytes = f * ((double)cpu_gemm_scratch_elems(hp) + 2 * na * nm + (col1 > col2 ? col1 : col2) + 2 * na * da +
                           3 * na * da + na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da +
                           na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
                           ms * hp->n_vocab + CPU_ATTN_TASKS * sc);

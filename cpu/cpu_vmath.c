@@ -4,6 +4,7 @@
 #include "cpu_vmath.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "cpu_attn.h"
 #include "cpu_gemv.h"
@@ -111,6 +112,21 @@ __attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16
     y[i] = wd_f32_to_f16(x[i]);
 }
 
+/* f16 -> f32 from bytes at any address (weights read in place from a
+ * model file start anywhere). */
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_avx2(const unsigned char *x,
+                                                                 float *y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i_u *)(const void *)(
+                                x + 2 * i))));
+  for (; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, x + 2 * i, sizeof h);
+    y[i] = wd_f16_to_f32(h);
+  }
+}
+
 #endif
 
 void cpu_softmax_vec(float *s, int n) {
@@ -143,4 +159,19 @@ void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
 #endif
   for (size_t i = 0; i < n; i++)
     y[i] = wd_f32_to_f16(x[i]);
+}
+
+void cpu_f16_to_f32_vec(const void *x, float *y, size_t n) {
+  const unsigned char *b = x;
+#if CPU_X86
+  if (cpu_use_avx2()) {
+    f16_to_f32_avx2(b, y, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, b + 2 * i, sizeof h);
+    y[i] = wd_f16_to_f32(h);
+  }
 }

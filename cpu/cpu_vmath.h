@@ -23,4 +23,7 @@ void cpu_bias_gelu_vec(float *y, const float *b, int n);
 /* y[0 .. n) = x as f16, round to nearest even (F16C where there is one). */
 void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n);
 
+/* y[0 .. n) = the f16 values at x (any address), widened exactly. */
+void cpu_f16_to_f32_vec(const void *x, float *y, size_t n);
+
 #endif

@@ -118,7 +118,7 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
   if (warn)
     fprintf(out, "warning:         %s\n", warn);
   fprintf(out, "host memory:     batch %d (max_seqs %d, max_audio %d)\n", b, b, b);
-  fprintf(out, "  weights        %9.1f MiB (encoder f32 for sgemm; decoder as the kernels read it)\n",
+  fprintf(out, "  weights        %9.1f MiB (as stored; sgemm widens one at a time)\n",
           MIB(p.weight_bytes));
   fprintf(out, "    of which     %9.1f MiB read in place from the model file (shared page cache)\n",
           MIB(p.mapped_bytes));

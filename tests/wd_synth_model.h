@@ -81,7 +81,7 @@ static inline void wd_synth_put_tensor(FILE *f, const char *name, int n_dims, co
   }
 }
 
-/* Magic, hyper-parameters, the 80-band filterbank and the vocabulary. With
+/* Magic, hyper-parameters, the 80- (or 128-) band filterbank and the vocabulary. With
  * huge_token >= 0, token huge_token claims 1 GiB and the vocabulary stops
  * there (a corrupt file). */
 static inline void wd_synth_put_preamble(FILE *f, const wd_hparams_t *hp, uint32_t magic,
@@ -90,11 +90,12 @@ static inline void wd_synth_put_preamble(FILE *f, const wd_hparams_t *hp, uint32
   const int32_t *v = &hp->n_vocab;
   for (int i = 0; i < 11; i++)
     wd_synth_put_i32(f, v[i]);
-  static float mel[80 * 201];
-  wd_mel_filters_slaney(80, 400, 16000, mel);
-  wd_synth_put_i32(f, 80);
+  static float mel[128 * 201];
+  const int nm = hp->n_mels == 128 ? 128 : 80;
+  wd_mel_filters_slaney(nm, 400, 16000, mel);
+  wd_synth_put_i32(f, nm);
   wd_synth_put_i32(f, 201);
-  fwrite(mel, sizeof(float), 80 * 201, f);
+  fwrite(mel, sizeof(float), (size_t)nm * 201, f);
   wd_synth_put_i32(f, 50257);
   for (int i = 0; i < 50257; i++) {
     char tok[16];
@@ -109,11 +110,11 @@ static inline void wd_synth_put_preamble(FILE *f, const wd_hparams_t *hp, uint32
   }
 }
 
-/* Writes a whole valid file for hp (n_mels must be 80); 0 or -1. */
+/* Writes a whole valid file for hp (n_mels 80 or 128); 0 or -1. */
 static inline int wd_synth_write(const char *path, const wd_hparams_t *hp) {
   wd__tensor_spec_t *specs = NULL;
   size_t n = 0;
-  if (hp->n_mels != 80 || wd__model_expect(hp, &specs, &n) < 0)
+  if ((hp->n_mels != 80 && hp->n_mels != 128) || wd__model_expect(hp, &specs, &n) < 0)
     return -1;
   FILE *f = fopen(path, "wb");
   if (!f) {
@@ -144,6 +145,32 @@ static inline wd_hparams_t wd_synth_engine_hparams(int32_t ftype) {
                          .n_audio_head = 1, .n_audio_layer = 1, .n_text_ctx = 8,
                          .n_text_state = 64, .n_text_head = 1, .n_text_layer = 1,
                          .n_mels = 80, .ftype = ftype };
+}
+
+/* The published Whisper shapes by name (openai/whisper's ModelDimensions),
+ * for benchmarks at the sizes users deploy with weights no one needs to
+ * download: tiny, base, small, medium, large-v3, large-v3-turbo. 0 or -1
+ * for an unknown name. */
+static inline int wd_synth_named_hparams(const char *name, int32_t ftype, wd_hparams_t *hp) {
+  static const struct {
+    const char *name;
+    int d, heads, enc_layers, dec_layers, mels, vocab;
+  } shapes[] = {
+    { "tiny", 384, 6, 4, 4, 80, 51865 },          { "base", 512, 8, 6, 6, 80, 51865 },
+    { "small", 768, 12, 12, 12, 80, 51865 },      { "medium", 1024, 16, 24, 24, 80, 51865 },
+    { "large-v3", 1280, 20, 32, 32, 128, 51866 }, { "large-v3-turbo", 1280, 20, 32, 4, 128, 51866 },
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    if (strcmp(name, shapes[i].name) == 0) {
+      *hp = (wd_hparams_t){ .n_vocab = shapes[i].vocab, .n_audio_ctx = 1500,
+                            .n_audio_state = shapes[i].d, .n_audio_head = shapes[i].heads,
+                            .n_audio_layer = shapes[i].enc_layers, .n_text_ctx = 448,
+                            .n_text_state = shapes[i].d, .n_text_head = shapes[i].heads,
+                            .n_text_layer = shapes[i].dec_layers, .n_mels = shapes[i].mels,
+                            .ftype = ftype };
+      return 0;
+    }
+  return -1;
 }
 
 #endif

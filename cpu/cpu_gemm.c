@@ -1,0 +1,108 @@
+/*
+ * cpu_gemm.c - products of many rows on sgemm over weights as stored (see
+ * cpu_gemm.h).
+ */
+#include "cpu_gemm.h"
+
+#include <cblas.h>
+
+#include "cpu_internal.h"
+#include "cpu_vmath.h"
+
+size_t cpu_gemm_scratch_elems(const wd_hparams_t *hp) {
+  const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
+  const size_t nm = (size_t)hp->n_mels;
+  /* Encoder fc1/fc2 (4 da x da) and Q K V (3 da x da), conv2 (da x 3 da),
+   * conv1 (da x 3 n_mels); one half of the cross K/V stack (d x da); the
+   * decoder's fc1/fc2 (4 d x d) in a prefill. */
+  size_t m = 4 * da * da;
+  const size_t c[] = { da * 3 * nm, d * da, 4 * d * d };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+    m = c[i] > m ? c[i] : m;
+  return m;
+}
+
+/* ---- widening ---- */
+
+typedef struct {
+  const cpu_mat_t *w;
+  int o0, n, per;
+  float *out; /* (n, n_in) */
+} widen_task_t;
+
+static void widen_task(void *arg, int i) {
+  const widen_task_t *t = arg;
+  const int a = i * t->per, b = a + t->per < t->n ? a + t->per : t->n;
+  const size_t k = (size_t)t->w->n_in;
+  if (a >= b)
+    return;
+  if (t->w->type == WD_DTYPE_F16) { /* rows are contiguous: one run */
+    const unsigned char *src = (const unsigned char *)t->w->data + (size_t)(t->o0 + a) * k * 2;
+    cpu_f16_to_f32_vec(src, t->out + (size_t)a * k, (size_t)(b - a) * k);
+    return;
+  }
+  for (int r = a; r < b; r++)
+    cpu_mat_row(t->w, t->o0 + r, t->out + (size_t)r * k);
+}
+
+/* W[o0 .. o0 + n) as f32: the matrix itself, or the scratch widened. */
+static const float *widen(wd_cpu_engine_t *e, const cpu_mat_t *w, int o0, int n) {
+  if (w->type == WD_DTYPE_F32)
+    return (const float *)w->data + (size_t)o0 * (size_t)w->n_in;
+  widen_task_t t = { .w = w, .o0 = o0, .n = n, .out = e->w_f32 };
+  const int chunks = e->n_threads * 4 < n ? e->n_threads * 4 : n;
+  t.per = (n + chunks - 1) / chunks;
+  cpu_parallel(e, (n + t.per - 1) / t.per, widen_task, &t);
+  return e->w_f32;
+}
+
+void cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                  int o0, int n, float beta, float *y, int ldy) {
+  const float *wf = widen(e, w, o0, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w->n_in, 1.0f, x, ldx, wf,
+              w->n_in, beta, y, ldy);
+}
+
+/* ---- bias and activation over rows ---- */
+
+typedef struct {
+  float *y;
+  int ld, n;       /* row stride, columns */
+  const float *b;  /* bias (n) or NULL */
+  int gelu;
+  const float *add; /* (rows, n) added after the bias (positional embedding) or NULL */
+  int rows_per;
+  int rows;
+} bias_task_t;
+
+static void bias_task(void *arg, int i) {
+  const bias_task_t *t = arg;
+  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
+  for (int r = r0; r < r1; r++) {
+    float *y = t->y + (size_t)r * (size_t)t->ld;
+    if (t->gelu)
+      cpu_bias_gelu_vec(y, t->b, t->n);
+    else if (t->b)
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->b[c];
+    if (t->add)
+      for (int c = 0; c < t->n; c++)
+        y[c] += t->add[(size_t)r * (size_t)t->n + (size_t)c];
+  }
+}
+
+void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b, int gelu,
+                   const float *add) {
+  if (!b && !gelu && !add)
+    return;
+  bias_task_t t = { .y = y, .ld = ld, .n = n, .b = b, .gelu = gelu, .add = add, .rows = rows };
+  const int chunks = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
+  t.rows_per = (rows + chunks - 1) / chunks;
+  cpu_parallel(e, (rows + t.rows_per - 1) / t.rows_per, bias_task, &t);
+}
+
+void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                     const float *b, cpu_gemv_op_t op, float *y, int ldy) {
+  cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
+  cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+}
