@@ -2,10 +2,12 @@
  * cpu_engine.h - core/engine.h on the host CPU (issue #12).
  *
  * The same discipline as the Vulkan engine: everything is planned once at
- * load (weights converted to the layout the kernels read, KV caches for
- * every sequence slot, cross K/V for every audio slot, scratch for the
- * largest batch), and no call allocates. The encoder's products go through
- * OpenBLAS (sgemm, f32 weights); the decoder step is a batched GEMV over
+ * load (weights in the layout the kernels read, as the file stores them
+ * where it can, KV caches for every sequence slot, cross K/V for every
+ * audio slot, scratch for the largest batch), and no call allocates. The
+ * encoder's products go through OpenBLAS sgemm on kernels picked from the
+ * CPU's features (cpu_blas.h), each weight matrix widened to f32 just
+ * before its product (cpu_gemm.h); the decoder step is a batched GEMV over
  * the weights as stored (f16, or quantized blocks dequantized in registers;
  * f32 for f32 files) in which each weight
  * row is read once per step for all rows, and each row's sums run in an

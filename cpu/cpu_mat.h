@@ -6,8 +6,9 @@
  * exactly as the file stores it, f16 or one of the 32-element block types
  * (q8_0 .. q4_1, core/quant.h: a row is n_in / 32 blocks back to back), and
  * the decoder's GEMV converts on the fly, so each step reads 2x (f16) to
- * 6x (q4_0) fewer bytes than f32 weights; or it is f32 (what sgemm wants,
- * what the loader forces for the encoder, and what an f32 file gives).
+ * 6x (q4_0) fewer bytes than f32 weights, and sgemm's products widen it
+ * one matrix at a time (cpu_gemm.h); or it is f32 (what an f32 file gives,
+ * and a convolution kernel stored in a block type).
  * Several tensors may be stacked into one matrix (the Q, K and V
  * projections become one (3d, d) product).
  *
