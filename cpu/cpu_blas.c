@@ -97,15 +97,18 @@ const char *cpu_tier_name(cpu_tier_t t) {
 
 /* ---- the start-up hook ---- */
 
-/* What the hook found: 0 it never ran, 1 OpenBLAS runs the features' pick
- * (its own table agreed, or this process was re-executed with the pick),
- * 2 the environment had OPENBLAS_CORETYPE, 3 the features name no kernel
- * set, 4 the re-exec failed (the library's own pick stands). */
+/* What the hook found: 0 it never ran, 1 this process was re-executed
+ * with the features' pick, 2 the environment had OPENBLAS_CORETYPE, 3 the
+ * features name no kernel set, 4 the re-exec failed (the library's own
+ * pick stands), 5 the library's own pick is of the features' tier. */
 static int g_how;
 
 /* An executable's constructor: it runs after every shared object's, so
  * OpenBLAS has already chosen its kernels from its table of CPU models.
- * Where that choice is not the features' pick, the process re-executes
+ * Where that choice is of another tier than the features' (SSE kernels on
+ * an AVX-512 CPU; or wider ones than WHISPERD_CPU_NO_AVX512 allows; a
+ * sibling of the same tier, SapphireRapids for Cooperlake, is kept: their
+ * sgemm is the same), the process re-executes
  * itself at once (same pid, arguments, descriptors and environment, plus
  * the pick) so that OpenBLAS's initializer reads OPENBLAS_CORETYPE; the
  * marker WHISPERD_BLAS_REEXEC stops a second round, and both variables
@@ -131,8 +134,12 @@ __attribute__((constructor)) static void blas_hook(int argc, char **argv, char *
     return;
   }
   const char *core = openblas_get_corename();
-  if ((core && strcasecmp(core, pick) == 0) || !argv || !argv[0]) {
-    g_how = core && strcasecmp(core, pick) == 0 ? 1 : 4;
+  if (cpu_blas_core_tier(core) == cpu_blas_features_tier(cpu_blas_features())) {
+    g_how = 5;
+    return;
+  }
+  if (!argv || !argv[0]) {
+    g_how = 4;
     return;
   }
   if (setenv("OPENBLAS_CORETYPE", pick, 1) == 0 && setenv("WHISPERD_BLAS_REEXEC", "1", 1) == 0)
@@ -170,7 +177,8 @@ static void report(void) {
   static const char *const how[] = { "the library's own pick", "picked from CPU features",
                                      "OPENBLAS_CORETYPE from the environment",
                                      "the library's own pick",
-                                     "the library's own pick (re-exec failed)" };
+                                     "the library's own pick (re-exec failed)",
+                                     "OpenBLAS's own pick, of the tier the CPU's features allow" };
   snprintf(g_path, sizeof g_path, "%s sgemm, %s kernels (%s), %s", lib, core ? core : "unknown",
            cpu_tier_name(have), how[g_how]);
   /* sgemm speed by tier, relative to SSE, OpenBLAS 0.3.21 at the

@@ -7,11 +7,11 @@
  * one at load from a table of CPU models. A CPU newer than the library
  * (OpenBLAS 0.3.21 on an Intel Xeon of family 6, model 207) misses the table
  * and gets the SSE3 "Prescott" kernels: a quarter of the speed the same
- * library reaches on that CPU's AVX-512 kernels. So we decide: before any
- * process goes on (a constructor of the executable, cpu_blas.c), the
- * CPU's feature bits name the kernel set; where OpenBLAS chose another, the
- * process restarts itself once with OPENBLAS_CORETYPE set to the pick,
- * which OpenBLAS's initializer reads. (Nothing can run before a linked
+ * library reaches on that CPU's AVX-512 kernels. So we decide: before the
+ * process goes on (a constructor of the executable, cpu_blas.c), the CPU's
+ * feature bits name the kernel set; where OpenBLAS chose one of another
+ * tier (instruction width), the process restarts itself once with
+ * OPENBLAS_CORETYPE set to the pick, which OpenBLAS's initializer reads. (Nothing can run before a linked
  * library's initializer and still set the environment it reads: glibc
  * sets environ for libc after the executable's pre-init functions.) A
  * value the user set is kept (an explicit choice, e.g. to work around a
