@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "cpu_attn.h"
-#include "cpu_enc_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
@@ -118,19 +117,15 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
   sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
   bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
-  /* e_h (the normed input, consumed by the Q K V product) holds K^T. */
-  if (cpu_enc_attn_ok(dh))
-    cpu_enc_attn(e, e->e_qkv, n, d, nh, scale, e->e_h, e->e_s, e->e_o);
-  else
-    for (int h = 0; h < nh; h++) {
-      /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh,
-                  ld, e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
-      sm_task_t t = { .s = e->e_s, .n = n };
-      cpu_parallel(e, n_chunks(e, n, &t.rows_per), sm_task, &t);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
-                  e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
-    }
+  for (int h = 0; h < nh; h++) {
+    /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh, ld,
+                e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
+    sm_task_t t = { .s = e->e_s, .n = n };
+    cpu_parallel(e, n_chunks(e, n, &t.rows_per), sm_task, &t);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
+                e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
+  }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
   bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
