@@ -15,14 +15,10 @@
 
 #include "cpu_gemv.h" /* CPU_X86 */
 
-static int no_avx512_env(void) {
-  const char *v = getenv("WHISPERD_CPU_NO_AVX512");
-  return v && v[0] && strcmp(v, "0") != 0;
-}
-
 unsigned cpu_blas_features(void) {
   unsigned f = 0;
 #if CPU_X86
+  const char *no512 = getenv("WHISPERD_CPU_NO_AVX512");
   /* Safe before constructors run: it fills libgcc's CPU model itself. */
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx"))
@@ -45,7 +41,7 @@ unsigned cpu_blas_features(void) {
     f |= CPU_F_AVX512VL;
   if (__builtin_cpu_supports("avx512bf16"))
     f |= CPU_F_AVX512BF16;
-  if (no_avx512_env())
+  if (no512 && no512[0] && strcmp(no512, "0") != 0)
     f &= ~(unsigned)(CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ |
                      CPU_F_AVX512VL | CPU_F_AVX512BF16);
 #endif
