@@ -1,6 +1,6 @@
 /*
  * cpu_blas.c - the encoder's GEMM kernels chosen from CPU features (see
- * cpu_blas.h): the pick, the pre-init hook that hands it to OpenBLAS, and
+ * cpu_blas.h): the pick, the start-up hook that hands it to OpenBLAS, and
  * the report of what OpenBLAS then runs.
  */
 #include "cpu_blas.h"
@@ -14,34 +14,22 @@
 #include <unistd.h>
 
 #include "cpu_gemv.h" /* CPU_X86 */
+#include "cpu_gemv512.h"
 
 unsigned cpu_blas_features(void) {
   unsigned f = 0;
 #if CPU_X86
-  const char *no512 = getenv("WHISPERD_CPU_NO_AVX512");
-  /* Safe before constructors run: it fills libgcc's CPU model itself. */
+  /* Safe before constructors run: it fills libgcc's CPU model itself.
+   * __builtin_cpu_supports takes literals only, hence the macro. */
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx"))
-    f |= CPU_F_AVX;
-  if (__builtin_cpu_supports("avx2"))
-    f |= CPU_F_AVX2;
-  if (__builtin_cpu_supports("fma"))
-    f |= CPU_F_FMA;
-  if (__builtin_cpu_supports("f16c"))
-    f |= CPU_F_F16C;
-  if (__builtin_cpu_supports("avx512f"))
-    f |= CPU_F_AVX512F;
-  if (__builtin_cpu_supports("avx512cd"))
-    f |= CPU_F_AVX512CD;
-  if (__builtin_cpu_supports("avx512bw"))
-    f |= CPU_F_AVX512BW;
-  if (__builtin_cpu_supports("avx512dq"))
-    f |= CPU_F_AVX512DQ;
-  if (__builtin_cpu_supports("avx512vl"))
-    f |= CPU_F_AVX512VL;
-  if (__builtin_cpu_supports("avx512bf16"))
-    f |= CPU_F_AVX512BF16;
-  if (no512 && no512[0] && strcmp(no512, "0") != 0)
+#define CPU_HAS(name, bit) (__builtin_cpu_supports(name) ? (unsigned)(bit) : 0u)
+  f = CPU_HAS("avx", CPU_F_AVX) | CPU_HAS("avx2", CPU_F_AVX2) | CPU_HAS("fma", CPU_F_FMA) |
+      CPU_HAS("f16c", CPU_F_F16C) | CPU_HAS("avx512f", CPU_F_AVX512F) |
+      CPU_HAS("avx512cd", CPU_F_AVX512CD) | CPU_HAS("avx512bw", CPU_F_AVX512BW) |
+      CPU_HAS("avx512dq", CPU_F_AVX512DQ) | CPU_HAS("avx512vl", CPU_F_AVX512VL) |
+      CPU_HAS("avx512bf16", CPU_F_AVX512BF16);
+#undef CPU_HAS
+  if (cpu_no_avx512_env())
     f &= ~(unsigned)(CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ |
                      CPU_F_AVX512VL | CPU_F_AVX512BF16);
 #endif
@@ -128,13 +116,13 @@ __attribute__((constructor)) static void blas_hook(int argc, char **argv, char *
     g_how = 2;
     return;
   }
-  const char *pick = cpu_blas_pick(cpu_blas_features());
+  const unsigned f = cpu_blas_features();
+  const char *pick = cpu_blas_pick(f);
   if (!pick) {
     g_how = 3;
     return;
   }
-  const char *core = openblas_get_corename();
-  if (cpu_blas_core_tier(core) == cpu_blas_features_tier(cpu_blas_features())) {
+  if (cpu_blas_core_tier(openblas_get_corename()) == cpu_blas_features_tier(f)) {
     g_how = 5;
     return;
   }

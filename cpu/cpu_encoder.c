@@ -28,17 +28,6 @@ static void sgemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, con
 
 /* ---- row-parallel element-wise passes ---- */
 
-static int n_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
-  const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
-  *rows_per = (rows + n - 1) / n;
-  return (rows + *rows_per - 1) / *rows_per;
-}
-
-static void bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b,
-                      int gelu, const float *add) {
-  cpu_bias_rows(e, y, rows, ld, n, b, gelu, add);
-}
-
 typedef struct {
   const float *x;
   float *y;
@@ -57,7 +46,7 @@ static void ln_task(void *arg, int i) {
 static void ln_rows(wd_cpu_engine_t *e, const float *x, float *y, int rows, int d, const float *g,
                     const float *b) {
   ln_task_t t = { .x = x, .y = y, .d = d, .rows = rows, .g = g, .b = b };
-  cpu_parallel(e, n_chunks(e, rows, &t.rows_per), ln_task, &t);
+  cpu_parallel(e, cpu_row_chunks(e, rows, &t.rows_per), ln_task, &t);
 }
 
 typedef struct {
@@ -116,28 +105,28 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const float scale = (float)(1.0 / sqrt((double)dh));
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
   sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
-  bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
+  cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
   for (int h = 0; h < nh; h++) {
     /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh, ld,
                 e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
     sm_task_t t = { .s = e->e_s, .n = n };
-    cpu_parallel(e, n_chunks(e, n, &t.rows_per), sm_task, &t);
+    cpu_parallel(e, cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
                 e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
   }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
-  bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
+  cpu_bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
 }
 
 static void enc_mlp(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
   ln_rows(e, e->e_x, e->e_h, n, d, L->mlp_g, L->mlp_b);
   sgemm_xwt(e, n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
-  bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
+  cpu_bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
   sgemm_xwt(e, n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
-  bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
+  cpu_bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
 }
 
 int cpu_encode(void *self, int a, const float *mel) {
@@ -153,10 +142,10 @@ int cpu_encode(void *self, int a, const float *mel) {
       e->e_melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
   im2col3(e->e_melT, T, nm, 1, e->e_col, T);
   sgemm_xwt(e, T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
-  bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
+  cpu_bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
   im2col3(e->e_x1, T, da, 2, e->e_col, n);
   sgemm_xwt(e, n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
-  bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
+  cpu_bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
   for (int l = 0; l < hp->n_audio_layer; l++) {
     enc_attention(e, &e->enc[l]);
     enc_mlp(e, &e->enc[l]);
@@ -173,7 +162,7 @@ int cpu_encode(void *self, int a, const float *mel) {
     const cpu_dec_layer_t *L = &e->dec[l];
     cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, 0, d, 0.0f, K, d);
     cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, d, d, 0.0f, V, d);
-    bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
+    cpu_bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
     const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
     f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };
     cpu_parallel(e, F16_CHUNKS, f16_task, &t);

@@ -21,6 +21,12 @@ double cpu_now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+int cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
+  const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
+  *rows_per = n > 0 ? (rows + n - 1) / n : 1;
+  return n > 0 ? (rows + *rows_per - 1) / *rows_per : 0;
+}
+
 void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg) {
   if (n <= 0)
     return;
@@ -347,8 +353,8 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->r_audio = calloc(rows, sizeof(int));
   if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
         e->t_phys && e->t_len && e->t_audio && e->t_copy && e->t_used && e->t_isdst &&
-        e->w_f32 && e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv && e->e_f &&
-        e->e_s && e->d_x && e->d_h && e->d_o && e->d_qkv && e->d_f && e->d_logits &&
+        e->w_f32 && e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv &&
+        e->e_f && e->e_s && e->d_x && e->d_h && e->d_o && e->d_qkv && e->d_f && e->d_logits &&
         e->d_scores && e->r_buf && e->r_pos && e->r_audio))
     return WD_ENOMEM;
   for (int s = 0; s < e->max_seqs; s++)

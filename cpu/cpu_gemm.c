@@ -50,9 +50,7 @@ static const float *widen(wd_cpu_engine_t *e, const cpu_mat_t *w, int o0, int n)
   if (w->type == WD_DTYPE_F32)
     return (const float *)w->data + (size_t)o0 * (size_t)w->n_in;
   widen_task_t t = { .w = w, .o0 = o0, .n = n, .out = e->w_f32 };
-  const int chunks = e->n_threads * 4 < n ? e->n_threads * 4 : n;
-  t.per = (n + chunks - 1) / chunks;
-  cpu_parallel(e, (n + t.per - 1) / t.per, widen_task, &t);
+  cpu_parallel(e, cpu_row_chunks(e, n, &t.per), widen_task, &t);
   return e->w_f32;
 }
 
@@ -96,9 +94,7 @@ void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const 
   if (!b && !gelu && !add)
     return;
   bias_task_t t = { .y = y, .ld = ld, .n = n, .b = b, .gelu = gelu, .add = add, .rows = rows };
-  const int chunks = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
-  t.rows_per = (rows + chunks - 1) / chunks;
-  cpu_parallel(e, (rows + t.rows_per - 1) / t.rows_per, bias_task, &t);
+  cpu_parallel(e, cpu_row_chunks(e, rows, &t.rows_per), bias_task, &t);
 }
 
 void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,

@@ -13,16 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cpu_no_avx512_env(void) {
+  const char *v = getenv("WHISPERD_CPU_NO_AVX512");
+  return v && v[0] && strcmp(v, "0") != 0;
+}
+
 #if CPU_X86
 #include <immintrin.h>
 
 #define CPU512_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
 #include "cpu_gemv512_kern.h"
-
-static int no_avx512_env(void) {
-  const char *v = getenv("WHISPERD_CPU_NO_AVX512");
-  return v && v[0] && strcmp(v, "0") != 0;
-}
 
 int cpu_avx512_available(void) {
   static _Atomic int cached = -1; /* relaxed: every thread computes the same */
@@ -31,7 +31,7 @@ int cpu_avx512_available(void) {
     __builtin_cpu_init();
     /* libgcc sets avx512f only when the OS saves the ZMM state (XCR0). */
     v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !no_avx512_env();
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !cpu_no_avx512_env();
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return v;

@@ -8,6 +8,10 @@
 
 #include "cpu_qgemv.h"
 
+/* 1 when WHISPERD_CPU_NO_AVX512 is set (and not "0"): AVX-512 is masked
+ * for the decoder's GEMV and the encoder's kernel pick (cpu_blas.c). */
+int cpu_no_avx512_env(void);
+
 /* 1 when the CPU has AVX-512F, AVX2, FMA and F16C, and the OS keeps the
  * ZMM registers, and WHISPERD_CPU_NO_AVX512 is not set. Cached. */
 int cpu_avx512_available(void);

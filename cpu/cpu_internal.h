@@ -94,6 +94,9 @@ struct wd_cpu_engine {
 
 double cpu_now_ms(void);
 
+/* Splits rows into at most 4 chunks a thread (uneven threads even out):
+ * returns the number of chunks, *rows_per the rows of each but the last. */
+int cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);
 /* Runs fn(arg, i) for i in [0, n) on the engine's threads. */
 void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg);
 /* The GEMV over the pool, outputs split in chunks. */

@@ -63,9 +63,9 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   p->cross_bytes = 2.0 * o->max_audio * nl * na * d * sizeof(uint16_t);
   const double col1 = 2 * na * nm * 3, col2 = na * da * 3;
   const double sc = na > nc ? na : nc;
-  p->scratch_bytes = f * ((double)cpu_gemm_scratch_elems(hp) + 2 * na * nm + (col1 > col2 ? col1 : col2) + 2 * na * da +
-                          3 * na * da + na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da +
-                          na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
+  p->scratch_bytes = f * ((double)cpu_gemm_scratch_elems(hp) + 2 * na * nm +
+                          (col1 > col2 ? col1 : col2) + 2 * na * da + 3 * na * da +
+                          na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da + na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
                           ms * hp->n_vocab + CPU_ATTN_TASKS * sc);
   p->total_bytes = p->weight_bytes + p->self_bytes + p->cross_bytes + p->scratch_bytes;
 }

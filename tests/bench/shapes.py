@@ -37,7 +37,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-from peers import JFK, WCPP_BUILD, WCPP_MIRROR, run_child  # noqa: E402
+from peers import JFK, WCPP_BUILD, WCPP_MIRROR, fmt, run_child  # noqa: E402
 
 WCPP_BENCH = ["/tmp/wcpp/build-cpu/bin/whisper-bench",
               os.path.join(ROOT, "build", "whispercpp", "build-cpu", "bin", "whisper-bench")]
@@ -64,15 +64,6 @@ def theirs(res):
     return {"encoder_ms": num(r"encode " + per, e), "step1_ms": num(r"decode " + per, e),
             "batchd_ms_tok": num(r"batchd " + per, e), "prefill_ms_tok": num(r"prompt " + per, e),
             "rss_mib": res["rss_mib"]}
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def fmt(x, f="{:.1f}"):
-    return "-" if x is None else f.format(x)
 
 
 def main():
@@ -139,18 +130,18 @@ def main():
             print(f"  whisperd encoder GEMM: {w[0]['gemm']}")
         print(f"  {'':<12} {'encoder ms':>11} {'step b1 ms':>11} {'b8 ms/row':>10} "
               f"{'batchd ms/tok':>14} {'prefill ms/tok':>15} {'peak RSS MiB':>13}")
-        print(f"  {'whisperd':<12} {fmt(fig(w, 'encoder_ms', True)):>11} {fmt(fig(w, 'step1_ms'), '{:.2f}'):>11} "
+        print(f"  {'whisperd':<12} {fmt(fig(w, 'encoder_ms', True), '{:.1f}'):>11} {fmt(fig(w, 'step1_ms'), '{:.2f}'):>11} "
               f"{fmt(fig(w, 'step8_ms_tok'), '{:.2f}'):>10} {'-':>14} "
-              f"{fmt(fig(w, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(w, 'rss_mib')):>13}")
-        print(f"  {'whisper.cpp':<12} {fmt(fig(c, 'encoder_ms', True)):>11} {fmt(fig(c, 'step1_ms'), '{:.2f}'):>11} "
+              f"{fmt(fig(w, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(w, 'rss_mib'), '{:.1f}'):>13}")
+        print(f"  {'whisper.cpp':<12} {fmt(fig(c, 'encoder_ms', True), '{:.1f}'):>11} {fmt(fig(c, 'step1_ms'), '{:.2f}'):>11} "
               f"{'-':>10} {fmt(fig(c, 'batchd_ms_tok'), '{:.2f}'):>14} "
-              f"{fmt(fig(c, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(c, 'rss_mib')):>13}")
+              f"{fmt(fig(c, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(c, 'rss_mib'), '{:.1f}'):>13}")
         rss = None
         if not args.no_transcribe:
             res = run_child([whisperd, "transcribe", "--device", "cpu", "-l", "en",
                              "--temperature-inc", "0", "--log-level", "warning", "-m", path, JFK])
             rss = res["rss_mib"] if res["rc"] == 0 else None
-            print(f"  whisperd transcribe jfk.wav: peak RSS {fmt(rss)} MiB, "
+            print(f"  whisperd transcribe jfk.wav: peak RSS {fmt(rss, '{:.1f}')} MiB, "
                   f"{fmt(rss / size_mib if rss else None, '{:.2f}')}x the file "
                   f"({res['wall_s']:.1f} s{'' if res['rc'] == 0 else ', exit %d' % res['rc']})")
         print("  targets (issue #22), whisperd / whisper.cpp, medians of paired rounds:")
