@@ -27,11 +27,11 @@ unsigned cpu_blas_features(void) {
       CPU_HAS("f16c", CPU_F_F16C) | CPU_HAS("avx512f", CPU_F_AVX512F) |
       CPU_HAS("avx512cd", CPU_F_AVX512CD) | CPU_HAS("avx512bw", CPU_F_AVX512BW) |
       CPU_HAS("avx512dq", CPU_F_AVX512DQ) | CPU_HAS("avx512vl", CPU_F_AVX512VL) |
-      CPU_HAS("avx512bf16", CPU_F_AVX512BF16);
+      CPU_HAS("avx512bf16", CPU_F_AVX512BF16) | CPU_HAS("avx512vnni", CPU_F_AVX512VNNI);
 #undef CPU_HAS
   if (cpu_no_avx512_env())
     f &= ~(unsigned)(CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ |
-                     CPU_F_AVX512VL | CPU_F_AVX512BF16);
+                     CPU_F_AVX512VL | CPU_F_AVX512BF16 | CPU_F_AVX512VNNI);
 #endif
   return f;
 }

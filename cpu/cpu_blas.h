@@ -43,6 +43,7 @@ enum {
   CPU_F_AVX512VL = 1u << 7,
   CPU_F_AVX512BF16 = 1u << 8,
   CPU_F_F16C = 1u << 9,
+  CPU_F_AVX512VNNI = 1u << 10, /* --compute-type int8's fast path (cpu_rgemm.h) */
 };
 
 /* Instruction tiers of a kernel set, ordered. */

@@ -12,6 +12,7 @@
 #include "cpu_blas.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
+#include "cpu_rgemm.h"
 #include "error.h"
 #include "quant.h"
 
@@ -51,6 +52,10 @@ static void gemv_task(void *arg, int i) {
 }
 
 void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
+  if (g->w->ct) { /* --compute-type bf16 / int8 */
+    cpu_rgemm_run(e, g->n_rows, g->x, g->ldx, g->w, 0, g->w->n_out, g->b, g->op, g->y, g->ldy);
+    return;
+  }
   /* Chunks of outputs, a few per thread so that uneven threads even out;
    * a multiple of 8 outputs keeps each chunk's y writes off its
    * neighbours' cache lines. Which thread computes an output never changes
@@ -102,9 +107,24 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   free(e);
 }
 
+/* cpu_mat_load, then the conversion of --compute-type bf16 / int8
+ * (cpu_rgemm.h) at once, the model's pages of the tensors released after
+ * each matrix: the peak holds one matrix twice, not the model. */
+static int mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
+                    int n, int n_in, wd_cpu_compute_t ct, char *err, size_t el) {
+  int rc = cpu_mat_load(w, m, names, rows, n, n_in, 0, err, el);
+  if (rc < 0 || ct == WD_CPU_COMPUTE_F32)
+    return rc;
+  if ((rc = cpu_mat_reduce(w, ct)) < 0)
+    return rc;
+  for (int i = 0; i < n; i++)
+    (void)wd_model_release(m, wd_model_tensor(m, names[i]));
+  return 0;
+}
+
 /* Loads the weights of one attention block: Q, K, V stacked, out; biases
  * with a zero block where the key has none. */
-static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, int want_f32,
+static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, wd_cpu_compute_t ct,
                      cpu_mat_t *qkv, float **bqkv, cpu_mat_t *o, float **bo, char *err,
                      size_t el) {
   char nq[160], nk[160], nv[160], no[160];
@@ -114,11 +134,11 @@ static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, int wa
   snprintf(no, sizeof no, "%s.out.weight", p);
   const char *names[3] = { nq, nk, nv };
   const int rows[3] = { d, d, d };
-  int rc = cpu_mat_load(qkv, m, names, rows, 3, d_in, want_f32, err, el);
+  int rc = mat_load(qkv, m, names, rows, 3, d_in, ct, err, el);
   if (rc < 0)
     return rc;
   const char *on[1] = { no };
-  if ((rc = cpu_mat_load(o, m, on, rows, 1, d, want_f32, err, el)) < 0)
+  if ((rc = mat_load(o, m, on, rows, 1, d, ct, err, el)) < 0)
     return rc;
   float *bq, *bv;
   snprintf(nq, sizeof nq, "%s.query.bias", p);
@@ -137,7 +157,7 @@ static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, int wa
   return rc;
 }
 
-static int load_mlp(const wd_model_t *m, const char *p, int d, int want_f32, cpu_mat_t *fc1,
+static int load_mlp(const wd_model_t *m, const char *p, int d, wd_cpu_compute_t ct, cpu_mat_t *fc1,
                     float **b1, cpu_mat_t *fc2, float **b2, float **g, float **b, char *err,
                     size_t el) {
   char n1[160], n2[160];
@@ -145,9 +165,9 @@ static int load_mlp(const wd_model_t *m, const char *p, int d, int want_f32, cpu
   snprintf(n2, sizeof n2, "%s.mlp.2.weight", p);
   const char *a1[1] = { n1 }, *a2[1] = { n2 };
   const int r1[1] = { 4 * d }, r2[1] = { d };
-  int rc = cpu_mat_load(fc1, m, a1, r1, 1, d, want_f32, err, el);
+  int rc = mat_load(fc1, m, a1, r1, 1, d, ct, err, el);
   if (rc == 0)
-    rc = cpu_mat_load(fc2, m, a2, r2, 1, 4 * d, want_f32, err, el);
+    rc = mat_load(fc2, m, a2, r2, 1, 4 * d, ct, err, el);
   if (rc < 0)
     return rc;
   snprintf(n1, sizeof n1, "%s.mlp.0.bias", p);
@@ -208,20 +228,20 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   for (int l = 0; l < hp->n_audio_layer; l++) {
     cpu_enc_layer_t *L = &e->enc[l];
     snprintf(p, sizeof p, "encoder.blocks.%d.attn", l);
-    if ((rc = load_attn(m, p, da, da, 0, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+    if ((rc = load_attn(m, p, da, da, e->compute, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, da, &L->attn_g, &L->attn_b, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d", l);
-    if ((rc = load_mlp(m, p, da, 0, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+    if ((rc = load_mlp(m, p, da, e->compute, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
                        el)) < 0)
       return rc;
   }
   for (int l = 0; l < hp->n_text_layer; l++) {
     cpu_dec_layer_t *L = &e->dec[l];
     snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
-    if ((rc = load_attn(m, p, d, d, 0, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+    if ((rc = load_attn(m, p, d, d, e->compute, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "decoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, d, &L->attn_g, &L->attn_b, err, el)) < 0)
@@ -236,9 +256,9 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     snprintf(no, sizeof no, "%s.out.weight", p);
     const char *aq[1] = { nq }, *ao[1] = { no }, *akv[2] = { nk, nv };
     const int r1[1] = { d }, r2[2] = { d, d };
-    if ((rc = cpu_mat_load(&L->xq, m, aq, r1, 1, d, 0, err, el)) < 0 ||
-        (rc = cpu_mat_load(&L->xo, m, ao, r1, 1, d, 0, err, el)) < 0 ||
-        (rc = cpu_mat_load(&L->xkv, m, akv, r2, 2, da, 0, err, el)) < 0)
+    if ((rc = mat_load(&L->xq, m, aq, r1, 1, d, e->compute, err, el)) < 0 ||
+        (rc = mat_load(&L->xo, m, ao, r1, 1, d, e->compute, err, el)) < 0 ||
+        (rc = mat_load(&L->xkv, m, akv, r2, 2, da, e->compute, err, el)) < 0)
       return rc;
     snprintf(nq, sizeof nq, "%s.query.bias", p);
     snprintf(nv, sizeof nv, "%s.value.bias", p);
@@ -257,13 +277,13 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     if ((rc = load_ln(m, q, d, &L->x_g, &L->x_b, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "decoder.blocks.%d", l);
-    if ((rc = load_mlp(m, p, d, 0, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+    if ((rc = load_mlp(m, p, d, e->compute, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
                        el)) < 0)
       return rc;
   }
   const char *en[1] = { "decoder.token_embedding.weight" };
   const int er[1] = { hp->n_vocab };
-  if ((rc = cpu_mat_load(&e->emb, m, en, er, 1, d, 0, err, el)) < 0)
+  if ((rc = mat_load(&e->emb, m, en, er, 1, d, e->compute, err, el)) < 0)
     return rc;
   e->dec_pos = cpu_vec_load(m, "decoder.positional_embedding",
                             (size_t)hp->n_text_ctx * (size_t)d, err, el);
@@ -271,6 +291,13 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     return WD_EMODEL;
   if ((rc = load_ln(m, "decoder.ln", d, &e->dec_ln_g, &e->dec_ln_b, err, el)) < 0)
     return rc;
+  return 0;
+}
+
+/* What the matrices take (stats; tests check it
+ * against wd_cpu_engine_plan). */
+static void count_weights(wd_cpu_engine_t *e) {
+  const wd_hparams_t *hp = &e->hp;
   /* What the matrices take (vectors are small). */
   double b = (double)cpu_mat_bytes(&e->conv1) + (double)cpu_mat_bytes(&e->conv2) +
              (double)cpu_mat_bytes(&e->emb);
@@ -303,7 +330,6 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
       mb += (double)(cpu_mat_bytes(ms[i]) - cpu_mat_own_bytes(ms[i]));
   }
   e->mapped_bytes = mb;
-  return 0;
 }
 
 /* cpu_alloc that counts what the caches and scratch take (stats,
@@ -349,6 +375,13 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->d_logits = state_alloc(e, ms * (size_t)hp->n_vocab * f);
   const size_t sc = na > nc ? na : nc;
   e->d_scores = state_alloc(e, (size_t)CPU_ATTN_TASKS * sc * f);
+  if (e->compute != WD_CPU_COMPUTE_F32) {
+    const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
+    e->r_xq = state_alloc(e, xr * cpu_rgemm_row_bytes(e->compute, 4 * (int)dmax));
+    e->r_xs = state_alloc(e, xr * f);
+    if (!e->r_xq || !e->r_xs)
+      return WD_ENOMEM;
+  }
   e->r_buf = calloc(rows, sizeof(int)), e->r_pos = calloc(rows, sizeof(int));
   e->r_audio = calloc(rows, sizeof(int));
   if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
@@ -434,6 +467,11 @@ static int cpu_seq_copy(void *self, int n, const int *dst, const int *src) {
   return 0;
 }
 
+/* The features --compute-type picks its kernels from: none where
+ * WHISPERD_CPU_PORTABLE asks for the portable kernels (the arm64 path,
+ * which has no int8 or bf16 kernels of its own). */
+static unsigned compute_features(void) { return cpu_force_portable() ? 0u : cpu_blas_features(); }
+
 int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
                       wd_cpu_engine_t **ret, char *err, size_t err_len) {
   char dummy[8];
@@ -452,6 +490,19 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     snprintf(err, err_len, "state not a multiple of the heads");
     return WD_EMODEL;
   }
+  if (o->compute != WD_CPU_COMPUTE_F32 && hp->n_text_state % 16) {
+    /* The cross K/V product starts V at output n_text_state: a packed
+     * block boundary (cpu_rgemm.h). Every Whisper model has it. */
+    snprintf(err, err_len, "--compute-type %s needs a text state that is a multiple of 16",
+             wd_cpu_compute_name(o->compute));
+    return WD_EMODEL;
+  }
+  const unsigned feat = compute_features();
+  const char *refusal = cpu_rgemm_refusal(o->compute, feat);
+  if (refusal) {
+    snprintf(err, err_len, "%s", refusal);
+    return WD_EINVAL;
+  }
   cpu_gemv_init();
   wd_cpu_engine_t *e = calloc(1, sizeof *e);
   if (!e)
@@ -460,12 +511,16 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   e->hp = *hp;
   e->max_seqs = o->max_seqs;
   e->max_audio = o->max_audio;
+  e->compute = o->compute;
+  e->rpath = (int)cpu_rgemm_pick(o->compute, feat);
   e->max_rows = o->max_seqs > CPU_MAX_PREFILL ? o->max_seqs : CPU_MAX_PREFILL;
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
   e->n_threads = o->n_threads ? o->n_threads : (nc > 0 ? (int)(nc > 64 ? 64 : nc) : 1);
   int rc = wd_pool_new(e->n_threads - 1, &e->pool);
   if (rc == 0)
     rc = load_weights(e, err, err_len);
+  if (rc == 0)
+    count_weights(e);
   if (rc == 0)
     rc = plan_buffers(e);
   if (rc < 0) {
@@ -507,12 +562,39 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->n_threads = e->n_threads;
   st->kernel = cpu_gemv_kernel();
   st->gemm = cpu_blas_path();
+  st->compute = wd_cpu_compute_name(e->compute);
+  st->compute_path = e->compute ? cpu_rpath_name((cpu_rpath_t)e->rpath) : NULL;
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
   st->mapped_mib = e->mapped_bytes / (1024.0 * 1024.0);
   st->state_mib = e->state_bytes / (1024.0 * 1024.0);
 }
 
 const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }
+
+const char *wd_cpu_compute_name(wd_cpu_compute_t c) {
+  return c == WD_CPU_COMPUTE_BF16 ? "bf16" : c == WD_CPU_COMPUTE_INT8 ? "int8" : "f32";
+}
+
+int wd_cpu_compute_parse(const char *name, wd_cpu_compute_t *ret) {
+  *ret = WD_CPU_COMPUTE_F32;
+  if (!name || !name[0] || strcmp(name, "f32") == 0)
+    return 0;
+  if (strcmp(name, "bf16") == 0)
+    *ret = WD_CPU_COMPUTE_BF16;
+  else if (strcmp(name, "int8") == 0)
+    *ret = WD_CPU_COMPUTE_INT8;
+  else
+    return WD_EINVAL;
+  return 0;
+}
+
+const char *wd_cpu_compute_refusal(wd_cpu_compute_t c) {
+  return cpu_rgemm_refusal(c, compute_features());
+}
+
+const char *wd_cpu_compute_path(wd_cpu_compute_t c) {
+  return c ? cpu_rpath_name(cpu_rgemm_pick(c, compute_features())) : NULL;
+}
 
 const char *wd_cpu_engine_gemm(void) { return cpu_blas_path(); }
 

@@ -28,10 +28,16 @@
 
 typedef struct wd_cpu_engine wd_cpu_engine_t;
 
+/* The arithmetic of the linear layers (--compute-type, as faster-whisper's
+ * compute_type; cpu_rgemm.h): f32 over the weights as stored, or weights
+ * converted at load to bf16 or int8 and products in that precision. */
+typedef enum { WD_CPU_COMPUTE_F32, WD_CPU_COMPUTE_BF16, WD_CPU_COMPUTE_INT8 } wd_cpu_compute_t;
+
 typedef struct {
   int max_seqs;  /* sequence slots (>= 1) */
   int max_audio; /* audio slots (>= 1) */
   int n_threads; /* 0: the online cores */
+  wd_cpu_compute_t compute; /* 0: f32 */
 } wd_cpu_engine_opts_t;
 
 typedef struct {
@@ -41,7 +47,9 @@ typedef struct {
   unsigned long long n_steps;
   int n_threads;
   const char *kernel; /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable" */
-  const char *gemm;   /* the encoder's GEMM path, wd_cpu_engine_gemm() */
+  const char *gemm;   /* the encoder's GEMM path, wd_cpu_engine_gemm() (f32) */
+  const char *compute;      /* "f32", "bf16" or "int8" */
+  const char *compute_path; /* bf16 / int8: their kernels ("int8, AVX512-VNNI"), else NULL */
   double weight_mib;  /* the weight matrices in the kernels' layout */
   double mapped_mib;  /* of those, read in place from the model (no copy, cpu_mat.h) */
   double state_mib;   /* caches and scratch, as planned at load */
@@ -72,6 +80,14 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st);
 /* The decoder kernel this host runs: "avx512f+avx2+fma+f16c", "avx2+fma+f16c"
  * or "portable". */
 const char *wd_cpu_engine_kernel(void);
+/* "f32", "bf16", "int8". */
+const char *wd_cpu_compute_name(wd_cpu_compute_t c);
+/* The reverse (NULL or "" gives f32); WD_EINVAL for another name. */
+int wd_cpu_compute_parse(const char *name, wd_cpu_compute_t *ret);
+/* NULL when this CPU runs c, else one line saying why not. */
+const char *wd_cpu_compute_refusal(wd_cpu_compute_t c);
+/* The kernels c runs on here ("int8, AVX512-VNNI"); NULL for f32. */
+const char *wd_cpu_compute_path(wd_cpu_compute_t c);
 /* The encoder's GEMM path and the ISA it runs, one line (cpu/cpu_blas.h):
  * "OpenBLAS 0.3.21 sgemm, SkylakeX kernels (AVX-512), picked from CPU
  * features". */

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include "cpu_internal.h"
+#include "cpu_rgemm.h"
 #include "cpu_vmath.h"
 
 size_t cpu_gemm_scratch_elems(const wd_hparams_t *hp) {
@@ -54,8 +55,55 @@ static const float *widen(wd_cpu_engine_t *e, const cpu_mat_t *w, int o0, int n)
   return e->w_f32;
 }
 
+/* ---- bf16 and int8 (cpu_rgemm.h) ---- */
+
+typedef struct {
+  const cpu_rgemm_t *g;
+  int per; /* rows (prep) or outputs (range) a task takes */
+} rgemm_task_t;
+
+static void rgemm_prep_task(void *arg, int i) {
+  const rgemm_task_t *t = arg;
+  const int a = i * t->per, b = a + t->per < t->g->n_rows ? a + t->per : t->g->n_rows;
+  cpu_rgemm_prep(t->g, a, b);
+}
+
+static void rgemm_range_task(void *arg, int i) {
+  const rgemm_task_t *t = arg;
+  const int a = i * t->per, b = a + t->per < t->g->n ? a + t->per : t->g->n;
+  cpu_rgemm_range(t->g, a, b);
+}
+
+/* raw: the products alone, bias and GELU after (cpu_linear_rows). */
+static void rgemm(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                  int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy, int raw) {
+  const cpu_rgemm_t g = { .w = w, .o0 = o0, .n = n, .b = b, .n_rows = rows, .x = x, .ldx = ldx,
+                          .y = y, .ldy = ldy, .op = op, .xq = e->r_xq, .xs = e->r_xs,
+                          .path = (cpu_rpath_t)e->rpath, .raw = raw };
+  rgemm_task_t t = { .g = &g };
+  /* A step's few rows are converted on this thread; a window's over all. */
+  if (rows <= 16)
+    cpu_rgemm_prep(&g, 0, rows);
+  else
+    cpu_parallel(e, cpu_row_chunks(e, rows, &t.per), rgemm_prep_task, &t);
+  /* Outputs in chunks, a few a thread, whole tiles of 32 (two packed
+   * blocks, cpu_rgemm.c). */
+  int chunk = (n + e->n_threads * 4 - 1) / (e->n_threads * 4);
+  t.per = (chunk + 31) / 32 * 32;
+  cpu_parallel(e, (n + t.per - 1) / t.per, rgemm_range_task, &t);
+}
+
+void cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                   int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy) {
+  rgemm(e, rows, x, ldx, w, o0, n, b, op, y, ldy, 0);
+}
+
 void cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                   int o0, int n, float beta, float *y, int ldy) {
+  if (w->ct) {
+    rgemm(e, rows, x, ldx, w, o0, n, NULL, beta != 0.0f ? CPU_GEMV_ADD : CPU_GEMV_SET, y, ldy, 1);
+    return;
+  }
   const float *wf = widen(e, w, o0, n);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w->n_in, 1.0f, x, ldx, wf,
               w->n_in, beta, y, ldy);
@@ -99,6 +147,14 @@ void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const 
 
 void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                      const float *b, cpu_gemv_op_t op, float *y, int ldy) {
+  if (w->ct) {
+    /* Many rows: the products, then the bias and GELU over all rows at
+     * once as the sgemm path does (vectorized, not per output). */
+    rgemm(e, rows, x, ldx, w, 0, w->n_out, NULL, op == CPU_GEMV_ADD ? op : CPU_GEMV_SET, y, ldy,
+          1);
+    cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+    return;
+  }
   cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
   cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
 }

@@ -37,6 +37,14 @@ void cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const c
 void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                      const float *b, cpu_gemv_op_t op, float *y, int ldy);
 
+/* The same on a matrix converted by --compute-type bf16 or int8
+ * (cpu_rgemm.h): y[r][o - o0] (op)= x[r] . W[o] + b[o - o0] for o0 <= o <
+ * o0 + n, the activations converted into the engine's scratch first. The
+ * GEMV (cpu_gemv_run) and the two calls above come here for such a matrix,
+ * whatever the row count. */
+void cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                   int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy);
+
 /* y (rows, n, row stride ld) += b, then gelu when asked, then += add
  * (rows, n) when not NULL; over the engine's threads. */
 void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b, int gelu,

@@ -68,6 +68,13 @@ struct wd_cpu_engine {
 
   /* ---- products of many rows (cpu_gemm.h) ---- */
   float *w_f32; /* cpu_gemm_scratch_elems: the matrix being multiplied, widened to f32 */
+  /* --compute-type (cpu_rgemm.h): the linear layers' arithmetic, its
+   * kernels, and the activations converted for one product: (max(n_audio_ctx,
+   * max_rows), the widest layer input) rows and their int8 scales. */
+  wd_cpu_compute_t compute;
+  int rpath; /* cpu_rpath_t */
+  void *r_xq;
+  float *r_xs;
 
   /* ---- encoder scratch ---- */
   float *e_melT; /* (2 n_audio_ctx, n_mels) */

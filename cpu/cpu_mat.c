@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "f16.h"
+#include "cpu_rgemm.h"
 #include "quant.h"
 
 /* calloc: large blocks come straight from mmap as zero pages, so planning
@@ -93,18 +94,33 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
 }
 
 void cpu_mat_free(cpu_mat_t *w) {
-  free(w->own);
+  free(w->own), free(w->scale), free(w->wsum);
   w->own = NULL;
   w->data = NULL;
+  w->scale = NULL;
+  w->wsum = NULL;
+  w->ct = 0;
 }
 
-size_t cpu_mat_row_bytes(const cpu_mat_t *w) { return wd_dtype_row_bytes(w->type, w->n_in); }
+size_t cpu_mat_row_bytes(const cpu_mat_t *w) {
+  if (w->ct)
+    return cpu_rgemm_row_bytes((wd_cpu_compute_t)w->ct, w->n_in);
+  return wd_dtype_row_bytes(w->type, w->n_in);
+}
 
-size_t cpu_mat_bytes(const cpu_mat_t *w) { return (size_t)w->n_out * cpu_mat_row_bytes(w); }
+size_t cpu_mat_bytes(const cpu_mat_t *w) {
+  if (w->ct)
+    return cpu_rgemm_mat_bytes((wd_cpu_compute_t)w->ct, w->n_out, w->n_in);
+  return (size_t)w->n_out * cpu_mat_row_bytes(w);
+}
 
 size_t cpu_mat_own_bytes(const cpu_mat_t *w) { return w->own ? cpu_mat_bytes(w) : 0; }
 
 void cpu_mat_row(const cpu_mat_t *w, int o, float *out) {
+  if (w->ct) {
+    cpu_rgemm_weight_row(w, o, out);
+    return;
+  }
   const unsigned char *src = (const unsigned char *)w->data + (size_t)o * cpu_mat_row_bytes(w);
   /* Cannot fail: the type and n_in were checked at load. */
   (void)wd_dequantize_row(w->type, src, out, w->n_in);

@@ -34,6 +34,13 @@ typedef struct {
   const void *data; /* (n_out, n_in) elements of type, n_out rows of
                        wd_dtype_row_bytes(type, n_in) bytes */
   void *own;        /* data when the matrix owns it (a copy), else NULL */
+  /* --compute-type bf16 / int8 (cpu_rgemm.h): ct is the wd_cpu_compute_t
+   * the matrix was converted to (0, f32: type says the layout), and data
+   * then holds (n_out, kp) bf16 or int8 rows; int8 adds a scale and the
+   * sum of the codes per output row. */
+  int ct, kp;
+  float *scale;  /* (n_out) int8 only */
+  int32_t *wsum; /* (n_out) int8 only */
 } cpu_mat_t;
 
 /* Stacks tensors names[0 .. n) (each (rows[i], n_in)) into one matrix;

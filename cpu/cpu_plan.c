@@ -8,6 +8,7 @@
 
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
+#include "cpu_rgemm.h"
 #include "quant.h"
 
 /* Bytes a weight matrix takes in the kernels' layout, by the rule
@@ -17,8 +18,11 @@
  * (cpu_mat_load dequantizes a stack of tensors of different types, e.g. a
  * Q/K/V stack in a hand-mixed file, to f32; no published file mixes them,
  * and the plan counts each tensor by its own type.) */
-static double matrix_bytes(const wd_tensor_t *t) {
+static double matrix_bytes(const wd_tensor_t *t, wd_cpu_compute_t ct) {
   const double n = (double)wd_tensor_n_elements(t);
+  if (ct != WD_CPU_COMPUTE_F32 && !strstr(t->name, ".conv")) /* converted (cpu_rgemm.h) */
+    return (double)cpu_rgemm_mat_bytes(ct, (int)(wd_tensor_n_elements(t) / t->ne[0]),
+                                       (int)t->ne[0]);
   if (t->type == WD_DTYPE_F32 || (strstr(t->name, ".conv") && wd_dtype_is_quant(t->type)))
     return 4.0 * n;
   return (double)wd_dtype_row_bytes(t->type, t->ne[0]) * (n / (double)t->ne[0]);
@@ -27,8 +31,10 @@ static double matrix_bytes(const wd_tensor_t *t) {
 /* Read in place from the model by cpu_mat_load: kept as stored (not
  * widened to f32 above) and not stacked with others (the self-attention Q,
  * K and V are one matrix, the cross-attention K and V another). */
-static int matrix_mapped(const wd_tensor_t *t) {
-  return matrix_bytes(t) < 4.0 * (double)wd_tensor_n_elements(t) &&
+static int matrix_mapped(const wd_tensor_t *t, wd_cpu_compute_t ct) {
+  if (ct != WD_CPU_COMPUTE_F32 && !strstr(t->name, ".conv"))
+    return 0; /* converted: a copy */
+  return matrix_bytes(t, ct) < 4.0 * (double)wd_tensor_n_elements(t) &&
          !(strstr(t->name, ".attn.query.") || strstr(t->name, ".attn.key.") ||
            strstr(t->name, ".attn.value.") || strstr(t->name, ".cross_attn.key.") ||
            strstr(t->name, ".cross_attn.value."));
@@ -49,9 +55,9 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   for (size_t i = 0; i < wd_model_n_tensors(m); i++) {
     const wd_tensor_t *t = wd_model_tensor_at(m, i);
     if (is_matrix(t)) {
-      p->weight_bytes += matrix_bytes(t);
-      if (matrix_mapped(t))
-        p->mapped_bytes += matrix_bytes(t);
+      p->weight_bytes += matrix_bytes(t, o->compute);
+      if (matrix_mapped(t, o->compute))
+        p->mapped_bytes += matrix_bytes(t, o->compute);
     }
   }
   /* As plan_buffers allocates them (cpu_engine.c). */
@@ -67,5 +73,10 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
                           (col1 > col2 ? col1 : col2) + 2 * na * da + 3 * na * da +
                           na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da + na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
                           ms * hp->n_vocab + CPU_ATTN_TASKS * sc);
+  if (o->compute != WD_CPU_COMPUTE_F32) { /* the converted activations and their scales */
+    const double xr = na > rows ? na : rows;
+    const int dmax = hp->n_audio_state > hp->n_text_state ? hp->n_audio_state : hp->n_text_state;
+    p->scratch_bytes += xr * ((double)cpu_rgemm_row_bytes(o->compute, 4 * dmax) + f);
+  }
   p->total_bytes = p->weight_bytes + p->self_bytes + p->cross_bytes + p->scratch_bytes;
 }

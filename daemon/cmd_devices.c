@@ -55,6 +55,12 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   if (warn)
     fprintf(out, "  warning:       %s\n", warn);
   fprintf(out, "  decoder GEMV:  batched, %s\n", wd_cpu_engine_kernel());
+  /* --compute-type: what each runs on here, or why not. */
+  for (int c = WD_CPU_COMPUTE_BF16; c <= WD_CPU_COMPUTE_INT8; c++) {
+    const char *no = wd_cpu_compute_refusal((wd_cpu_compute_t)c);
+    fprintf(out, "  compute %-5s  %s\n", wd_cpu_compute_name((wd_cpu_compute_t)c),
+            no ? no : wd_cpu_compute_path((wd_cpu_compute_t)c));
+  }
   wd_device_choice_t dc;
   wd_device_choose(WD_DEVICE_AUTO, &dc);
   fprintf(out, "default: %s\n", dc.why);

@@ -110,16 +110,25 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
                              const wd_device_choice_t *dc, FILE *out) {
   const int b = cfg->max_batch > 0 ? cfg->max_batch : 1;
   wd_cpu_engine_plan_t p;
-  wd_cpu_engine_plan(m, &(wd_cpu_engine_opts_t){ .max_seqs = b, .max_audio = b }, &p);
+  wd_cpu_compute_t ct = WD_CPU_COMPUTE_F32;
+  (void)wd_cpu_compute_parse(cfg->compute_type, &ct); /* the table allows only the three */
+  wd_cpu_engine_plan(m, &(wd_cpu_engine_opts_t){ .max_seqs = b, .max_audio = b, .compute = ct },
+                     &p);
   fprintf(out, "device:          cpu, the native CPU engine (%s; %s)\n",
           wd_cpu_engine_kernel(), dc->why);
   fprintf(out, "encoder GEMM:    %s\n", wd_cpu_engine_gemm());
+  if (ct != WD_CPU_COMPUTE_F32) {
+    const char *no = wd_cpu_compute_refusal(ct);
+    fprintf(out, "compute type:    %s: %s\n", wd_cpu_compute_name(ct),
+            no ? no : wd_cpu_compute_path(ct));
+  }
   const char *warn = wd_cpu_engine_gemm_warning();
   if (warn)
     fprintf(out, "warning:         %s\n", warn);
   fprintf(out, "host memory:     batch %d (max_seqs %d, max_audio %d)\n", b, b, b);
-  fprintf(out, "  weights        %9.1f MiB (as stored; sgemm widens one at a time)\n",
-          MIB(p.weight_bytes));
+  fprintf(out, "  weights        %9.1f MiB (%s)\n", MIB(p.weight_bytes),
+          ct == WD_CPU_COMPUTE_F32 ? "as stored; sgemm widens one at a time"
+                                   : "linear layers converted at load, convolutions as stored");
   fprintf(out, "    of which     %9.1f MiB read in place from the model file (shared page cache)\n",
           MIB(p.mapped_bytes));
   fprintf(out, "  self-attn KV   %9.1f MiB (f32, %d layers x %d buffers x %d positions)\n",

@@ -56,9 +56,24 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
                     int queue_max, char *err, size_t err_len) {
   char msg[512] = "";
   int rc;
+  wd_cpu_compute_t ct;
+  if (wd_cpu_compute_parse(cfg->compute_type, &ct) < 0) {
+    snprintf(err, err_len, "--compute-type '%s': not f32, bf16 or int8", cfg->compute_type);
+    return WD_EINVAL;
+  }
+  if (!d->dc.cpu && ct != WD_CPU_COMPUTE_F32) {
+    /* The Vulkan engine's shaders run f16 weights with f32 sums: no other
+     * arithmetic exists there, and running f32 silently would not be what
+     * was asked. */
+    snprintf(err, err_len,
+             "--compute-type %s is a CPU engine mode; device '%s' runs the Vulkan engine, which "
+             "computes in f32: drop --compute-type or pass --device cpu",
+             cfg->compute_type, d->dc.label);
+    return WD_EINVAL;
+  }
   if (d->dc.cpu) {
     const wd_cpu_engine_opts_t co = { .max_seqs = max_batch, .max_audio = max_batch,
-                                      .n_threads = cfg->threads };
+                                      .n_threads = cfg->threads, .compute = ct };
     if ((rc = wd_cpu_engine_new(rt->m, &co, &d->cpu, msg, sizeof msg)) < 0) {
       snprintf(err, err_len, "CPU engine: %s", msg[0] ? msg : wd_strerror(rc));
       return rc;
@@ -66,7 +81,11 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     wd_cpu_engine_stats_t st;
     wd_cpu_engine_stats(d->cpu, &st);
     snprintf(d->cpu_name, sizeof d->cpu_name, "cpu (%d threads, %s)", st.n_threads, st.kernel);
-    wd_log_info("CPU engine: encoder %s; decoder batched GEMV %s", st.gemm, st.kernel);
+    if (st.compute_path)
+      wd_log_info("CPU engine: compute type %s: linear layers on %s (convolutions: %s)",
+                  st.compute, st.compute_path, st.gemm);
+    else
+      wd_log_info("CPU engine: encoder %s; decoder batched GEMV %s", st.gemm, st.kernel);
     const char *warn = wd_cpu_engine_gemm_warning();
     if (warn)
       wd_log_warning("CPU engine: %s", warn);

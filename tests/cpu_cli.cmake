@@ -60,3 +60,24 @@ add_test(NAME cli_cpu_transcribe_threads_1
 set_tests_properties(cli_cpu_transcribe_threads_1 PROPERTIES LABELS "cli;cpu;unit"
   SKIP_RETURN_CODE 77 TIMEOUT 600
   PASS_REGULAR_EXPRESSION "on cpu \\(1 threads,.*ask what you can do for your country")
+
+# --compute-type int8 (every x86-64 host CI runs on has AVX2 or VNNI): the
+# start-up log names the kernels, and jfk.wav gives f32's words (int8 may
+# add the final full stop).
+add_test(NAME cli_cpu_transcribe_compute_int8
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu --compute-type int8 -m \"$1\" \"$2\" 2>&1"
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_cpu_transcribe_compute_int8 PROPERTIES LABELS "cli;cpu;unit"
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "compute type int8: linear layers on int8, (AVX512-VNNI|AVX2).*And so my fellow Americans,? ask not what your country can do for you,?\n.*ask what you can do for your country\\.?\n")
+
+# A compute type the Vulkan engine has no kernels for is refused at start,
+# saying what to do (label gpu: --device vulkan enumerates lavapipe).
+add_test(NAME cli_compute_type_vulkan_refused
+         COMMAND sh -c "test -e \"$1\" || exit 77; \"$0\" transcribe --device vulkan --compute-type int8 -m \"$1\" \"$2\" 2>&1; echo \"exit status $?\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_compute_type_vulkan_refused PROPERTIES LABELS "cli;gpu"
+  SKIP_RETURN_CODE 77 TIMEOUT 600
+  PASS_REGULAR_EXPRESSION "--compute-type int8 is a CPU engine mode; device '[^']+' runs the Vulkan engine.*--device cpu.*exit status [1-9]")

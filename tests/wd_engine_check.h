@@ -18,9 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sndfile.h>
+
 #include "decode.h"
 #include "engine.h"
 #include "error.h"
+#include "mel.h"
 #include "model.h"
 #include "model_vocab.h"
 #include "render.h"
@@ -150,6 +153,84 @@ static inline void ec_check_seq_copy(const wd_engine_t *e, int a0, int a1) {
   WD_CHECK(ec_same(e, 0, &hx, 290, S));
   WD_CHECK(ec_same(e, 1, &hy, 290, S));
 }
+
+/* jfk.wav's log-mel for model m: (n_mels, *frames), malloc'd (NULL on
+ * failure, checked). */
+static inline float *ec_jfk_mel(const wd_model_t *m, int *frames) {
+  SF_INFO info = { 0 };
+  SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
+  WD_CHECK(f != NULL);
+  float *pcm = f ? malloc(sizeof(float) * (size_t)info.frames) : NULL;
+  if (pcm)
+    WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
+  if (f)
+    sf_close(f);
+  int n_mel = 0, n_fft = 0;
+  const float *filters = wd_model_mel_filters(m, &n_mel, &n_fft);
+  wd_mel_t *mel = NULL;
+  float *out = NULL;
+  WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
+  if (pcm && mel)
+    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &out, frames), 0);
+  wd_mel_free(mel);
+  free(pcm);
+  return out;
+}
+
+/* A sequence's logits are bit-identical alone (n = 1) and beside others
+ * (n = 2 .. max_seqs), whatever its row, slot and the companions' lengths
+ * (tiny.en's token ids; audio slots 0 and 1 encoded). */
+static inline void ec_check_alone_and_batched(const wd_engine_t *v, int nv) {
+  const int ms = v->max_seqs < 16 ? v->max_seqs : 16;
+  enum { N_TOK = 6 };
+  const int32_t a[N_TOK] = { 50257, 50363, 843, 523, 616, 5891 };
+  const int32_t other[] = { 50257, 50363, 1265, 644, 345, 460, 466, 314, 1101, 383 };
+  const size_t row = (size_t)nv * sizeof(float);
+  float *alone = malloc(N_TOK * row);
+  const float *lg = NULL;
+  const int s0 = 0;
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  for (int i = 0; alone && i < N_TOK; i++) {
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &a[i], &lg), 0);
+    if (lg)
+      memcpy(alone + (size_t)i * (size_t)nv, lg, row);
+  }
+  int n_rows = 0, n_same = 0;
+  for (int n = 2; alone && n <= ms; n++) {
+    const int ra = n / 2, sa = (n + 4) % ms;
+    int seqs[16], comp[16], nc = 0;
+    for (int s = ms - 1; s >= 0 && nc < n - 1; s--)
+      if (s != sa)
+        comp[nc++] = s;
+    for (int s = 0; s < ms; s++)
+      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == sa ? 0 : s % 2), 0);
+    for (int i = 0; i < 2; i++) {
+      int32_t tk[16];
+      for (int k = 0; k < nc; k++)
+        tk[k] = other[(i + k) % 10];
+      WD_CHECK_EQ_INT(v->step(v->self, nc, comp, tk, &lg), 0);
+    }
+    for (int k = 0, j = 0; k < n; k++)
+      seqs[k] = k == ra ? sa : comp[j++];
+    int same = 0;
+    for (int i = 0; i < N_TOK; i++) {
+      int32_t tk[16];
+      for (int k = 0; k < n; k++)
+        tk[k] = k == ra ? a[i] : other[(i + k + 2) % 10];
+      lg = NULL;
+      WD_CHECK_EQ_INT(v->step(v->self, n, seqs, tk, &lg), 0);
+      if (!lg)
+        break;
+      same += memcmp(lg + (size_t)ra * (size_t)nv, alone + (size_t)i * (size_t)nv, row) == 0;
+    }
+    n_rows += N_TOK;
+    n_same += same;
+  }
+  fprintf(stderr, "  %d of %d batched rows bit-identical to the row alone\n", n_same, n_rows);
+  WD_CHECK_EQ_INT(n_same, n_rows);
+  free(alone);
+}
+
 
 /* jfk.wav through the whole decoding policy (greedy, timestamps) on engine
  * e: the text and segment times openai/whisper gives on tiny.en. mel is

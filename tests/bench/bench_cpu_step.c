@@ -8,6 +8,7 @@
  * reads. A benchmark, not a test.
  *
  * Usage: bench_cpu_step MODEL [steps per batch size, default 32] [encodes, default 3]
+ *        [compute type: f32 (default), bf16, int8]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +30,16 @@ int main(int argc, char **argv) {
   wd_model_t *m = NULL;
   wd_cpu_engine_t *e = NULL;
   enum { MAXB = 16 };
+  wd_cpu_compute_t ct;
+  if (wd_cpu_compute_parse(argc > 4 ? argv[4] : "f32", &ct) < 0) {
+    fprintf(stderr, "bench_cpu_step: compute type not f32, bf16 or int8\n");
+    return 2;
+  }
   int rc = wd_model_load(argv[1], &m, err, sizeof err);
   if (rc == 0)
-    rc = wd_cpu_engine_new(m, &(wd_cpu_engine_opts_t){ .max_seqs = MAXB, .max_audio = 1 }, &e,
-                           err, sizeof err);
+    rc = wd_cpu_engine_new(
+        m, &(wd_cpu_engine_opts_t){ .max_seqs = MAXB, .max_audio = 1, .compute = ct }, &e, err,
+        sizeof err);
   if (rc < 0) {
     fprintf(stderr, "bench_cpu_step: %s %s\n", wd_strerror(rc), err);
     return 1;
@@ -48,6 +55,8 @@ int main(int argc, char **argv) {
   wd_cpu_engine_stats(e, &st);
   printf("model %s, CPU engine %s, %d threads\n", wd_model_name(m), st.kernel, st.n_threads);
   printf("encoder GEMM: %s\n", st.gemm);
+  printf("compute type: %s%s%s\n", st.compute, st.compute_path ? ", " : "",
+         st.compute_path ? st.compute_path : "");
   double enc = st.encode_ms, cross = st.cross_ms; /* the first, untimed by us */
   for (int r = 1; r < encodes && rc == 0; r++) {
     rc = v->encode(v->self, 0, mel);

@@ -52,22 +52,7 @@ WD_TEST(setup) {
     fprintf(stderr, "engine: %s\n", err);
   WD_CHECK_EQ_INT(rc, 0);
   WD_CHECK_EQ_INT(wd_ref_engine_new(g_model, MAX_SEQS, 2, &g_ref), 0);
-  SF_INFO info = { 0 };
-  SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
-  WD_CHECK(f != NULL);
-  float *pcm = f ? malloc(sizeof(float) * (size_t)info.frames) : NULL;
-  if (pcm)
-    WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
-  if (f)
-    sf_close(f);
-  int n_mel = 0, n_fft = 0;
-  const float *filters = wd_model_mel_filters(g_model, &n_mel, &n_fft);
-  wd_mel_t *mel = NULL;
-  WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
-  if (pcm && mel)
-    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &g_mel, &g_frames), 0);
-  wd_mel_free(mel);
-  free(pcm);
+  g_mel = ec_jfk_mel(g_model, &g_frames);
   if (g_mel) {
     g_w0 = window(0);
     g_w1 = window(100);
@@ -206,55 +191,7 @@ WD_TEST(batched_step_with_permuted_slots_matches_reference) {
 WD_TEST(logits_bit_identical_alone_and_batched) {
   if (!g_eng)
     wd_test_skip("setup failed");
-  const wd_engine_t *v = wd_cpu_engine_iface(g_eng);
-  const int nv = wd_model_hparams(g_model)->n_vocab;
-  enum { N_TOK = 6 };
-  const int32_t a[N_TOK] = { 50257, 50363, 843, 523, 616, 5891 };
-  const int32_t other[] = { 50257, 50363, 1265, 644, 345, 460, 466, 314, 1101, 383 };
-  const size_t row = (size_t)nv * sizeof(float);
-  float *alone = malloc(N_TOK * row);
-  const float *lg = NULL;
-  const int s0 = 0;
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
-  for (int i = 0; alone && i < N_TOK; i++) {
-    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &a[i], &lg), 0);
-    if (lg)
-      memcpy(alone + (size_t)i * (size_t)nv, lg, row);
-  }
-  int n_rows = 0, n_same = 0;
-  for (int n = 2; alone && n <= MAX_SEQS; n++) {
-    const int ra = n / 2, sa = (n + 4) % MAX_SEQS;
-    int seqs[MAX_SEQS], comp[MAX_SEQS], nc = 0;
-    for (int s = MAX_SEQS - 1; s >= 0 && nc < n - 1; s--)
-      if (s != sa)
-        comp[nc++] = s;
-    for (int s = 0; s < MAX_SEQS; s++)
-      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == sa ? 0 : s % 2), 0);
-    for (int i = 0; i < 2; i++) {
-      int32_t tk[MAX_SEQS];
-      for (int k = 0; k < nc; k++)
-        tk[k] = other[(i + k) % 10];
-      WD_CHECK_EQ_INT(v->step(v->self, nc, comp, tk, &lg), 0);
-    }
-    for (int k = 0, j = 0; k < n; k++)
-      seqs[k] = k == ra ? sa : comp[j++];
-    int same = 0;
-    for (int i = 0; i < N_TOK; i++) {
-      int32_t tk[MAX_SEQS];
-      for (int k = 0; k < n; k++)
-        tk[k] = k == ra ? a[i] : other[(i + k + 2) % 10];
-      lg = NULL;
-      WD_CHECK_EQ_INT(v->step(v->self, n, seqs, tk, &lg), 0);
-      if (!lg)
-        break;
-      same += memcmp(lg + (size_t)ra * (size_t)nv, alone + (size_t)i * (size_t)nv, row) == 0;
-    }
-    n_rows += N_TOK;
-    n_same += same;
-  }
-  fprintf(stderr, "  %d of %d batched rows bit-identical to the row alone\n", n_same, n_rows);
-  WD_CHECK_EQ_INT(n_same, n_rows);
-  free(alone);
+  ec_check_alone_and_batched(wd_cpu_engine_iface(g_eng), wd_model_hparams(g_model)->n_vocab);
 }
 
 /* prefill of n tokens: the logits of the last, against the reference's n
