@@ -110,12 +110,17 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
 /* cpu_mat_load, then the conversion of --compute-type bf16 / int8
  * (cpu_rgemm.h) at once, the model's pages of the tensors released after
  * each matrix: the peak holds one matrix twice, not the model. */
-static int mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
-                    int n, int n_in, wd_cpu_compute_t ct, char *err, size_t el) {
+static void engine_par(void *ctx, int n, void (*fn)(void *arg, int i), void *arg) {
+  cpu_parallel(ctx, n, fn, arg);
+}
+
+static int mat_load(wd_cpu_engine_t *e, cpu_mat_t *w, const char *const *names, const int *rows,
+                    int n, int n_in, char *err, size_t el) {
+  const wd_model_t *m = e->m;
   int rc = cpu_mat_load(w, m, names, rows, n, n_in, 0, err, el);
-  if (rc < 0 || ct == WD_CPU_COMPUTE_F32)
+  if (rc < 0 || e->compute == WD_CPU_COMPUTE_F32)
     return rc;
-  if ((rc = cpu_mat_reduce(w, ct)) < 0)
+  if ((rc = cpu_mat_reduce(w, e->compute, engine_par, e)) < 0)
     return rc;
   for (int i = 0; i < n; i++)
     (void)wd_model_release(m, wd_model_tensor(m, names[i]));
@@ -124,7 +129,7 @@ static int mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names,
 
 /* Loads the weights of one attention block: Q, K, V stacked, out; biases
  * with a zero block where the key has none. */
-static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, wd_cpu_compute_t ct,
+static int load_attn(wd_cpu_engine_t *e, const char *p, int d, int d_in,
                      cpu_mat_t *qkv, float **bqkv, cpu_mat_t *o, float **bo, char *err,
                      size_t el) {
   char nq[160], nk[160], nv[160], no[160];
@@ -134,11 +139,12 @@ static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, wd_cpu
   snprintf(no, sizeof no, "%s.out.weight", p);
   const char *names[3] = { nq, nk, nv };
   const int rows[3] = { d, d, d };
-  int rc = mat_load(qkv, m, names, rows, 3, d_in, ct, err, el);
+  const wd_model_t *m = e->m;
+  int rc = mat_load(e, qkv, names, rows, 3, d_in, err, el);
   if (rc < 0)
     return rc;
   const char *on[1] = { no };
-  if ((rc = mat_load(o, m, on, rows, 1, d, ct, err, el)) < 0)
+  if ((rc = mat_load(e, o, on, rows, 1, d, err, el)) < 0)
     return rc;
   float *bq, *bv;
   snprintf(nq, sizeof nq, "%s.query.bias", p);
@@ -157,7 +163,7 @@ static int load_attn(const wd_model_t *m, const char *p, int d, int d_in, wd_cpu
   return rc;
 }
 
-static int load_mlp(const wd_model_t *m, const char *p, int d, wd_cpu_compute_t ct, cpu_mat_t *fc1,
+static int load_mlp(wd_cpu_engine_t *e, const char *p, int d, cpu_mat_t *fc1,
                     float **b1, cpu_mat_t *fc2, float **b2, float **g, float **b, char *err,
                     size_t el) {
   char n1[160], n2[160];
@@ -165,9 +171,10 @@ static int load_mlp(const wd_model_t *m, const char *p, int d, wd_cpu_compute_t 
   snprintf(n2, sizeof n2, "%s.mlp.2.weight", p);
   const char *a1[1] = { n1 }, *a2[1] = { n2 };
   const int r1[1] = { 4 * d }, r2[1] = { d };
-  int rc = mat_load(fc1, m, a1, r1, 1, d, ct, err, el);
+  const wd_model_t *m = e->m;
+  int rc = mat_load(e, fc1, a1, r1, 1, d, err, el);
   if (rc == 0)
-    rc = mat_load(fc2, m, a2, r2, 1, 4 * d, ct, err, el);
+    rc = mat_load(e, fc2, a2, r2, 1, 4 * d, err, el);
   if (rc < 0)
     return rc;
   snprintf(n1, sizeof n1, "%s.mlp.0.bias", p);
@@ -228,20 +235,20 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   for (int l = 0; l < hp->n_audio_layer; l++) {
     cpu_enc_layer_t *L = &e->enc[l];
     snprintf(p, sizeof p, "encoder.blocks.%d.attn", l);
-    if ((rc = load_attn(m, p, da, da, e->compute, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+    if ((rc = load_attn(e, p, da, da, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, da, &L->attn_g, &L->attn_b, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "encoder.blocks.%d", l);
-    if ((rc = load_mlp(m, p, da, e->compute, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+    if ((rc = load_mlp(e, p, da, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
                        el)) < 0)
       return rc;
   }
   for (int l = 0; l < hp->n_text_layer; l++) {
     cpu_dec_layer_t *L = &e->dec[l];
     snprintf(p, sizeof p, "decoder.blocks.%d.attn", l);
-    if ((rc = load_attn(m, p, d, d, e->compute, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
+    if ((rc = load_attn(e, p, d, d, &L->qkv, &L->bqkv, &L->o, &L->bo, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "decoder.blocks.%d.attn_ln", l);
     if ((rc = load_ln(m, p, d, &L->attn_g, &L->attn_b, err, el)) < 0)
@@ -256,9 +263,9 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     snprintf(no, sizeof no, "%s.out.weight", p);
     const char *aq[1] = { nq }, *ao[1] = { no }, *akv[2] = { nk, nv };
     const int r1[1] = { d }, r2[2] = { d, d };
-    if ((rc = mat_load(&L->xq, m, aq, r1, 1, d, e->compute, err, el)) < 0 ||
-        (rc = mat_load(&L->xo, m, ao, r1, 1, d, e->compute, err, el)) < 0 ||
-        (rc = mat_load(&L->xkv, m, akv, r2, 2, da, e->compute, err, el)) < 0)
+    if ((rc = mat_load(e, &L->xq, aq, r1, 1, d, err, el)) < 0 ||
+        (rc = mat_load(e, &L->xo, ao, r1, 1, d, err, el)) < 0 ||
+        (rc = mat_load(e, &L->xkv, akv, r2, 2, da, err, el)) < 0)
       return rc;
     snprintf(nq, sizeof nq, "%s.query.bias", p);
     snprintf(nv, sizeof nv, "%s.value.bias", p);
@@ -277,13 +284,13 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     if ((rc = load_ln(m, q, d, &L->x_g, &L->x_b, err, el)) < 0)
       return rc;
     snprintf(p, sizeof p, "decoder.blocks.%d", l);
-    if ((rc = load_mlp(m, p, d, e->compute, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
+    if ((rc = load_mlp(e, p, d, &L->fc1, &L->b1, &L->fc2, &L->b2, &L->mlp_g, &L->mlp_b, err,
                        el)) < 0)
       return rc;
   }
   const char *en[1] = { "decoder.token_embedding.weight" };
   const int er[1] = { hp->n_vocab };
-  if ((rc = mat_load(&e->emb, m, en, er, 1, d, e->compute, err, el)) < 0)
+  if ((rc = mat_load(e, &e->emb, en, er, 1, d, err, el)) < 0)
     return rc;
   e->dec_pos = cpu_vec_load(m, "decoder.positional_embedding",
                             (size_t)hp->n_text_ctx * (size_t)d, err, el);

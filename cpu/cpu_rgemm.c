@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cpu_blas.h"
+#include "cpu_vmath.h"
 #include "error.h"
 
 #define TR 8      /* rows an AVX-512 (and portable) tile takes at most */
@@ -132,45 +133,95 @@ static float quantize_row(const float *v, int k, int kp, int off, uint8_t *q) {
   return amax / 127.0f;
 }
 
-int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct) {
+#if CPU_X86
+static void prep_i8_512(const float *v, int k, int kp, int off, uint8_t *q, float *scale);
+static void prep_bf16_512(const float *v, int k, int kp, uint16_t *q);
+#endif
+
+typedef struct {
+  const cpu_mat_t *w;
+  wd_cpu_compute_t ct;
+  int per; /* rows a task converts */
+  unsigned char *dst;
+  float *scale;
+  int32_t *wsum;
+  unsigned char *scratch; /* per task: a row as f32 (k) and its codes (2 kp bytes) */
+} reduce_task_t;
+
+static void reduce_task(void *arg, int t) {
+  reduce_task_t *r = arg;
+  const cpu_mat_t *w = r->w;
+  const wd_cpu_compute_t ct = r->ct;
+  const int k = w->n_in, kp = cpu_rgemm_kp(k);
+  const int o0 = t * r->per, o1 = o0 + r->per < w->n_out ? o0 + r->per : w->n_out;
+  float *row = (float *)(void *)(r->scratch + (size_t)t * ((size_t)k * 4 + (size_t)kp * 2));
+  uint8_t *q = (uint8_t *)(row + k); /* one row's codes (int8) or bf16 values */
+  const cpu_rpath_t fast = cpu_rgemm_pick(ct, cpu_blas_features());
+  for (int o = o0; o < o1; o++) {
+    if (w->type == WD_DTYPE_F16) /* most files: F16C, not the per-element table */
+      cpu_f16_to_f32_vec((const unsigned char *)w->data + (size_t)o * (size_t)k * 2, row,
+                         (size_t)k);
+    else
+      cpu_mat_row(w, o, row);
+    /* Row o's place in its block: group g of the instruction's k-group
+     * (4 int8 or 2 bf16 codes, 4 bytes) at blk + g * 64 + (o % 16) * 4. */
+    unsigned char *at = r->dst + (size_t)(o / OB) * OB * cpu_rgemm_row_bytes(ct, k) +
+                        (size_t)(o % OB) * 4;
+    if (ct == WD_CPU_COMPUTE_BF16) {
+      uint16_t *h = (uint16_t *)(void *)q;
+#if CPU_X86
+      if (fast == CPU_RPATH_BF16_512)
+        prep_bf16_512(row, k, kp, h);
+      else
+#endif
+        for (int i = 0; i < kp; i++)
+          h[i] = i < k ? to_bf16(row[i]) : 0;
+    } else {
+#if CPU_X86
+      if (fast == CPU_RPATH_VNNI512) /* the same bits as quantize_row, faster */
+        prep_i8_512(row, k, kp, 0, q, &r->scale[o]);
+      else
+#endif
+        r->scale[o] = quantize_row(row, k, kp, 0, q);
+      int32_t s = 0;
+      for (int i = 0; i < k; i++)
+        s += (int8_t)q[i];
+      r->wsum[o] = s;
+    }
+    for (int g = 0; g < kp / (ct == WD_CPU_COMPUTE_BF16 ? 2 : 4); g++)
+      memcpy(at + (size_t)g * 64, q + 4 * (size_t)g, 4);
+  }
+}
+
+int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx) {
   if (ct == WD_CPU_COMPUTE_F32)
     return 0;
   const int k = w->n_in, kp = cpu_rgemm_kp(k);
   const size_t blocks = (size_t)(w->n_out + OB - 1) / OB;
-  unsigned char *dst = calloc(blocks * OB, cpu_rgemm_row_bytes(ct, k));
-  float *row = malloc((size_t)k * sizeof *row);
-  uint8_t *q = malloc((size_t)kp);
-  float *scale = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *scale) : NULL;
-  int32_t *wsum = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *wsum) : NULL;
-  if (!dst || !row || !q || (ct == WD_CPU_COMPUTE_INT8 && (!scale || !wsum))) {
-    free(dst), free(row), free(q), free(scale), free(wsum);
+  reduce_task_t r = { .w = w, .ct = ct };
+  r.dst = calloc(blocks * OB, cpu_rgemm_row_bytes(ct, k));
+  r.scale = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *r.scale) : NULL;
+  r.wsum = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *r.wsum) : NULL;
+  const int tasks = w->n_out < 16 ? 1 : 16; /* rows apart: tasks write disjoint bytes */
+  r.per = (w->n_out + tasks - 1) / tasks;
+  r.scratch = malloc((size_t)tasks * ((size_t)k * 4 + (size_t)kp * 2));
+  if (!r.dst || !r.scratch || (ct == WD_CPU_COMPUTE_INT8 && (!r.scale || !r.wsum))) {
+    free(r.dst), free(r.scale), free(r.wsum), free(r.scratch);
     return WD_ENOMEM;
   }
-  for (int o = 0; o < w->n_out; o++) {
-    cpu_mat_row(w, o, row);
-    if (ct == WD_CPU_COMPUTE_BF16) {
-      for (int i = 0; i < k; i++) {
-        const uint16_t h = to_bf16(row[i]);
-        memcpy(dst + packed_at(ct, kp, o, i), &h, 2);
-      }
-      continue;
-    }
-    scale[o] = quantize_row(row, k, kp, 0, q);
-    int32_t s = 0;
-    for (int i = 0; i < k; i++) {
-      dst[packed_at(ct, kp, o, i)] = q[i];
-      s += (int8_t)q[i];
-    }
-    wsum[o] = s;
-  }
-  free(row), free(q);
+  if (par)
+    par(par_ctx, (w->n_out + r.per - 1) / r.per, reduce_task, &r);
+  else
+    for (int t = 0; t * r.per < w->n_out; t++)
+      reduce_task(&r, t);
+  free(r.scratch);
   cpu_mat_free(w); /* the f32 or f16 copy, if any */
-  w->own = dst;
-  w->data = dst;
+  w->own = r.dst;
+  w->data = r.dst;
   w->ct = (int)ct;
   w->kp = kp;
-  w->scale = scale;
-  w->wsum = wsum;
+  w->scale = r.scale;
+  w->wsum = r.wsum;
   return 0;
 }
 

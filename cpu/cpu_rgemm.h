@@ -73,9 +73,12 @@ size_t cpu_rgemm_mat_bytes(wd_cpu_compute_t ct, int n_out, int k);
 /* Row o of a converted matrix as f32 (the values the kernels multiply). */
 void cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out);
 
-/* Converts w (as cpu_mat_load left it) to ct's layout in place; the
- * model's bytes it pointed at are released. WD_ENOMEM. */
-int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct);
+/* Runs fn(arg, i) for i in [0, n), on threads or not (cpu_parallel). */
+typedef void (*cpu_par_fn)(void *ctx, int n, void (*fn)(void *arg, int i), void *arg);
+
+/* Converts w (as cpu_mat_load left it) to ct's layout in place, its rows
+ * split over par (NULL: this thread). WD_ENOMEM. */
+int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx);
 
 /* One product: y[r][o - o0] (op)= x[r] . W[o] + b[o - o0], rows r < n_rows,
  * outputs o0 <= o < o0 + n. xq and xs hold the converted rows (n_rows rows

@@ -5,8 +5,9 @@
  * the end-to-end real-time factor of a transcription (model load included).
  * A benchmark, not a test: it prints figures and never fails on speed.
  *
- * Usage: bench_engine MODEL AUDIO [repeats, default 3] [cpu]
- * With `cpu` the native CPU engine (cpu/) runs instead of the Vulkan one;
+ * Usage: bench_engine MODEL AUDIO [repeats, default 3] [cpu[:COMPUTE]]
+ * With `cpu` the native CPU engine (cpu/) runs instead of the Vulkan one
+ * (cpu:int8, cpu:bf16: with that --compute-type);
  * its times are host wall-clock, and the Vulkan-only figures (dispatches,
  * GPU profile) are left out.
  */
@@ -108,7 +109,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int reps = argc > 3 && atoi(argv[3]) > 0 ? atoi(argv[3]) : 3;
-  const int use_cpu = argc > 4 && strcmp(argv[4], "cpu") == 0;
+  const int use_cpu = argc > 4 && strncmp(argv[4], "cpu", 3) == 0;
+  wd_cpu_compute_t compute = WD_CPU_COMPUTE_F32;
+  if (use_cpu && argv[4][3] && (argv[4][3] != ':' || wd_cpu_compute_parse(argv[4] + 4, &compute) < 0)) {
+    fprintf(stderr, "bench_engine: %s: cpu, cpu:f32, cpu:bf16 or cpu:int8\n", argv[4]);
+    return 2;
+  }
   char err[512] = "";
   const double t0 = bench_now_s();
   wd_model_t *m = NULL;
@@ -126,7 +132,9 @@ int main(int argc, char **argv) {
     filters = wd_model_mel_filters(m, &n_mel, &n_fft);
   if (rc < 0 || (rc = wd_model_tokenizer_new(m, &tok)) < 0 ||
       (rc = wd_mel_new(n_mel, filters, &mel)) < 0 ||
-      (rc = use_cpu ? wd_cpu_engine_new(m, &(wd_cpu_engine_opts_t){ .max_seqs = 1, .max_audio = 1 },
+      (rc = use_cpu ? wd_cpu_engine_new(m,
+                                        &(wd_cpu_engine_opts_t){ .max_seqs = 1, .max_audio = 1,
+                                                                 .compute = compute },
                                         &be.cpu, err, sizeof err)
                     : wd_vk_engine_new(m, &eo, &be.vk, err, sizeof err)) < 0) {
     fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);

@@ -7,6 +7,9 @@ Engines, each given the same threads (--threads, default 2):
   whisperd     build/daemon/whisperd transcribe --device cpu -l en -m models/ggml-M.bin
                (greedy with the openai temperature fallback is its default;
                it uses the online cores, it has no thread option)
+  whisperd-int8, whisperd-bf16
+               the same with --compute-type int8 / bf16 (skipped where the
+               CPU lacks the instructions)
   whispercpp   whisper.cpp's whisper-cli, CPU backend, pinned commit 233fe1f
                (/work/shared/tools/build-whispercpp.sh), -t T -bs 1 -bo 1 -l en,
                on the same ggml file
@@ -61,7 +64,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 from load import long_audio  # noqa: E402
 
-ENGINES = ["whisperd", "whispercpp", "fw-float32", "fw-int8"]
+ENGINES = ["whisperd", "whisperd-int8", "whisperd-bf16", "whispercpp", "fw-float32", "fw-int8"]
 JFK = os.path.join(ROOT, "tests", "data", "audio", "jfk.wav")
 WCPP_CANDIDATES = [
     os.path.join(ROOT, "build", "whispercpp", "build-cpu", "bin", "whisper-cli"),
@@ -140,15 +143,25 @@ class Engine:
 
 
 class Whisperd(Engine):
+    def __init__(self, name, args):
+        super().__init__(name, args)
+        self.compute = name.split("-", 1)[1] if "-" in name else "f32"
+
     def available(self, models):
         if not os.access(self.args.whisperd, os.X_OK):
             return f"{self.args.whisperd} is not built (scripts/build.sh release)"
         missing = [ggml(m) for m in models if not os.path.exists(ggml(m))]
-        return f"missing {', '.join(missing)}" if missing else None
+        if missing:
+            return f"missing {', '.join(missing)}"
+        dev = subprocess.run([self.args.whisperd, "devices"], capture_output=True, text=True).stdout
+        m = re.search(rf"compute {self.compute}\s+(.*)", dev)
+        if self.compute != "f32" and (not m or "needs" in m.group(1)):
+            return m.group(1).strip() if m else "this whisperd has no --compute-type"
+        return None
 
     def argv(self, model, audio):
         return [self.args.whisperd, "transcribe", "--device", "cpu", "-l", "en",
-                "--log-level", "warning", "-m", ggml(model), audio]
+                "--compute-type", self.compute, "--log-level", "warning", "-m", ggml(model), audio]
 
 
 class WhisperCpp(Engine):
@@ -250,10 +263,11 @@ def wcpp_timings(stderr):
 def step_figures(eng, model, args):
     """(encoder ms, decoder ms/token, note) for whisperd and faster-whisper,
     from their step benchmarks on jfk's window."""
-    if eng.name == "whisperd":
+    if eng.name.startswith("whisperd"):
         if not os.access(args.bench_engine, os.X_OK):
             return None, None, f"{args.bench_engine} is not built"
-        res = run_child([args.bench_engine, ggml(model), JFK, str(args.repeats), "cpu"])
+        res = run_child([args.bench_engine, ggml(model), JFK, str(args.repeats),
+                         f"cpu:{eng.compute}"])
     elif eng.name.startswith("fw-"):
         res = run_child([eng.py, os.path.join(HERE, "peers_fw.py"), "steps", ct2(model), eng.ctype,
                          str(args.threads), JFK, str(args.repeats)], env=eng.env())
@@ -328,7 +342,7 @@ def main():
 
     engines = []
     for name in [e for e in ENGINES if e in args.engines.split(",")]:
-        cls = {"whisperd": Whisperd, "whispercpp": WhisperCpp}.get(name, FasterWhisper)
+        cls = WhisperCpp if name == "whispercpp" else Whisperd if name.startswith("whisperd") else FasterWhisper
         eng = cls(name, args)
         why = eng.available(models)
         if why:
@@ -370,7 +384,7 @@ def main():
               f"{'whisperd' if 'whisperd' in texts else 'the first'})")
         ref = texts.get("whisperd") or next(iter(texts.values()), "")
         for name, t in texts.items():
-            print(f"  {name:<11} {agreement(ref, t):6.1%}  {t}")
+            print(f"  {name:<13} {agreement(ref, t):6.1%}  {t}")
 
         # Timed runs, paired: every repeat runs each engine once, in turn.
         for fname in files:
@@ -404,24 +418,33 @@ def main():
                 pr = [a["wall_s"] / b["wall_s"] for a, b in zip(runs["whisperd"], runs[eng.name])
                       if a and b]
                 rat[eng.name] = statistics.median(pr) if pr else None
+            # The reduced-precision modes against faster-whisper's int8.
+            for mine in ("whisperd-int8", "whisperd-bf16"):
+                if mine in runs and "fw-int8" in runs:
+                    pr = [a["wall_s"] / b["wall_s"] for a, b in zip(runs[mine], runs["fw-int8"])
+                          if a and b]
+                    rat[f"{mine}/fw-int8"] = statistics.median(pr) if pr else None
             report["ratios"].setdefault(model, {})[fname] = rat
 
             print(f"\n== {model}, {fname} ({durs[fname]:.0f} s of audio), {reps} runs each: medians")
-            print(f"  {'engine':<11} {'wall s':>7} {'RTF':>6} {'cpu s':>7} {'RSS MiB':>8} "
+            print(f"  {'engine':<13} {'wall s':>7} {'RTF':>6} {'cpu s':>7} {'RSS MiB':>8} "
                   f"{'whisperd/peer wall (paired)':>28}")
             for eng in engines:
                 ok = [x for x in runs[eng.name] if x]
                 if not ok:
-                    print(f"  {eng.name:<11} (no successful run)")
+                    print(f"  {eng.name:<13} (no successful run)")
                     continue
                 w = med([x["wall_s"] for x in ok])
                 extra = ""
                 if eng.name == "whispercpp":
                     fb = sum(x.get("fallbacks") or 0 for x in ok)
                     extra = f"  ({fb} fallbacks)" if fb else ""
-                print(f"  {eng.name:<11} {w:7.2f} {w / durs[fname]:6.3f} "
+                print(f"  {eng.name:<13} {w:7.2f} {w / durs[fname]:6.3f} "
                       f"{med([x['cpu_s'] for x in ok]):7.2f} {med([x['rss_mib'] for x in ok]):8.1f} "
                       f"{fmt(rat.get(eng.name), '{:.3f}x'):>28}{extra}")
+            for k, v in rat.items():
+                if "/" in k and v is not None:
+                    print(f"  {k} wall (paired): {v:.3f}x")
             if fname == "long" and long_texts:
                 base = long_texts.get("whisperd") or next(iter(long_texts.values()))
                 agree = ", ".join(f"{n} {agreement(base, t):.1%}" for n, t in long_texts.items())
@@ -443,9 +466,9 @@ def main():
                 steps[eng.name] = {"encoder_ms": enc, "decoder_ms": dec, "note": note}
         report["steps"][model] = steps
         print(f"\n== {model}: steps (jfk's window)")
-        print(f"  {'engine':<11} {'encoder ms/window':>18} {'decoder ms/token':>17}")
+        print(f"  {'engine':<13} {'encoder ms/window':>18} {'decoder ms/token':>17}")
         for name, s in steps.items():
-            print(f"  {name:<11} {fmt(s['encoder_ms'], '{:.1f}'):>18} {fmt(s['decoder_ms']):>17}")
+            print(f"  {name:<13} {fmt(s['encoder_ms'], '{:.1f}'):>18} {fmt(s['decoder_ms']):>17}")
             if s["encoder_ms"] is None and s["note"]:
                 print(f"    ({s['note'][-300:]})")
 

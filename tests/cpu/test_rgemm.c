@@ -49,7 +49,7 @@ static int make_mat(mat_t *m, wd_cpu_compute_t ct, int n_out, int n_in) {
   for (size_t i = 0; i < (size_t)n_out * (size_t)n_in; i++)
     m->wf[i] = own[i] = 0.3f * rnd() + (i % 97 == 0 ? 2.0f * rnd() : 0.0f);
   m->w = (cpu_mat_t){ .n_out = n_out, .n_in = n_in, .type = WD_DTYPE_F32, .data = own, .own = own };
-  return cpu_mat_reduce(&m->w, ct);
+  return cpu_mat_reduce(&m->w, ct, NULL, NULL);
 }
 
 static void free_mat(mat_t *m) {
