@@ -174,9 +174,15 @@ static int collect(const wd_multipart_t *form, wd_request_t *r, wd_raw_t *raw,
     case F_LANGUAGE:
       rc = set_text(&r->language, p, 1);
       break;
-    case F_PROMPT:
-      rc = set_text(&r->prompt, p, 0);
+    case F_PROMPT: {
+      /* Only its tail can reach decoding (wd_decode_text_tail): a prompt of
+       * megabytes is kept as its last few KiB, not copied whole. */
+      const size_t off = wd_decode_text_tail((const char *)p->data, p->len);
+      const wd_multipart_part_t tail = { .name = p->name, .data = p->data + off,
+                                         .len = p->len - off };
+      rc = set_text(&r->prompt, &tail, 0);
       break;
+    }
     case F_RESPONSE_FORMAT:
       rc = set_text(&raw->format, p, 1);
       break;

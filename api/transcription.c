@@ -603,6 +603,14 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     return answer_error(t, &e);
   }
   t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
+  if (n < WD_AUDIO_SAMPLE_RATE / 10) { /* what decoding gives, not what a header says */
+    free(pcm);
+    wd_request_clear(&req);
+    free(prompt);
+    wd_api_error_set(&e, 400, "file", "audio_too_short",
+                     "Audio file is too short. Minimum audio length is 0.1 seconds.");
+    return answer_error(t, &e);
+  }
   const enum MHD_Result ret = submit(t, pcm, n, &req, prompt, n_prompt);
   wd_request_clear(&req);
   free(prompt);

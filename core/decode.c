@@ -35,19 +35,40 @@ void wd_decode_opts_default(wd_decode_opts_t *o) {
 int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc) {
   if (!(t >= 0.0f && t <= 1.0f) || !(inc <= 1.0f) || isnan(inc))
     return WD_EINVAL;
-  o->n_temperatures = 0;
   if (inc <= 0.0f) {
-    o->temperatures[o->n_temperatures++] = t;
+    o->n_temperatures = 1;
+    o->temperatures[0] = t;
     return 0;
   }
-  for (int i = 0; i < WD_DECODE_MAX_TEMPS; i++) {
+  float v[WD_DECODE_MAX_TEMPS];
+  int n = 0;
+  for (;; n++) {
     /* computed from t each time, as arange does, not accumulated */
-    const double v = (double)t + (double)i * (double)inc;
-    if (v > 1.0 + 1e-6)
+    const double x = (double)t + (double)n * (double)inc;
+    if (x > 1.0 + 1e-6)
       break;
-    o->temperatures[o->n_temperatures++] = (float)v;
+    if (n == WD_DECODE_MAX_TEMPS) /* a longer schedule than decoding holds: refused, */
+      return WD_ERANGE;           /* not cut (each step is a whole decode of a window) */
+    v[n] = (float)x;
   }
+  memcpy(o->temperatures, v, (size_t)n * sizeof *v);
+  o->n_temperatures = n;
   return 0;
+}
+
+size_t wd_decode_text_tail(const char *s, size_t n) {
+  if (n <= 8 * 1024)
+    return 0;
+  const size_t lo = n > WD_DECODE_TEXT_MAX ? n - WD_DECODE_TEXT_MAX : 0;
+  int cuts = 0;
+  for (size_t i = n - 1; i-- > lo;)
+    if (s[i] == ' ' && !strchr(" \t\n\r\v\f", s[i + 1]) && s[i + 1] != '\0' &&
+        ++cuts == WD_DECODE_TEXT_TOKENS)
+      return i;
+  size_t at = lo;
+  while (at < n && ((unsigned char)s[at] & 0xc0) == 0x80) /* not inside a character */
+    at++;
+  return at;
 }
 
 int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
@@ -56,8 +77,9 @@ int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t *
   *ret_n = 0;
   if (!tok || !text)
     return WD_EINVAL;
-  const char *s = text;
-  size_t n = strlen(s);
+  size_t n = strlen(text);
+  const char *s = text + wd_decode_text_tail(text, n);
+  n = strlen(s);
   while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
     s++;
     n--;
@@ -76,6 +98,11 @@ int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t *
     int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
     rc = ids ? wd_tokenizer_encode(tok, buf, n + 1, ids, need, &need) : WD_ENOMEM;
     if (rc == 0) {
+      if (need > WD_DECODE_TEXT_TOKENS) { /* decoding uses the last ones alone */
+        memmove(ids, ids + (need - WD_DECODE_TEXT_TOKENS),
+                WD_DECODE_TEXT_TOKENS * sizeof *ids);
+        need = WD_DECODE_TEXT_TOKENS;
+      }
       *ret_ids = ids;
       *ret_n = need;
     } else {

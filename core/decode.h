@@ -71,7 +71,8 @@ void wd_decode_opts_default(wd_decode_opts_t *o);
 
 /* The temperature schedule of openai's CLI: t, t + inc, ... up to 1.0
  * (numpy.arange(t, 1.0 + 1e-6, inc)); inc <= 0 gives (t) alone, no
- * fallback. WD_EINVAL unless 0 <= t <= 1 and inc <= 1. */
+ * fallback. WD_EINVAL unless 0 <= t <= 1 and inc <= 1; WD_ERANGE for a
+ * schedule of more than WD_DECODE_MAX_TEMPS temperatures (o unchanged). */
 int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc);
 
 typedef struct wd_segment {
@@ -115,8 +116,29 @@ int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const 
 
 void wd_transcript_free(wd_transcript_t *t); /* accepts NULL and zeroed */
 
+/* The most prompt or prefix tokens decoding feeds: openai keeps the last
+ * n_text_ctx / 2 - 1 of them (448 for every Whisper model). */
+#define WD_DECODE_TEXT_TOKENS 223
+/* The most bytes of a prompt's or prefix's end wd_decode_text_tail keeps. */
+#define WD_DECODE_TEXT_MAX (64 * 1024)
+
+/* Where the part of s (n bytes) that can reach decoding starts: only the
+ * last WD_DECODE_TEXT_TOKENS tokens of encode(" " + s.strip()) are used,
+ * and BPE splits text into chunks first, each chunk's tokens its own; a
+ * chunk " word" starts at every space before a non-space, and the chunks
+ * after such a cut are the same whatever came before it. So the tail from
+ * the WD_DECODE_TEXT_TOKENS-th such cut from the end gives exactly the
+ * tokens decoding uses. Where the last WD_DECODE_TEXT_MAX bytes hold fewer
+ * cuts (words averaging over 290 bytes, or a script without spaces), the
+ * tail is those bytes, from a UTF-8 character boundary: bounded work, and
+ * tokens that may differ from openai's at the start of what is kept.
+ * Returns 0 (all of s) for texts of up to 8 KiB. */
+size_t wd_decode_text_tail(const char *s, size_t n);
+
 /* Tokens of a prompt or prefix as openai/whisper builds them:
- * encode(" " + text.strip()) (ASCII white space stripped). *ret_ids is
+ * encode(" " + text.strip()) (ASCII white space stripped), of its tail
+ * (wd_decode_text_tail), the last WD_DECODE_TEXT_TOKENS of them: what
+ * decoding uses, at a cost that does not grow with the text. *ret_ids is
  * malloc'd (the caller frees it). Returns 0, WD_EINVAL or WD_ENOMEM. */
 int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t **ret_ids,
                           int *ret_n);

@@ -26,7 +26,9 @@ void wd_search_begin(wd_search_t *s, wd_search_mode_t mode, int n_group, float t
   s->mode = mode;
   s->n_group = mode == WD_SEARCH_GREEDY ? 1 : n_group;
   s->temperature = temperature;
-  int mc = (int)lround((double)s->n_group * (patience > 0 ? patience : 1.0));
+  /* Python's round(beam_size * patience): halves to even (beam 5, patience
+   * 0.5 keeps 2, where lround kept 3); nearbyint under the default mode. */
+  int mc = (int)nearbyint((double)s->n_group * (patience > 0 ? patience : 1.0));
   s->max_candidates = mc < 1 ? 1 : mc > 2 * WD_DECODE_MAX_ROWS ? 2 * WD_DECODE_MAX_ROWS : mc;
   s->length_penalty = length_penalty;
   s->max_len = max_len < 1 ? 1 : max_len;

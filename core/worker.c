@@ -82,7 +82,8 @@ struct wd_worker {
   /* worker thread only */
   uint64_t encode_clock;
   unsigned seq_used, audio_used; /* bit masks of engine slots */
-  int lost;                 /* an engine call said WD_EDEVLOST: reset before admitting */
+  int lost; /* an engine call said WD_EDEVLOST: reset before admitting; written by this
+               thread under mu (queue_full reads it there), read here without it */
   double reset_at, reset_backoff; /* next reset() try, and the wait after a failed one */
   atomic_llong heartbeat_ns;
   atomic_llong rebuild_ns; /* CLOCK_MONOTONIC start of the running reset(), 0 when none */
@@ -120,10 +121,12 @@ static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
 /* Passes an engine call's rc through, noting a lost device. */
 static int eng_rc(wd_worker_t *w, int rc) {
   if (rc == WD_EDEVLOST && !w->lost) {
-    w->lost = 1;
     w->reset_at = 0.0;
     w->reset_backoff = 1.0;
+    /* lost is written under mu (HTTP threads read it in queue_full) and
+     * only by this thread, which may read it without the lock. */
     pthread_mutex_lock(&w->mu);
+    w->lost = 1;
     w->st.device_losses++;
     w->st.device_lost = 1;
     pthread_mutex_unlock(&w->mu);
@@ -391,8 +394,8 @@ static void try_reset(wd_worker_t *w) {
   const wd_engine_t *e = w->o.engine;
   if (!e->reset) {
     wd_log_warning("worker: the engine lost its device and cannot rebuild; going on");
-    w->lost = 0;
     pthread_mutex_lock(&w->mu);
+    w->lost = 0;
     w->st.device_lost = 0;
     pthread_mutex_unlock(&w->mu);
     return;
@@ -411,8 +414,8 @@ static void try_reset(wd_worker_t *w) {
     w->reset_backoff = w->reset_backoff * 2 < 30.0 ? w->reset_backoff * 2 : 30.0;
     return;
   }
-  w->lost = 0;
   pthread_mutex_lock(&w->mu);
+  w->lost = 0;
   w->st.device_resets++;
   w->st.device_lost = 0;
   pthread_mutex_unlock(&w->mu);

@@ -177,9 +177,19 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   char err[1024] = "";
   /* The decoding defaults requests start from: refused before anything
    * starts when they cannot work. */
-  wd_decode_opts_t dopts;
+  wd_decode_opts_t dopts, longest;
   float no_clips[1];
+  wd_decode_opts_default(&longest);
   if (wd_decode_cfg(cfg, &dopts, no_clips, 0, err, sizeof err) < 0 ||
+      /* A request's temperature T > 0 walks T, T + inc, ... 1: from a T near
+       * 0 the schedule is longest, and it must fit too. */
+      (wd_decode_set_temperature(&longest, 0.0f, strtof(cfg->temperature_inc, NULL)) ==
+           WD_ERANGE &&
+       snprintf(err, sizeof err,
+                "temperature-inc %s: a request's temperature near 0 would walk more than %d "
+                "temperatures; at most %d (temperature-inc of at least %.4g)",
+                cfg->temperature_inc, WD_DECODE_MAX_TEMPS, WD_DECODE_MAX_TEMPS,
+                1.0 / (WD_DECODE_MAX_TEMPS - 1) + 1e-4) > 0) ||
       (cfg->beam_size > cfg->max_batch &&
        snprintf(err, sizeof err, "beam-size %d is more than max-batch %d sequences",
                 cfg->beam_size, cfg->max_batch) > 0) ||

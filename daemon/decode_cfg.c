@@ -102,7 +102,16 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int
     rc = parse_clips(cfg->clip_timestamps, clips, max_clips, &o->n_clips, err, err_len);
     o->clips = clips;
   }
-  if (rc == 0 && wd_decode_set_temperature(o, t, inc) < 0) {
+  const int trc = rc == 0 ? wd_decode_set_temperature(o, t, inc) : 0;
+  if (trc == WD_ERANGE) {
+    snprintf(err, err_len,
+             "temperature %g with temperature-inc %g is a schedule of more than %d temperatures "
+             "(each a whole new decode of a failing window): raise temperature-inc to at least "
+             "%.4g",
+             (double)t, (double)inc, WD_DECODE_MAX_TEMPS,
+             (1.0 - (double)t) / (WD_DECODE_MAX_TEMPS - 1) + 1e-4);
+    rc = WD_ECONFIG;
+  } else if (trc < 0) {
     snprintf(err, err_len, "temperature must be within 0..1 and temperature-inc at most 1");
     rc = WD_ECONFIG;
   }

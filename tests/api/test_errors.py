@@ -171,6 +171,36 @@ def test_truncated_wav(daemon):
     assert_healthy(daemon)
 
 
+def test_audio_too_short(daemon):
+    """Under 0.1 s of decoded audio is OpenAI's 400 audio_too_short (param
+    file), whether the header says so or lies (a RIFF header claiming 11 s
+    over 0.06 s of samples used to get 200 with empty text); 0.1 s is
+    transcribed."""
+    import io
+    import struct
+    import wave
+
+    def wav(samples):
+        buf = io.BytesIO()
+        with wave.open(buf, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(16000)
+            w.writeframes(struct.pack(f"<{samples}h", *([1000, -1000] * (samples // 2))))
+        return buf.getvalue()
+
+    short = wav(960)  # 0.06 s
+    liar = bytearray(short)
+    struct.pack_into("<I", liar, 40, 16000 * 2 * 11)  # data chunk claims 11 s
+    struct.pack_into("<I", liar, 4, 36 + 16000 * 2 * 11)
+    for data in (short, bytes(liar)):
+        r = post_audio(daemon.port, path=None, data=data, filename="short.wav")
+        check_error(r, 400, param="file", code="audio_too_short")
+    r = post_audio(daemon.port, path=None, data=wav(1600), filename="tenth.wav")
+    assert r.status == 200, r
+    assert_healthy(daemon)
+
+
 def test_unsupported_container_named_wav(daemon):
     """An MP4 (AAC) file given a .wav name: the daemon looks at the bytes,
     not the name, so it decodes (ffmpeg) or refuses it (400), never 5xx."""

@@ -302,6 +302,83 @@ WD_TEST(temperature_schedule_as_numpy_arange) {
   WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 1.5f, 0.2f), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.5f, -1.0f), 0);
   WD_CHECK_EQ_INT(o.n_temperatures, 1);
+  /* A schedule longer than decoding holds is refused, not cut (issue #23:
+   * --temperature-inc 0.05 gave 21 steps and ran 16); o is left as it was. */
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.0f, 0.05f), WD_ERANGE);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.0f, 0.0625f), WD_ERANGE); /* 17 */
+  WD_CHECK_EQ_INT(o.n_temperatures, 1);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.0f, 1.0f / 15.0f), 0);
+  WD_CHECK_EQ_INT(o.n_temperatures, 16);
+  WD_CHECK_EQ_INT(wd_decode_set_temperature(&o, 0.5f, 0.05f), 0);
+  WD_CHECK_EQ_INT(o.n_temperatures, 11);
+}
+
+/* A prompt's tokens are the last WD_DECODE_TEXT_TOKENS of encode(" " +
+ * text.strip()), from its tail alone (issue #23: a 26 MB prompt was
+ * tokenized whole on an HTTP thread): the same ids as the whole text gives,
+ * for ordinary text of any length; bounded work for text without spaces. */
+WD_TEST(prompt_tail_keeps_the_tokens_decoding_uses) {
+  wd_model_t *m = NULL;
+  wd_tokenizer_t *tok = NULL;
+  char err[256] = "";
+  if (wd_model_load(TINY, &m, err, sizeof err) < 0)
+    wd_test_skip("models/ggml-tiny.en.bin not present");
+  WD_CHECK_EQ_INT(wd_model_tokenizer_new(m, &tok), 0);
+  static const char *const w[] = { "Whisper", "decodes", "speech,", "and", "numbers", "1984",
+                                   "naïve", "café", "--", "O'Brien's", "\n", "  ", "quickly." };
+  enum { CAP = 40000 };
+  char *text = malloc(CAP), *full = malloc(CAP + 2);
+  int32_t *ids = malloc(CAP * sizeof *ids);
+  if (!tok || !text || !full || !ids)
+    goto out;
+  size_t n = 0;
+  for (int i = 0; n + 32 < CAP - 1; i++)
+    n += (size_t)snprintf(text + n, CAP - n, "%s%s", w[(i * 7 + i / 13) % 13],
+                          i % 5 == 4 ? "  " : " ");
+  text[n] = '\0';
+  WD_CHECK(wd_decode_text_tail(text, n) > 0); /* a cut was made */
+  /* The whole text, as openai encodes it: " " + strip. */
+  size_t a = 0, b = n;
+  while (a < b && strchr(" \t\n\r\v\f", text[a]))
+    a++;
+  while (b > a && strchr(" \t\n\r\v\f", text[b - 1]))
+    b--;
+  full[0] = ' ';
+  memcpy(full + 1, text + a, b - a);
+  int need = 0;
+  WD_CHECK_EQ_INT(wd_tokenizer_encode(tok, full, b - a + 1, ids, CAP, &need), 0);
+  int32_t *got = NULL;
+  int n_got = 0;
+  WD_CHECK_EQ_INT(wd_decode_encode_text(tok, text, &got, &n_got), 0);
+  WD_CHECK_EQ_INT(n_got, WD_DECODE_TEXT_TOKENS);
+  WD_CHECK(need > n_got && got &&
+           memcmp(got, ids + (need - n_got), (size_t)n_got * sizeof *got) == 0);
+  free(got);
+  /* A short prompt: all of its tokens. */
+  WD_CHECK_EQ_INT(wd_decode_encode_text(tok, "  Hello world. ", &got, &n_got), 0);
+  WD_CHECK_EQ_INT(wd_tokenizer_encode(tok, " Hello world.", 13, ids, CAP, &need), 0);
+  WD_CHECK(n_got == need && got && memcmp(got, ids, (size_t)need * sizeof *got) == 0);
+  free(got);
+  /* 4 MB without a space: the last 64 KiB at most are tokenized. */
+  const size_t big = 4u << 20;
+  char *aaa = malloc(big + 1);
+  if (aaa) {
+    memset(aaa, 'a', big);
+    aaa[big] = '\0';
+    WD_CHECK_EQ_INT(wd_decode_text_tail(aaa, big), big - WD_DECODE_TEXT_MAX);
+    WD_CHECK_EQ_INT(wd_decode_encode_text(tok, aaa, &got, &n_got), 0);
+    WD_CHECK(n_got > 0 && n_got <= WD_DECODE_TEXT_TOKENS);
+    free(got);
+    /* The cut never splits a UTF-8 character. */
+    for (size_t i = 0; i + 1 < big; i += 2)
+      aaa[i] = (char)0xc3, aaa[i + 1] = (char)0xa9; /* é */
+    WD_CHECK_EQ_INT(((unsigned char)aaa[wd_decode_text_tail(aaa, big + 1 - 2)] & 0xc0) != 0x80, 1);
+    free(aaa);
+  }
+out:
+  free(text), free(full), free(ids);
+  wd_tokenizer_free(tok);
+  wd_model_free(m);
 }
 
 int main(void) { return wd_test_main(); }

@@ -255,6 +255,16 @@ WD_TEST(beam_patience_waits_for_more_finished) {
   /* patience 2: four finished sequences end the search */
   wd_search_begin(&s, WD_SEARCH_BEAM, 2, 0.0f, 2.0f, NAN, 224, &rng);
   WD_CHECK_EQ_INT(s.max_candidates, 4);
+  /* round() as Python's, halves to even (issue #23): 5 * 0.5 keeps 2, 3 * 0.5 keeps 2,
+   * 7 * 0.5 keeps 4. */
+  const struct { int beams; float patience; int want; } halves[] = { { 5, 0.5f, 2 },
+                                                                       { 3, 0.5f, 2 },
+                                                                       { 7, 0.5f, 4 } };
+  for (size_t i = 0; i < sizeof halves / sizeof halves[0]; i++) {
+    wd_search_t h;
+    wd_search_begin(&h, WD_SEARCH_BEAM, halves[i].beams, 0.0f, halves[i].patience, NAN, 224, &rng);
+    WD_CHECK_EQ_INT(h.max_candidates, halves[i].want);
+  }
   model_beam(NULL, 0, lg);
   const float *lgp[1] = { lg };
   WD_CHECK_EQ_INT(wd_search_update(&s, &f, work, lgp), 0);
