@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# gpu-bundle.sh - packs the GPU checks (issue #22) for a host with an NVIDIA
+# or AMD GPU and no package access: our release binaries and the Vulkan
+# engine's tests, whisper.cpp's Vulkan build, every shared library they load
+# (but the C library itself, which the host has), tiny.en, jfk.wav and the
+# benchmark scripts, in the repository's own layout, so the scripts run
+# unchanged. The random large-v3-turbo file (1.6 GB) is not packed: the
+# runner writes it there with the packed wd_synth_model.
+#
+# usage: scripts/gpu-bundle.sh [--whispercpp DIR] [OUT]
+#   DIR  a whisper.cpp work tree with build-vulkan/ (default: build/whispercpp,
+#        else /tmp/wcpp; ../shared/tools/build-whispercpp.sh SOURCE DIR makes
+#        one from a clone or mirror of ggml-org/whisper.cpp)
+#   OUT  where the pieces go (default build/gpu-bundle):
+#          whisperd-gpu.tar.gz.00, .01, ...  at most 60 MiB each
+#          SHA256SUMS, README.txt
+# On the GPU host:
+#   cat whisperd-gpu.tar.gz.* | tar xz && cd whisperd-gpu && ./run.sh [steps]
+# (scripts/gpu-bundle-run.sh is that run.sh: it says what it measures).
+# Needs the release build (scripts/build.sh release) and tiny.en
+# (scripts/fetch-model.sh tiny.en).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+wcpp=""
+if [ "${1:-}" = "--whispercpp" ]; then
+  wcpp=${2:?--whispercpp DIR}
+  shift 2
+fi
+out=${1:-$root/build/gpu-bundle}
+if [ -z "$wcpp" ]; then
+  for d in "$root/build/whispercpp" /tmp/wcpp; do
+    [ -x "$d/build-vulkan/bin/whisper-bench" ] && wcpp=$d && break
+  done
+fi
+b=$root/build
+need=("$b/daemon/whisperd" "$b/tests/wd_synth_model" "$b/tests/bench/bench_engine"
+      "$b/tests/bench/bench_cpu_step" "$root/models/ggml-tiny.en.bin")
+for f in "${need[@]}"; do
+  [ -e "$f" ] || { echo "gpu-bundle: missing $f (scripts/build.sh release; scripts/fetch-model.sh tiny.en)" >&2; exit 1; }
+done
+if [ -z "$wcpp" ]; then
+  echo "gpu-bundle: no whisper.cpp Vulkan build (build-vulkan/bin/whisper-bench); make one with" >&2
+  echo "  ../shared/tools/build-whispercpp.sh /work/.mirror/ggml-org+whisper.cpp build/whispercpp" >&2
+  exit 1
+fi
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+top=$stage/whisperd-gpu
+mkdir -p "$top"/{build/daemon,build/tests/bench,lib,models,whispercpp/bin,tests/bench,tests/api,tests/data}
+
+# Binaries, in the build tree's layout (the scripts and tests find them there).
+cp "$b/daemon/whisperd" "$top/build/daemon/"
+cp "$b/tests/wd_synth_model" "$b"/tests/gpu_test_* "$top/build/tests/"
+cp "$b/tests/bench/bench_engine" "$b/tests/bench/bench_cpu_step" "$top/build/tests/bench/"
+cp "$wcpp"/build-vulkan/bin/whisper-{bench,cli,server} "$top/whispercpp/bin/"
+# whisper.cpp's own libraries (libwhisper, libggml*) sit beside its build.
+find "$wcpp/build-vulkan" -name 'lib*.so*' -exec cp -P {} "$top/lib/" \;
+
+# Every shared library the binaries load, resolved here, but the C
+# library's own (the host's must match its kernel and loader).
+libs() {
+  LD_LIBRARY_PATH="$top/lib" ldd "$1" 2>/dev/null | awk '/=> \//{print $3}'
+}
+skip='/(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux[^/]*)\.so[.0-9]*$'
+for bin in "$top"/build/daemon/* "$top"/build/tests/* "$top"/build/tests/bench/* "$top"/whispercpp/bin/*; do
+  [ -f "$bin" ] || continue
+  libs "$bin"
+done | sort -u | grep -Ev "$skip" | while read -r l; do
+  [ -e "$top/lib/$(basename "$l")" ] || cp -L "$l" "$top/lib/"
+done
+
+# Debug sections are most of the bytes and no use there.
+find "$top/build" "$top/whispercpp" "$top/lib" -type f -exec strip --strip-debug {} + 2>/dev/null || true
+
+# Data and scripts.
+cp "$root/models/ggml-tiny.en.bin" "$top/models/"
+cp -r "$root/tests/data/audio" "$top/tests/data/"
+cp "$root"/tests/bench/*.py "$top/tests/bench/"
+cp "$root/tests/api/wd_api.py" "$top/tests/api/"
+cp "$root/scripts/gpu-bundle-run.sh" "$top/run.sh"
+chmod +x "$top/run.sh"
+# The engine tests open models and audio under the source tree they were
+# built from: run.sh links that path to the bundle where it is free.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt")
+{
+  echo "source_dir=$src"
+  echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "whispercpp=$(git -C "$wcpp" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "packed=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
+} >"$top/MANIFEST"
+
+rm -rf "$out"
+mkdir -p "$out"
+tar -C "$stage" -czf - whisperd-gpu | split -b 60M -d - "$out/whisperd-gpu.tar.gz."
+(cd "$out" && sha256sum whisperd-gpu.tar.gz.* >SHA256SUMS)
+cat >"$out/README.txt" <<EOF
+whisperd GPU checks ($(sed -n 's/^commit=//p' "$top/MANIFEST")): on the GPU host,
+  sha256sum -c SHA256SUMS && cat whisperd-gpu.tar.gz.* | tar xz && cd whisperd-gpu && ./run.sh
+(./run.sh tests|tiny|large|load runs one step; results land in ./results).
+EOF
+echo "gpu-bundle: $(du -sh "$top" | cut -f1) unpacked, $(ls "$out"/whisperd-gpu.tar.gz.* | wc -l) piece(s) in $out:"
+ls -l "$out"
