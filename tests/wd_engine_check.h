@@ -177,9 +177,22 @@ static inline float *ec_jfk_mel(const wd_model_t *m, int *frames) {
   return out;
 }
 
+/* The 30 s window of mel (n_mels, frames; wd_mel_compute pads 30 s of
+ * zeros) that starts `shift` frames in, as decode.c's extract_window makes
+ * it: (n_mels, 3000), zero past the content; calloc'd, NULL on failure. */
+static inline float *ec_window(const float *mel, int n_mels, int frames, int shift) {
+  float *w = mel ? calloc((size_t)n_mels * 3000, sizeof *w) : NULL;
+  const int content = frames - 3000 - shift;
+  for (int b = 0; w && b < n_mels; b++)
+    memcpy(w + (size_t)b * 3000, mel + (size_t)b * (size_t)frames + shift,
+           (size_t)content * sizeof *w);
+  return w;
+}
+
 /* A sequence's logits are bit-identical alone (n = 1) and beside others
  * (n = 2 .. max_seqs), whatever its row, slot and the companions' lengths
- * (tiny.en's token ids; audio slots 0 and 1 encoded). */
+ * (tiny.en's token ids; the companions spread over the audio slots, which
+ * must be encoded). */
 static inline void ec_check_alone_and_batched(const wd_engine_t *v, int nv) {
   const int ms = v->max_seqs < 16 ? v->max_seqs : 16;
   enum { N_TOK = 6 };
@@ -203,7 +216,7 @@ static inline void ec_check_alone_and_batched(const wd_engine_t *v, int nv) {
       if (s != sa)
         comp[nc++] = s;
     for (int s = 0; s < ms; s++)
-      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == sa ? 0 : s % 2), 0);
+      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == sa ? 0 : s % v->max_audio), 0);
     for (int i = 0; i < 2; i++) {
       int32_t tk[16];
       for (int k = 0; k < nc; k++)

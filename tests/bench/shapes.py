@@ -24,6 +24,7 @@ one sequence per call, whisperd's batch 8 is 8 sequences one token each:
 both are per token, neither is the other's exact peer.
 
   python3 tests/bench/shapes.py                          # large-v3-turbo, 3 rounds
+  python3 tests/bench/shapes.py --compute f32,int8,bf16  # --compute-type rows beside f32
   python3 tests/bench/shapes.py --shapes large-v3-turbo,large-v3 --repeats 2
 """
 
@@ -74,6 +75,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--whisper-bench", default=None)
     ap.add_argument("--no-transcribe", action="store_true", help="skip the RSS transcription")
+    ap.add_argument("--compute", default="f32",
+                    help="whisperd's --compute-type values, one row each (f32,int8,bf16)")
     args = ap.parse_args()
     wb = args.whisper_bench or next((c for c in WCPP_BENCH if os.access(c, os.X_OK)), None)
     synth = os.path.join(ROOT, "build", "tests", "wd_synth_model")
@@ -100,12 +103,16 @@ def main():
                 print(f"  cannot write the {shape} file")
                 continue
         size_mib = os.path.getsize(path) / 2**20
-        rows = {"whisperd": [], "whisper.cpp": []}
+        computes = [c for c in args.compute.split(",") if c]
+        mine = ["whisperd" if c == "f32" else f"whisperd-{c}" for c in computes]
+        rows = {n: [] for n in mine + ["whisper.cpp"]}
         for r in range(args.repeats):
-            order = ["whisperd", "whisper.cpp"] if r % 2 == 0 else ["whisper.cpp", "whisperd"]
+            order = list(rows)
+            order = order[r % len(order):] + order[:r % len(order)]
             for who in order:
-                if who == "whisperd":
-                    res = run_child([bench, path, "256", "1"])
+                if who.startswith("whisperd"):
+                    ct = computes[mine.index(who)]
+                    res = run_child([bench, path, "256", "1", ct])
                     rows[who].append(ours(res) if res["rc"] == 0 else None)
                 elif wb:
                     res = run_child([wb, "-m", path, "-t", str(args.threads)])
@@ -113,15 +120,15 @@ def main():
                 if res["rc"] != 0:
                     print(f"  {who} exit {res['rc']}: {(res['stderr'] or res['stdout'])[-300:]}")
             print(f"  {shape}: round {r + 1}/{args.repeats}", file=sys.stderr, flush=True)
-        w = [x for x in rows["whisperd"] if x]
+        w = [x for x in rows.get("whisperd", []) if x]
         c = [x for x in rows["whisper.cpp"] if x]
 
         def fig(xs, key, best=False):
             v = [x[key] for x in xs if x.get(key) is not None]
             return (min(v) if best else statistics.median(v)) if v else None
 
-        def ratio(key, key_c=None):
-            pr = [a[key] / b[key_c or key] for a, b in zip(rows["whisperd"], rows["whisper.cpp"])
+        def ratio(key, key_c=None, who="whisperd"):
+            pr = [a[key] / b[key_c or key] for a, b in zip(rows.get(who, []), rows["whisper.cpp"])
                   if a and b and a.get(key) and b.get(key_c or key)]
             return statistics.median(pr) if pr else None
 
@@ -130,19 +137,23 @@ def main():
             print(f"  whisperd encoder GEMM: {w[0]['gemm']}")
         print(f"  {'':<12} {'encoder ms':>11} {'step b1 ms':>11} {'b8 ms/row':>10} "
               f"{'batchd ms/tok':>14} {'prefill ms/tok':>15} {'peak RSS MiB':>13}")
-        print(f"  {'whisperd':<12} {fmt(fig(w, 'encoder_ms', True), '{:.1f}'):>11} {fmt(fig(w, 'step1_ms'), '{:.2f}'):>11} "
-              f"{fmt(fig(w, 'step8_ms_tok'), '{:.2f}'):>10} {'-':>14} "
-              f"{fmt(fig(w, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(w, 'rss_mib'), '{:.1f}'):>13}")
+        for who in mine:
+            xs = [x for x in rows[who] if x]
+            print(f"  {who:<13} {fmt(fig(xs, 'encoder_ms', True), '{:.1f}'):>10} {fmt(fig(xs, 'step1_ms'), '{:.2f}'):>11} "
+                  f"{fmt(fig(xs, 'step8_ms_tok'), '{:.2f}'):>10} {'-':>14} "
+                  f"{fmt(fig(xs, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(xs, 'rss_mib'), '{:.1f}'):>13}")
         print(f"  {'whisper.cpp':<12} {fmt(fig(c, 'encoder_ms', True), '{:.1f}'):>11} {fmt(fig(c, 'step1_ms'), '{:.2f}'):>11} "
               f"{'-':>10} {fmt(fig(c, 'batchd_ms_tok'), '{:.2f}'):>14} "
               f"{fmt(fig(c, 'prefill_ms_tok'), '{:.2f}'):>15} {fmt(fig(c, 'rss_mib'), '{:.1f}'):>13}")
         rss = None
-        if not args.no_transcribe:
+        for ct in computes if not args.no_transcribe else []:
             res = run_child([whisperd, "transcribe", "--device", "cpu", "-l", "en",
-                             "--temperature-inc", "0", "--log-level", "warning", "-m", path, JFK])
-            rss = res["rss_mib"] if res["rc"] == 0 else None
-            print(f"  whisperd transcribe jfk.wav: peak RSS {fmt(rss, '{:.1f}')} MiB, "
-                  f"{fmt(rss / size_mib if rss else None, '{:.2f}')}x the file "
+                             "--compute-type", ct, "--temperature-inc", "0", "--log-level",
+                             "warning", "-m", path, JFK])
+            got = res["rss_mib"] if res["rc"] == 0 else None
+            rss = got if ct == "f32" else rss
+            print(f"  whisperd transcribe --compute-type {ct} jfk.wav: peak RSS {fmt(got, '{:.1f}')} MiB, "
+                  f"{fmt(got / size_mib if got else None, '{:.2f}')}x the file "
                   f"({res['wall_s']:.1f} s{'' if res['rc'] == 0 else ', exit %d' % res['rc']})")
         print("  targets (issue #22), whisperd / whisper.cpp, medians of paired rounds:")
         for label, v, lim in (("encoder per window", ratio("encoder_ms"), 0.5),
@@ -151,6 +162,10 @@ def main():
                               ("transcribe peak RSS / file", rss / size_mib if rss else None, 1.2)):
             state = "not measured" if v is None else ("met" if v <= lim else "NOT met")
             print(f"    {label:<26} {fmt(v, '{:.3f}'):>7} (at most {lim}) -> {state}")
+        for who in mine[1:] if mine and mine[0] == "whisperd" else mine:
+            print(f"  {who} / whisper.cpp: encoder {fmt(ratio('encoder_ms', who=who), '{:.3f}')}, "
+                  f"step b1 {fmt(ratio('step1_ms', who=who), '{:.3f}')}, "
+                  f"prefill {fmt(ratio('prefill_ms_tok', who=who), '{:.3f}')}")
     return 0
 
 

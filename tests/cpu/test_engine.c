@@ -7,7 +7,6 @@
  * through the decoding policy. No GPU needed.
  */
 #include <math.h>
-#include <sndfile.h>
 #include <stdlib.h>
 
 #include "cpu_engine.h"
@@ -33,13 +32,7 @@ static float *g_w0, *g_w1; /* two windows: jfk, and jfk a second later */
 /* A 30 s window of the mel starting at frame `from`, zero past the content
  * (as decode.c's extract_window makes it). */
 static float *window(int from) {
-  const int nm = wd_model_hparams(g_model)->n_mels;
-  float *w = calloc((size_t)nm * 3000, sizeof *w);
-  const int content = g_frames - 3000 - from;
-  for (int b = 0; w && b < nm; b++)
-    memcpy(w + (size_t)b * 3000, g_mel + (size_t)b * (size_t)g_frames + from,
-           (size_t)content * sizeof *w);
-  return w;
+  return ec_window(g_mel, wd_model_hparams(g_model)->n_mels, g_frames, from);
 }
 
 WD_TEST(setup) {

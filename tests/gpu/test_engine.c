@@ -7,7 +7,6 @@
  */
 #include <dlfcn.h>
 #include <math.h>
-#include <sndfile.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -50,34 +49,12 @@ WD_TEST(setup) {
     fprintf(stderr, "engine: %s\n", err);
   WD_CHECK_EQ_INT(rc, 0);
   WD_CHECK_EQ_INT(wd_ref_engine_new(g_model, MAX_SEQS, 1, &g_ref), 0);
-  /* jfk.wav is 16 kHz mono s16: libsndfile reads it directly. */
-  SF_INFO info = { 0 };
-  SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
-  WD_CHECK(f != NULL);
-  float *pcm = f ? malloc(sizeof(float) * (size_t)info.frames) : NULL;
-  if (pcm)
-    WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
-  if (f)
-    sf_close(f);
-  int n_mel = 0, n_fft = 0;
-  const float *filters = wd_model_mel_filters(g_model, &n_mel, &n_fft);
-  wd_mel_t *mel = NULL;
-  WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
-  if (pcm && mel)
-    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &g_mel, &g_frames), 0);
-  wd_mel_free(mel);
-  free(pcm);
+  g_mel = ec_jfk_mel(g_model, &g_frames);
 }
 
 /* The first 30 s window of the mel, as decode.c's extract_window makes it. */
 static float *first_window(void) {
-  const int nm = wd_model_hparams(g_model)->n_mels;
-  float *w = calloc((size_t)nm * 3000, sizeof *w);
-  const int content = g_frames - 3000;
-  for (int b = 0; w && b < nm; b++)
-    memcpy(w + (size_t)b * 3000, g_mel + (size_t)b * (size_t)g_frames,
-           (size_t)content * sizeof *w);
-  return w;
+  return ec_window(g_mel, wd_model_hparams(g_model)->n_mels, g_frames, 0);
 }
 
 WD_TEST(encoder_matches_reference) {
@@ -233,67 +210,7 @@ WD_TEST(batched_step_with_permuted_slots_matches_reference) {
 WD_TEST(logits_bit_identical_alone_and_batched) {
   if (!g_eng)
     wd_test_skip("setup failed");
-  const wd_engine_t *v = wd_vk_engine_iface(g_eng);
-  const int nv = wd_model_hparams(g_model)->n_vocab;
-  enum { N_TOK = 6 };
-  const int32_t a[N_TOK] = { 50257, 50363, 843, 523, 616, 5891 };
-  const int32_t other[] = { 50257, 50363, 1265, 644, 345, 460, 466, 314, 1101, 383 };
-  const size_t row = (size_t)nv * sizeof(float);
-  float *alone = malloc(N_TOK * row);
-  const float *lg = NULL;
-  const int s0 = 0;
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
-  for (int i = 0; alone && i < N_TOK; i++) {
-    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &a[i], &lg), 0);
-    if (lg)
-      memcpy(alone + (size_t)i * (size_t)nv, lg, row);
-  }
-  static const int ns[] = { 2, 3, 4, 5, 8, 9 };
-  int n_rows = 0, n_same = 0;
-  for (size_t t = 0; alone && t < sizeof ns / sizeof ns[0]; t++) {
-    const int n = ns[t];
-    /* a goes to row n / 2 in slot (n + 4) % 9; the others fill the
-     * remaining slots in descending order and are two tokens ahead. */
-    const int ra = n / 2, sa = (n + 4) % MAX_SEQS;
-    int seqs[MAX_SEQS], comp[MAX_SEQS], nc = 0;
-    for (int s = MAX_SEQS - 1; s >= 0 && nc < n - 1; s--)
-      if (s != sa)
-        comp[nc++] = s;
-    for (int s = 0; s < MAX_SEQS; s++)
-      WD_CHECK_EQ_INT(v->seq_reset(v->self, s, 0), 0);
-    for (int i = 0; i < 2; i++) {
-      int32_t tk[MAX_SEQS];
-      for (int k = 0; k < nc; k++)
-        tk[k] = other[(i + k) % 10];
-      WD_CHECK_EQ_INT(v->step(v->self, nc, comp, tk, &lg), 0);
-    }
-    for (int k = 0, j = 0; k < n; k++)
-      seqs[k] = k == ra ? sa : comp[j++];
-    double worst = 0;
-    int same = 0;
-    for (int i = 0; i < N_TOK; i++) {
-      int32_t tk[MAX_SEQS];
-      for (int k = 0; k < n; k++)
-        tk[k] = k == ra ? a[i] : other[(i + k + 2) % 10];
-      lg = NULL;
-      WD_CHECK_EQ_INT(v->step(v->self, n, seqs, tk, &lg), 0);
-      if (!lg)
-        break;
-      const float *got = lg + (size_t)ra * (size_t)nv, *want = alone + (size_t)i * (size_t)nv;
-      if (memcmp(got, want, row) == 0)
-        same++;
-      else
-        worst = fmax(worst, rel_diff(got, want, nv));
-    }
-    fprintf(stderr, "  n = %d (row %d, slot %d): %d of %d steps bit-identical to n = 1%s", n, ra,
-            sa, same, N_TOK, same == N_TOK ? "\n" : "");
-    if (same != N_TOK)
-      fprintf(stderr, ", max |logit diff| / max |logit| = %.3g\n", worst);
-    n_rows += N_TOK;
-    n_same += same;
-  }
-  WD_CHECK_EQ_INT(n_same, n_rows);
-  free(alone);
+  ec_check_alone_and_batched(wd_vk_engine_iface(g_eng), wd_model_hparams(g_model)->n_vocab);
 }
 
 WD_TEST(jfk_transcribed) {

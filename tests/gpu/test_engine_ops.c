@@ -14,7 +14,6 @@
  */
 #include <dlfcn.h>
 #include <math.h>
-#include <sndfile.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,31 +39,10 @@ static int32_t g_tok[N_TOK]; /* <|startoftranscript|> <|0.00|> then text tokens 
 /* The first 30 s window of jfk.wav's mel (n_mels, 3000), malloc'd; with
  * shift, the window starts that many frames later (a second window). */
 static float *jfk_window(int shift) {
-  SF_INFO info = { 0 };
-  SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
-  WD_CHECK(f != NULL);
-  if (!f)
-    return NULL;
-  float *pcm = malloc(sizeof(float) * (size_t)info.frames);
-  if (pcm)
-    WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
-  sf_close(f);
-  int n_mel = 0, n_fft = 0, frames = 0;
-  const float *filters = wd_model_mel_filters(g_model, &n_mel, &n_fft);
-  wd_mel_t *mel = NULL;
-  float *spec = NULL, *w = NULL;
-  WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
-  if (pcm && mel)
-    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &spec, &frames), 0);
-  if (spec)
-    w = calloc((size_t)n_mel * 3000, sizeof *w);
-  const int content = frames - 3000 - shift; /* wd_mel_compute pads 30 s */
-  for (int b = 0; w && b < n_mel; b++)
-    memcpy(w + (size_t)b * 3000, spec + (size_t)b * (size_t)frames + shift,
-           (size_t)content * sizeof *w);
-  wd_mel_free(mel);
+  int frames = 0;
+  float *spec = ec_jfk_mel(g_model, &frames);
+  float *w = ec_window(spec, wd_model_hparams(g_model)->n_mels, frames, shift);
   free(spec);
-  free(pcm);
   return w;
 }
 
