@@ -51,26 +51,27 @@ set_tests_properties(cli_info_plan_cpu PROPERTIES LABELS "cli;cpu;unit" SKIP_RET
   PASS_REGULAR_EXPRESSION
   "device: +cpu, the native CPU engine.*encoder GEMM: +OpenBLAS .* kernels \\((SSE|AVX|AVX2|AVX-512)\\).*host memory: +batch 8 .*weights +70\\.5 MiB.*self-attn KV +[0-9.]+ MiB \\(f32, 4 layers x 10 buffers.*cross-attn KV.*scratch.*total")
 
+# `whisperd transcribe --device cpu EXTRA jfk.wav` on tiny.en, the log and
+# the text together (2>&1), against regex.
+function(wd_cpu_log_test name extra regex)
+  add_test(NAME ${name}
+           COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu ${extra} -m \"$1\" \"$2\" 2>&1"
+           $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+           ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+  set_tests_properties(${name} PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77 TIMEOUT 600
+    PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+
 # --threads sets the CPU engine's compute threads (several daemons on one
 # host): one thread, the same words.
-add_test(NAME cli_cpu_transcribe_threads_1
-         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu --threads 1 -m \"$1\" \"$2\" 2>&1"
-         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
-         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
-set_tests_properties(cli_cpu_transcribe_threads_1 PROPERTIES LABELS "cli;cpu;unit"
-  SKIP_RETURN_CODE 77 TIMEOUT 600
-  PASS_REGULAR_EXPRESSION "on cpu \\(1 threads,.*ask what you can do for your country")
+wd_cpu_log_test(cli_cpu_transcribe_threads_1 "--threads 1"
+  "on cpu \\(1 threads,.*ask what you can do for your country")
 
 # --compute-type int8 (every x86-64 host CI runs on has AVX2 or VNNI): the
 # start-up log names the kernels, and jfk.wav gives f32's words (int8 may
 # add the final full stop).
-add_test(NAME cli_cpu_transcribe_compute_int8
-         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu --compute-type int8 -m \"$1\" \"$2\" 2>&1"
-         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
-         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
-set_tests_properties(cli_cpu_transcribe_compute_int8 PROPERTIES LABELS "cli;cpu;unit"
-  SKIP_RETURN_CODE 77 TIMEOUT 600
-  PASS_REGULAR_EXPRESSION "compute type int8: linear layers on int8, (AVX512-VNNI|AVX2).*And so my fellow Americans,? ask not what your country can do for you,?\n.*ask what you can do for your country\\.?\n")
+wd_cpu_log_test(cli_cpu_transcribe_compute_int8 "--compute-type int8"
+  "compute type int8: linear layers on int8, (AVX512-VNNI|AVX2).*And so my fellow Americans,? ask not what your country can do for you,?\n.*ask what you can do for your country\\.?\n")
 
 # A compute type the Vulkan engine has no kernels for is refused at start,
 # saying what to do (label gpu: --device vulkan enumerates lavapipe).
