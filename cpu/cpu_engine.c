@@ -104,6 +104,7 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   free(e->e_qkv), free(e->e_f), free(e->e_s);
   free(e->d_x), free(e->d_h), free(e->d_o), free(e->d_qkv), free(e->d_f), free(e->d_logits);
   free(e->d_scores), free(e->d_keep), free(e->r_buf), free(e->r_pos), free(e->r_audio);
+  free(e->r_xq), free(e->r_xs);
   free(e);
 }
 

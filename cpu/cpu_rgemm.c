@@ -157,6 +157,7 @@ static void reduce_task(void *arg, int t) {
   float *row = (float *)(void *)(r->scratch + (size_t)t * ((size_t)k * 4 + (size_t)kp * 2));
   uint8_t *q = (uint8_t *)(row + k); /* one row's codes (int8) or bf16 values */
   const cpu_rpath_t fast = cpu_rgemm_pick(ct, cpu_blas_features());
+  (void)fast; /* x86 only */
   for (int o = o0; o < o1; o++) {
     if (w->type == WD_DTYPE_F16) /* most files: F16C, not the per-element table */
       cpu_f16_to_f32_vec((const unsigned char *)w->data + (size_t)o * (size_t)k * 2, row,
@@ -386,7 +387,7 @@ FN_RB(avx2, avx2_tile(x, 4, w, kp, (int32_t *)o), T_AVX2_F, 4, 1)
 __attribute__((target("avx512f,avx512bw"))) static void epi_512(int int8, const void *accv, int no, int corr, const int32_t *wsum,
                       const float *scale, float xs, const float *b, int add, float *y) {
   for (int j = 0; j < no; j += 16) {
-    const __mmask16 m = no - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (no - j)) - 1u);
+    const __mmask16 m = (__mmask16)(no - j >= 16 ? 0xffffu : (1u << (no - j)) - 1u);
     __m512 v;
     if (int8) {
       const __m512i s = _mm512_maskz_loadu_epi32(m, (const int32_t *)accv + j);
