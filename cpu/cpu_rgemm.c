@@ -197,6 +197,8 @@ static void reduce_task(void *arg, int t) {
 int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx) {
   if (ct == WD_CPU_COMPUTE_F32)
     return 0;
+  if (ct != WD_CPU_COMPUTE_BF16 && ct != WD_CPU_COMPUTE_INT8)
+    return WD_EINVAL;
   const int k = w->n_in, kp = cpu_rgemm_kp(k);
   const size_t blocks = (size_t)(w->n_out + OB - 1) / OB;
   reduce_task_t r = { .w = w, .ct = ct };

@@ -77,7 +77,7 @@ void cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out);
 typedef void (*cpu_par_fn)(void *ctx, int n, void (*fn)(void *arg, int i), void *arg);
 
 /* Converts w (as cpu_mat_load left it) to ct's layout in place, its rows
- * split over par (NULL: this thread). WD_ENOMEM. */
+ * split over par (NULL: this thread). WD_ENOMEM; WD_EINVAL for another ct. */
 int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx);
 
 /* One product: y[r][o - o0] (op)= x[r] . W[o] + b[o - o0], rows r < n_rows,
