@@ -108,13 +108,14 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   free(e);
 }
 
-/* cpu_mat_load, then the conversion of --compute-type bf16 / int8
- * (cpu_rgemm.h) at once, the model's pages of the tensors released after
- * each matrix: the peak holds one matrix twice, not the model. */
+/* cpu_parallel as cpu_rgemm.h's cpu_par_fn. */
 static void engine_par(void *ctx, int n, void (*fn)(void *arg, int i), void *arg) {
   cpu_parallel(ctx, n, fn, arg);
 }
 
+/* cpu_mat_load, then the conversion of --compute-type bf16 / int8
+ * (cpu_rgemm.h) at once, the model's pages of the tensors released after
+ * each matrix: the peak holds one matrix twice, not the model. */
 static int mat_load(wd_cpu_engine_t *e, cpu_mat_t *w, const char *const *names, const int *rows,
                     int n, int n_in, char *err, size_t el) {
   const wd_model_t *m = e->m;
