@@ -12,10 +12,11 @@
 #        else /tmp/wcpp; ../shared/tools/build-whispercpp.sh SOURCE DIR makes
 #        one from a clone or mirror of ggml-org/whisper.cpp)
 #   OUT  where the pieces go (default build/gpu-bundle):
-#          whisperd-gpu.tar.gz.00, .01, ...  at most 60 MiB each
+#          whisperd-gpu.tar.xz.00, .01, ...  at most 45 MiB each (small
+#          enough for a transfer of 64 MiB with the source tree beside it)
 #          SHA256SUMS, README.txt
 # On the GPU host:
-#   cat whisperd-gpu.tar.gz.* | tar xz && cd whisperd-gpu && ./run.sh [steps]
+#   cat whisperd-gpu.tar.xz.* | tar xJ && cd whisperd-gpu && ./run.sh [steps]
 # (scripts/gpu-bundle-run.sh is that run.sh: it says what it measures).
 # Needs the release build (scripts/build.sh release) and tiny.en
 # (scripts/fetch-model.sh tiny.en).
@@ -52,7 +53,7 @@ mkdir -p "$top"/{build/daemon,build/tests/bench,lib,models,whispercpp/bin,tests/
 # Binaries, in the build tree's layout (the scripts and tests find them there).
 cp "$b/daemon/whisperd" "$top/build/daemon/"
 cp "$b/tests/wd_synth_model" "$b"/tests/gpu_test_* "$top/build/tests/"
-cp "$b/tests/bench/bench_engine" "$b/tests/bench/bench_cpu_step" "$top/build/tests/bench/"
+cp "$b/tests/bench/bench_engine" "$b/tests/bench/bench_cpu_step" "$b/tests/bench/bench_gemm" "$top/build/tests/bench/"
 cp "$wcpp"/build-vulkan/bin/whisper-{bench,cli,server} "$top/whispercpp/bin/"
 # whisper.cpp's own libraries (libwhisper, libggml*) sit beside its build.
 find "$wcpp/build-vulkan" -name 'lib*.so*' -exec cp -P {} "$top/lib/" \;
@@ -68,6 +69,14 @@ for bin in "$top"/build/daemon/* "$top"/build/tests/* "$top"/build/tests/bench/*
   libs "$bin"
 done | sort -u | grep -Ev "$skip" | while read -r l; do
   [ -e "$top/lib/$(basename "$l")" ] || cp -L "$l" "$top/lib/"
+done
+
+# NVIDIA's Vulkan driver (libGLX_nvidia.so.0, named by the container's ICD
+# manifest) loads glvnd's dispatch libraries, which a bare CUDA image lacks:
+# on an H200 without them the loader found no device (2026-11-25).
+for l in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libGL.so.1 libOpenGL.so.0; do
+  p=$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ {print $NF; exit}')
+  [ -n "$p" ] && [ ! -e "$top/lib/$l" ] && cp -L "$p" "$top/lib/"
 done
 
 # Debug sections are most of the bytes and no use there.
@@ -92,12 +101,13 @@ src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt")
 
 rm -rf "$out"
 mkdir -p "$out"
-tar -C "$stage" -czf - whisperd-gpu | split -b 60M -d - "$out/whisperd-gpu.tar.gz."
-(cd "$out" && sha256sum whisperd-gpu.tar.gz.* >SHA256SUMS)
+# xz, not gzip: the libraries shrink to a third (gzip: a half), one piece fewer.
+tar -C "$stage" -cf - whisperd-gpu | xz -T0 -6 | split -b 45M -d - "$out/whisperd-gpu.tar.xz."
+(cd "$out" && sha256sum whisperd-gpu.tar.xz.* >SHA256SUMS)
 cat >"$out/README.txt" <<EOF
 whisperd GPU checks ($(sed -n 's/^commit=//p' "$top/MANIFEST")): on the GPU host,
-  sha256sum -c SHA256SUMS && cat whisperd-gpu.tar.gz.* | tar xz && cd whisperd-gpu && ./run.sh
+  sha256sum -c SHA256SUMS && cat whisperd-gpu.tar.xz.* | tar xJ && cd whisperd-gpu && ./run.sh
 (./run.sh tests|tiny|large|load runs one step; results land in ./results).
 EOF
-echo "gpu-bundle: $(du -sh "$top" | cut -f1) unpacked, $(ls "$out"/whisperd-gpu.tar.gz.* | wc -l) piece(s) in $out:"
+echo "gpu-bundle: $(du -sh "$top" | cut -f1) unpacked, $(ls "$out"/whisperd-gpu.tar.xz.* | wc -l) piece(s) in $out:"
 ls -l "$out"

@@ -2,13 +2,19 @@
  * bench_gemm.c - the encoder's GEMM shapes on the Vulkan device next to
  * OpenBLAS sgemm on the host, in the same run.
  *
- * C[1500, N] = A[1500, K] * B[N, K]^T for the Linear layers of tiny and base
- * (1500 = audio frames per 30 s window). GPU time is the best of R
+ * C[M, N] = A[M, K] * B[N, K]^T for the Linear layers of tiny, base and
+ * large-v3(-turbo), M = 1500 (audio frames per 30 s window), and a 224-token
+ * prompt's prefill at the large shape. GPU time is the best of R
  * timestamp-query deltas around one dispatch; OpenBLAS time is the best of R
  * wall-clock runs of cblas_sgemm with B in f32. Prints GFLOP/s and the ratio.
  * A benchmark, not a test: it never fails on speed.
  *
  * Usage: bench_gemm [family: auto|texel|texel8|tiled] [blas threads, default 2]
+ * The "grid" column counts 128 x 128 output tiles: how many workgroups a
+ * wider tile would launch (on an NVIDIA H200, 132 SMs, a 128 x 128 tile
+ * with 8 x 8 outputs per invocation was slower than tiled-64x64 on 13 of
+ * these 15 shapes, up to 8x, both measured beside another GPU test,
+ * 2026-11-25: a wider tile needs more than a bigger register block).
  */
 #include <cblas.h>
 #include <stdint.h>
@@ -98,8 +104,10 @@ static int bench_shape(wd_vk_device_t *dev, wd_vk_gemm_t *g, uint32_t M, uint32_
   }
   const double flop = 2.0 * M * N * K;
   const double gpu_gf = flop / gpu_best, blas_gf = flop / blas_best * 1e-9;
-  printf("%-22s %5u x %-5u x %-5u  %8.2f ms %7.1f GFLOP/s | OpenBLAS %7.2f ms %7.1f GFLOP/s | %5.1f%%\n",
-         what, M, N, K, gpu_best * 1e-6, gpu_gf, blas_best * 1e3, blas_gf, 100.0 * gpu_gf / blas_gf);
+  printf("%-22s %5u x %-5u x %-5u grid %4u  %8.3f ms %7.1f GFLOP/s | OpenBLAS %7.2f ms %7.1f "
+         "GFLOP/s | %5.1f%%\n",
+         what, M, N, K, ((M + 127) / 128) * ((N + 127) / 128), gpu_best * 1e-6, gpu_gf,
+         blas_best * 1e3, blas_gf, 100.0 * gpu_gf / blas_gf);
 out:
   wd_vk_cmd_free(cmd);
   wd_vk_dset_free(set);
@@ -146,15 +154,18 @@ int main(int argc, char **argv) {
   printf("device: %s (%s); kernel %s; OpenBLAS %d thread(s); best of %d\n",
          wd_vk_device_info(dev)->name, wd_vk_class_name(wd_vk_device_info(dev)->device_class),
          wd_vk_gemm_family_name(wd_vk_gemm_family(g)), threads, REPS);
-  static const struct { uint32_t n, k; const char *what; } shapes[] = {
-    { 384, 384, "tiny attn q/k/v/out" }, { 1152, 384, "tiny fused qkv" },
-    { 1536, 384, "tiny fc1" },           { 384, 1536, "tiny fc2" },
-    { 512, 512, "base attn" },           { 2048, 512, "base fc1" },
-    { 512, 2048, "base fc2" },
-    { 1500, 64, "attn QK^T, one head" }, { 64, 1500, "attn P.V, one head" },
+  static const struct { uint32_t m, n, k; const char *what; } shapes[] = {
+    { 1500, 384, 384, "tiny attn q/k/v/out" }, { 1500, 1152, 384, "tiny fused qkv" },
+    { 1500, 1536, 384, "tiny fc1" },           { 1500, 384, 1536, "tiny fc2" },
+    { 1500, 512, 512, "base attn" },           { 1500, 2048, 512, "base fc1" },
+    { 1500, 512, 2048, "base fc2" },
+    { 1500, 1280, 1280, "large attn" },        { 1500, 3840, 1280, "large fused qkv" },
+    { 1500, 5120, 1280, "large fc1" },         { 1500, 1280, 5120, "large fc2" },
+    { 224, 1280, 1280, "large prefill attn" }, { 224, 5120, 1280, "large prefill fc1" },
+    { 1500, 1500, 64, "attn QK^T, one head" }, { 1500, 64, 1500, "attn P.V, one head" },
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !rc; i++)
-    rc = bench_shape(dev, g, 1500, shapes[i].n, shapes[i].k, shapes[i].what);
+    rc = bench_shape(dev, g, shapes[i].m, shapes[i].n, shapes[i].k, shapes[i].what);
   wd_vk_gemm_free(g);
   wd_vk_device_free(dev);
   return rc ? 1 : 0;

@@ -5,6 +5,9 @@
  * per filled segment. Device-local memory is forced unmapped
  * (WHISPERD_VK_FORCE_STAGING) so lavapipe takes the staged path a discrete
  * GPU takes; a mapped destination is written directly, without a submit.
+ * Unforced, whether device-local memory is mapped is the device's choice:
+ * lavapipe's is, an NVIDIA H200's (no resizable BAR there) is not, so the
+ * unforced run checks whichever path the buffer got.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -48,8 +51,9 @@ static void upload_and_check(int force_staging) {
   for (int i = 0; i < 2; i++)
     WD_CHECK_EQ_INT(wd_vk_buffer_new(dev, BUF_BYTES, WD_VK_BUF_STORAGE, WD_VK_MEM_DEVICE, &b[i]),
                     0);
-  if (b[0])
-    WD_CHECK((wd_vk_buffer_map(b[0]) == NULL) == (force_staging != 0));
+  const int mapped = b[0] && wd_vk_buffer_map(b[0]) != NULL;
+  if (force_staging)
+    WD_CHECK(!mapped);
   wd_vk_upload_t *u = NULL;
   WD_CHECK_EQ_INT(wd_vk_upload_new(dev, RING_BYTES, &u), 0);
   if (u && b[0] && b[1] && want[0] && want[1]) {
@@ -66,7 +70,7 @@ static void upload_and_check(int force_staging) {
     }
     WD_CHECK_EQ_INT(wd_vk_upload_finish(u), 0);
     const unsigned submits = wd_vk_upload_submits(u);
-    if (force_staging)
+    if (!mapped)
       WD_CHECK(submits >= 2 * BUF_BYTES / (RING_BYTES / 2) && submits <= 2 * BUF_BYTES / 1000);
     else
       WD_CHECK_EQ_INT(submits, 0);
@@ -90,6 +94,6 @@ static void upload_and_check(int force_staging) {
 
 WD_TEST(staged_uploads_arrive_byte_for_byte) { upload_and_check(1); }
 
-WD_TEST(mapped_destinations_are_written_directly) { upload_and_check(0); }
+WD_TEST(unforced_uploads_take_the_devices_path) { upload_and_check(0); }
 
 int main(void) { return wd_test_main(); }
