@@ -10,7 +10,10 @@ pkg_check_modules(JANSSON    REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(SNDFILE    REQUIRED IMPORTED_TARGET sndfile)
 pkg_check_modules(FFTW3F     REQUIRED IMPORTED_TARGET fftw3f)
 pkg_check_modules(SYSTEMD    REQUIRED IMPORTED_TARGET libsystemd)
-pkg_check_modules(SOXR       REQUIRED IMPORTED_TARGET soxr)
+# libswresample converts every input to 16 kHz mono exactly as the ffmpeg
+# tool does (core/audio.c); it needs only libavutil, so builds without the
+# codecs (WD_FFMPEG=OFF) keep it.
+pkg_check_modules(SWR        REQUIRED IMPORTED_TARGET libswresample libavutil)
 if(WD_FFMPEG)
   pkg_check_modules(LIBAV    REQUIRED IMPORTED_TARGET libavformat libavcodec libavutil)
 endif()

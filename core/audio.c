@@ -2,10 +2,11 @@
  * audio.c - an uploaded file in memory to 16 kHz mono float samples.
  *
  * Pipeline: a decoder back-end produces frames of any channel count and
- * sample format; each frame is converted to float and averaged over its
- * channels (what `ffmpeg -ac 1` does), and the mono signal is streamed through
- * libsoxr to 16 kHz (skipped when the input already is 16 kHz). The "sink"
- * below owns that second half, so both back-ends share it.
+ * sample format; the "sink" below hands them, unconverted, to one
+ * libswresample context set up as the `ffmpeg -ac 1 -ar 16000` command in
+ * openai/whisper's load_audio sets up its own (mono, 16 kHz, s16), and
+ * returns those samples / 32768: the same input to the model, bit for bit.
+ * Both back-ends share the sink.
  *
  * Back-ends, in order: libsndfile through sf_open_virtual over the buffer,
  * then libavformat/libavcodec through a custom AVIOContext over the same
@@ -44,10 +45,12 @@
 #if WD_HAVE_FFMPEG
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
-#include <libavutil/avutil.h>
 #endif
+#include <libavutil/avutil.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/samplefmt.h>
+#include <libswresample/swresample.h>
 #include <sndfile.h>
-#include <soxr.h>
 
 #include "error.h"
 #include "log.h"
@@ -56,7 +59,9 @@
 #define WD_AUDIO_RATE_MIN 1000
 #define WD_AUDIO_RATE_MAX 768000
 #define WD_AUDIO_CHANNELS_MAX 64
-/* Frames per sf_readf_float call. */
+/* Largest |sample| a float file may hold (2^16 x full scale, 96 dB over). */
+#define WD_AUDIO_FLOAT_MAX 65536.0
+/* Frames per sf_readf_* call. */
 #define WD_AUDIO_SF_CHUNK 4096
 /* Size of the AVIOContext's read buffer, bytes. */
 #define WD_AUDIO_AVIO_BUF 32768
@@ -99,16 +104,34 @@ static const char *wd_audio_averr(int r, char *buf, size_t len) {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* The sink: downmixed frames in, 16 kHz samples out                        */
+/* The sink: frames in the decoder's own format in, 16 kHz samples out      */
 
+/*
+ * ref: openai/whisper audio.py load_audio runs
+ *   ffmpeg -nostdin -threads 0 -i FILE -f s16le -ac 1 -acodec pcm_s16le -ar 16000 -
+ * and divides the samples by 32768. In that command one libswresample
+ * context (the filter graph's automatic aresample, default options) takes
+ * the decoder's frames as they come (sample format, channel layout, rate)
+ * to 16 kHz mono s16: its internal format follows from those (16-bit input
+ * is resampled and downmixed in fixed point, anything wider in float), so
+ * the same samples come out only from the same context fed the same
+ * frames. The sink builds exactly that context and feeds it the decoder's
+ * frames unconverted; the samples are then s16 / 32768, bit for bit what
+ * openai/whisper hands its model (tests/core/test_audio_ffmpeg.c checks it
+ * against the ffmpeg command). A change of sample format or layout mid-stream
+ * flushes the context and starts a new one, as ffmpeg reconfigures its
+ * filter graph.
+ */
 typedef struct {
   uint32_t max_seconds;
-  int rate;          /* input sample rate, Hz; 0 until started */
-  soxr_t soxr;       /* NULL when rate is already 16 kHz */
-  uint64_t n_in;     /* mono input frames pushed */
-  uint64_t n_in_max; /* max_seconds * rate */
-  float *mix;        /* (mix_cap) one chunk of mono input, at rate */
-  size_t mix_cap;
+  int rate;                 /* input sample rate, Hz; 0 until started */
+  SwrContext *swr;          /* (rate, layout, fmt) -> 16 kHz mono s16 */
+  AVChannelLayout layout;   /* the input's, as the context was built */
+  enum AVSampleFormat fmt;  /* the input's */
+  uint64_t n_in;            /* input frames pushed */
+  uint64_t n_in_max;        /* max_seconds * rate */
+  int16_t *pcm;             /* (pcm_cap) one conversion's output */
+  size_t pcm_cap;
   float *out; /* (n_out) the 16 kHz result so far, capacity out_cap */
   size_t n_out, out_cap;
 } wd_audio_sink_t;
@@ -116,14 +139,14 @@ typedef struct {
 static void wd_audio_sink_free(wd_audio_sink_t *s) {
   if (!s)
     return;
-  if (s->soxr)
-    soxr_delete(s->soxr);
-  free(s->mix);
+  swr_free(&s->swr);
+  av_channel_layout_uninit(&s->layout);
+  free(s->pcm);
   free(s->out);
   *s = (wd_audio_sink_t){ .max_seconds = s->max_seconds };
 }
 
-/* Fixes the input rate and creates the resampler. */
+/* Fixes the input rate; the resampler comes with the first frame's format. */
 static int wd_audio_sink_start(wd_audio_sink_t *s, int rate, char *err, size_t err_len) {
   if (rate < WD_AUDIO_RATE_MIN || rate > WD_AUDIO_RATE_MAX)
     return wd_audio_fail(err, err_len, WD_EAUDIO,
@@ -131,29 +154,6 @@ static int wd_audio_sink_start(wd_audio_sink_t *s, int rate, char *err, size_t e
                          WD_AUDIO_RATE_MIN, WD_AUDIO_RATE_MAX);
   s->rate = rate;
   s->n_in_max = (uint64_t)s->max_seconds * (uint64_t)rate;
-  if (rate == WD_AUDIO_SAMPLE_RATE)
-    return 0;
-  /* ref: openai/whisper audio.py load_audio runs `ffmpeg -ac 1 -ar 16000`;
-   * soxr's HQ (20-bit) band-limited resampler serves the same purpose. */
-  soxr_error_t e = NULL;
-  const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
-  const soxr_quality_spec_t q = soxr_quality_spec(SOXR_HQ, 0);
-  s->soxr = soxr_create((double)rate, (double)WD_AUDIO_SAMPLE_RATE, 1, &e, &io, &q, NULL);
-  if (!s->soxr || e)
-    return wd_audio_fail(err, err_len, WD_ENOMEM, "cannot create the resampler: %s",
-                         e ? e : "unknown error");
-  return 0;
-}
-
-/* Makes room for n mono frames in s->mix. */
-static int wd_audio_sink_mix_reserve(wd_audio_sink_t *s, size_t n, char *err, size_t err_len) {
-  if (n <= s->mix_cap)
-    return 0;
-  float *p = realloc(s->mix, n * sizeof(float));
-  if (!p)
-    return wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
-  s->mix = p;
-  s->mix_cap = n;
   return 0;
 }
 
@@ -188,78 +188,136 @@ static int wd_audio_sink_check_declared(const wd_audio_sink_t *s, double declare
   return 0;
 }
 
-/* Resamples (or copies) the first n frames of s->mix into the output. */
-static int wd_audio_sink_push(wd_audio_sink_t *s, size_t n, char *err, size_t err_len) {
-  s->n_in += n;
+/* Runs n input frames (NULL, 0: the flush) through the context and appends
+ * what comes out, as s16 / 32768. */
+static int wd_audio_sink_convert(wd_audio_sink_t *s, const uint8_t **in, int n, char *err,
+                                 size_t err_len) {
+  for (;;) {
+    const int want = swr_get_out_samples(s->swr, n);
+    if (want < 0)
+      return wd_audio_fail(err, err_len, WD_EINTERNAL, "resampler failed");
+    if ((size_t)want + 1 > s->pcm_cap) {
+      int16_t *p = realloc(s->pcm, ((size_t)want + 1) * sizeof *p);
+      if (!p)
+        return wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
+      s->pcm = p;
+      s->pcm_cap = (size_t)want + 1;
+    }
+    uint8_t *o = (uint8_t *)s->pcm;
+    const int got = swr_convert(s->swr, &o, (int)s->pcm_cap, in, n);
+    if (got < 0)
+      return wd_audio_fail(err, err_len, WD_EINTERNAL, "resampler failed");
+    int r = wd_audio_sink_out_reserve(s, (size_t)got, err, err_len);
+    if (r < 0)
+      return r;
+    for (int i = 0; i < got; i++)
+      s->out[s->n_out + (size_t)i] = (float)s->pcm[i] / 32768.0f;
+    s->n_out += (size_t)got;
+    /* Input is taken whole; a flush repeats until the filter is empty. */
+    if (in || got == 0)
+      return 0;
+  }
+}
+
+/* Drains and frees the current context (a format change or the end). */
+static int wd_audio_sink_flush(wd_audio_sink_t *s, char *err, size_t err_len) {
+  if (!s->swr)
+    return 0;
+  int r = wd_audio_sink_convert(s, NULL, 0, err, err_len);
+  swr_free(&s->swr);
+  av_channel_layout_uninit(&s->layout);
+  return r;
+}
+
+/* Makes the context fit frames of this layout and sample format. A layout
+ * of unknown order gets the default one for its channel count, as the
+ * ffmpeg tool guesses it. */
+static int wd_audio_sink_format(wd_audio_sink_t *s, const AVChannelLayout *layout,
+                                enum AVSampleFormat fmt, char *err, size_t err_len) {
+  AVChannelLayout in = { 0 };
+  if (layout->order == AV_CHANNEL_ORDER_UNSPEC)
+    av_channel_layout_default(&in, layout->nb_channels);
+  else if (av_channel_layout_copy(&in, layout) < 0)
+    return wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
+  if (s->swr && s->fmt == fmt && av_channel_layout_compare(&s->layout, &in) == 0) {
+    av_channel_layout_uninit(&in);
+    return 0;
+  }
+  int r = wd_audio_sink_flush(s, err, err_len);
+  if (r < 0) {
+    av_channel_layout_uninit(&in);
+    return r;
+  }
+  AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO; /* not const: FFmpeg 5.1's prototype */
+  int e = swr_alloc_set_opts2(&s->swr, &mono, AV_SAMPLE_FMT_S16, WD_AUDIO_SAMPLE_RATE, &in, fmt,
+                              s->rate, 0, NULL);
+  if (e >= 0)
+    e = swr_init(s->swr);
+  if (e < 0) {
+    av_channel_layout_uninit(&in);
+    swr_free(&s->swr);
+    return wd_audio_fail(err, err_len, WD_EAUDIO,
+                         "cannot convert %d channel(s) of %s samples at %d Hz", layout->nb_channels,
+                         av_get_sample_fmt_name(fmt) ? av_get_sample_fmt_name(fmt) : "unknown",
+                         s->rate);
+  }
+  s->layout = in;
+  s->fmt = fmt;
+  return 0;
+}
+
+/* Is every sample of a float frame real audio? NaN and infinities have no
+ * meaning as sound, and samples past WD_AUDIO_FLOAT_MAX (96 dB over full
+ * scale) are no recording: both make a file-format error, not clipped
+ * noise. n values of planes planes (one for packed data). */
+static int wd_audio_floats_ok(const uint8_t *const *data, int planes, size_t n,
+                              enum AVSampleFormat fmt) {
+  const int dbl = av_get_packed_sample_fmt(fmt) == AV_SAMPLE_FMT_DBL;
+  for (int p = 0; p < planes; p++)
+    for (size_t i = 0; i < n; i++) {
+      const double v = dbl ? ((const double *)data[p])[i] : ((const float *)data[p])[i];
+      if (!(fabs(v) <= WD_AUDIO_FLOAT_MAX))
+        return 0;
+    }
+  return 1;
+}
+
+/* Pushes n frames of the current format (planes as FFmpeg lays them out). */
+static int wd_audio_sink_push(wd_audio_sink_t *s, const uint8_t *const *data, int n, char *err,
+                              size_t err_len) {
+  s->n_in += (uint64_t)n;
   if (s->n_in > s->n_in_max)
     return wd_audio_fail(err, err_len, WD_ETOOBIG,
                          "audio is longer than the limit of %u s", s->max_seconds);
-  if (!s->soxr) {
-    int r = wd_audio_sink_out_reserve(s, n, err, err_len);
-    if (r < 0)
-      return r;
-    memcpy(s->out + s->n_out, s->mix, n * sizeof(float));
-    s->n_out += n;
-    return 0;
+  const enum AVSampleFormat packed = av_get_packed_sample_fmt(s->fmt);
+  if (packed == AV_SAMPLE_FMT_FLT || packed == AV_SAMPLE_FMT_DBL) {
+    const int planar = av_sample_fmt_is_planar(s->fmt);
+    const int nch = s->layout.nb_channels;
+    const size_t per = planar ? (size_t)n : (size_t)n * (size_t)nch;
+    if (!wd_audio_floats_ok(data, planar ? nch : 1, per, s->fmt))
+      return wd_audio_fail(err, err_len, WD_EAUDIO,
+                           "invalid audio: the file holds NaN, infinite or out-of-range "
+                           "(beyond %g) float samples",
+                           WD_AUDIO_FLOAT_MAX);
   }
-  size_t done = 0;
-  while (done < n) {
-    /* Output for the rest of the chunk, plus slack for the filter's tail. */
-    size_t want = (size_t)((double)(n - done) * WD_AUDIO_SAMPLE_RATE / s->rate) + 256;
-    int r = wd_audio_sink_out_reserve(s, want, err, err_len);
-    if (r < 0)
-      return r;
-    size_t idone = 0, odone = 0;
-    soxr_error_t e = soxr_process(s->soxr, s->mix + done, n - done, &idone,
-                                  s->out + s->n_out, s->out_cap - s->n_out, &odone);
-    if (e)
-      return wd_audio_fail(err, err_len, WD_EINTERNAL, "resampler failed: %s", e);
-    s->n_out += odone;
-    done += idone;
-    if (idone == 0 && odone == 0)
-      return wd_audio_fail(err, err_len, WD_EINTERNAL, "resampler made no progress");
-  }
-  return 0;
+  /* swr_convert wants a mutable array of plane pointers. */
+  const uint8_t *planes[WD_AUDIO_CHANNELS_MAX];
+  const int n_planes = av_sample_fmt_is_planar(s->fmt) ? s->layout.nb_channels : 1;
+  for (int p = 0; p < n_planes && p < WD_AUDIO_CHANNELS_MAX; p++)
+    planes[p] = data[p];
+  return wd_audio_sink_convert(s, planes, n, err, err_len);
 }
 
-/* Drains the resampler, checks that there is audio and clamps to [-1, 1]. */
+/* Drains the resampler and checks that there is audio. */
 static int wd_audio_sink_finish(wd_audio_sink_t *s, char *err, size_t err_len) {
   if (s->n_in == 0)
     return wd_audio_fail(err, err_len, WD_EAUDIO, "the file contains no audio samples");
-  while (s->soxr) {
-    int r = wd_audio_sink_out_reserve(s, 4096, err, err_len);
-    if (r < 0)
-      return r;
-    size_t odone = 0;
-    soxr_error_t e = soxr_process(s->soxr, NULL, 0, NULL, s->out + s->n_out,
-                                  s->out_cap - s->n_out, &odone);
-    if (e)
-      return wd_audio_fail(err, err_len, WD_EINTERNAL, "resampler failed: %s", e);
-    if (odone == 0)
-      break;
-    s->n_out += odone;
-  }
+  int r = wd_audio_sink_flush(s, err, err_len);
+  if (r < 0)
+    return r;
   if (s->n_out == 0)
     return wd_audio_fail(err, err_len, WD_EAUDIO, "the file contains no audio samples");
-  /* Lossy decoders and the resampler overshoot full scale slightly. A float
-   * file may also hold huge finite samples (3e38, found by fuzz_audio) that
-   * overflow in the resampler's filter to inf and, summed, NaN: inf clamps
-   * like any overshoot, NaN (which compares false both ways) becomes 0. */
-  for (size_t i = 0; i < s->n_out; i++) {
-    const float x = s->out[i];
-    s->out[i] = isnan(x) ? 0.0f : (x > 1.0f ? 1.0f : (x < -1.0f ? -1.0f : x));
-  }
   return 0;
-}
-
-/* Averages interleaved frames (n, ch) into mono; non-finite samples become 0. */
-static void wd_audio_mix_interleaved(const float *in, size_t n, int ch, float *out) {
-  for (size_t i = 0; i < n; i++) {
-    float sum = 0.0f;
-    for (int c = 0; c < ch; c++)
-      sum += in[i * (size_t)ch + (size_t)c];
-    out[i] = isfinite(sum) ? sum / (float)ch : 0.0f;
-  }
 }
 
 /* Is the declared length n_declared (frames) clearly more than was decoded? */
@@ -351,7 +409,10 @@ static int wd_av_io_open_refused(AVFormatContext *s, AVIOContext **pb, const cha
  *     header libsndfile leaks libvorbis's codec setup (about 6 KiB per file,
  *     found by the corrupted-file test under LeakSanitizer), which a daemon
  *     fed untrusted uploads cannot afford. FFmpeg's own Vorbis decoder does
- *     not leak. Ogg Opus and Ogg FLAC stay with libsndfile.
+ *     not leak. Ogg FLAC stays with libsndfile.
+ *   - Ogg Opus (an Ogg file holding "OpusHead"). libsndfile decodes it with
+ *     libopus, the ffmpeg tool with FFmpeg's own Opus decoder, and the two
+ *     differ in the last bits: openai/whisper hears the latter.
  */
 static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   if (len >= 3 && memcmp(d, "ID3", 3) == 0)
@@ -371,6 +432,8 @@ static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
         return 1;
       p++;
     }
+    if (len >= 36 && memcmp(d + 28, "OpusHead", 8) == 0)
+      return 1;
   }
   return 0;
 }
@@ -428,7 +491,7 @@ static int wd_audio_decode_sndfile(wd_audio_mem_t *mem, wd_audio_sink_t *s, int 
     .tell = wd_sf_tell,
   };
   SF_INFO info = { 0 };
-  float *buf = NULL;
+  void *buf = NULL;
   int r = 0;
   *declined = 0;
   SNDFILE *sf = sf_open_virtual(&vio, SFM_READ, &info, mem);
@@ -455,18 +518,42 @@ static int wd_audio_decode_sndfile(wd_audio_mem_t *mem, wd_audio_sink_t *s, int 
     if (r < 0)
       goto fail;
   }
-  /* (WD_AUDIO_SF_CHUNK, channels) interleaved; libsndfile scales ints to [-1, 1]. */
-  buf = malloc((size_t)WD_AUDIO_SF_CHUNK * (size_t)info.channels * sizeof(float));
-  r = buf ? wd_audio_sink_mix_reserve(s, WD_AUDIO_SF_CHUNK, err, err_len)
-          : wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
+  /* Frames as FFmpeg's decoder for the same data gives them, so that the
+   * resampler sees what it sees in the ffmpeg tool: 8- to 16-bit PCM (and
+   * the codecs that expand to 16 bits) as s16, wider integers as s32
+   * (left-aligned, libsndfile's int and FFmpeg's s32 alike), floats as
+   * themselves. (WD_AUDIO_SF_CHUNK, channels) interleaved. */
+  enum AVSampleFormat fmt;
+  switch (info.format & SF_FORMAT_SUBMASK) {
+  case SF_FORMAT_FLOAT: case SF_FORMAT_VORBIS: case SF_FORMAT_OPUS: fmt = AV_SAMPLE_FMT_FLT; break;
+  case SF_FORMAT_DOUBLE: fmt = AV_SAMPLE_FMT_DBL; break;
+  case SF_FORMAT_PCM_24: case SF_FORMAT_PCM_32: fmt = AV_SAMPLE_FMT_S32; break;
+  default: fmt = AV_SAMPLE_FMT_S16; break;
+  }
+  AVChannelLayout layout = { 0 };
+  av_channel_layout_default(&layout, info.channels);
+  r = wd_audio_sink_format(s, &layout, fmt, err, err_len);
+  av_channel_layout_uninit(&layout);
   if (r < 0)
     goto fail;
+  buf = malloc((size_t)WD_AUDIO_SF_CHUNK * (size_t)info.channels *
+               (size_t)av_get_bytes_per_sample(fmt));
+  if (!buf) {
+    r = wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
+    goto fail;
+  }
   for (;;) {
-    sf_count_t got = sf_readf_float(sf, buf, WD_AUDIO_SF_CHUNK);
+    sf_count_t got;
+    switch (fmt) {
+    case AV_SAMPLE_FMT_FLT: got = sf_readf_float(sf, buf, WD_AUDIO_SF_CHUNK); break;
+    case AV_SAMPLE_FMT_DBL: got = sf_readf_double(sf, buf, WD_AUDIO_SF_CHUNK); break;
+    case AV_SAMPLE_FMT_S32: got = sf_readf_int(sf, buf, WD_AUDIO_SF_CHUNK); break;
+    default: got = sf_readf_short(sf, buf, WD_AUDIO_SF_CHUNK); break;
+    }
     if (got <= 0)
       break;
-    wd_audio_mix_interleaved(buf, (size_t)got, info.channels, s->mix);
-    r = wd_audio_sink_push(s, (size_t)got, err, err_len);
+    const uint8_t *planes[1] = { (const uint8_t *)buf };
+    r = wd_audio_sink_push(s, planes, (int)got, err, err_len);
     if (r < 0)
       goto fail;
   }
@@ -499,38 +586,6 @@ fail:
 /* ------------------------------------------------------------------------ */
 /* Back-end 2: libavformat + libavcodec                                     */
 
-/* Converts a decoded frame of any sample format to float and averages its
- * channels into s->mix[0..nb_samples). */
-static void wd_audio_mix_avframe(const AVFrame *f, float *mix) {
-  const int nch = f->ch_layout.nb_channels;
-  const size_t n = (size_t)f->nb_samples;
-  const enum AVSampleFormat fmt = (enum AVSampleFormat)f->format;
-  const int planar = av_sample_fmt_is_planar(fmt);
-  memset(mix, 0, n * sizeof(float));
-  /* Planar: one plane per channel; packed: (n, nch) interleaved in plane 0. */
-#define WD_MIX_LOOP(T, EXPR)                                                        \
-  for (int c = 0; c < nch; c++) {                                                   \
-    const T *src = (const T *)f->extended_data[planar ? c : 0];                     \
-    const size_t step = planar ? 1 : (size_t)nch, off = planar ? 0 : (size_t)c;     \
-    for (size_t i = 0; i < n; i++) {                                                \
-      const double v = (double)src[off + i * step];                                 \
-      mix[i] += (float)(EXPR);                                                      \
-    }                                                                               \
-  }
-  switch (av_get_packed_sample_fmt(fmt)) {
-  case AV_SAMPLE_FMT_U8: WD_MIX_LOOP(uint8_t, (v - 128.0) / 128.0); break;
-  case AV_SAMPLE_FMT_S16: WD_MIX_LOOP(int16_t, v / 32768.0); break;
-  case AV_SAMPLE_FMT_S32: WD_MIX_LOOP(int32_t, v / 2147483648.0); break;
-  case AV_SAMPLE_FMT_S64: WD_MIX_LOOP(int64_t, v / 9223372036854775808.0); break;
-  case AV_SAMPLE_FMT_FLT: WD_MIX_LOOP(float, v); break;
-  case AV_SAMPLE_FMT_DBL: WD_MIX_LOOP(double, v); break;
-  default: break; /* rejected by the caller */
-  }
-#undef WD_MIX_LOOP
-  for (size_t i = 0; i < n; i++)
-    mix[i] = isfinite(mix[i]) ? mix[i] / (float)nch : 0.0f;
-}
-
 /* Hands one decoded frame to the sink, starting it on the first frame. */
 static int wd_audio_take_avframe(wd_audio_sink_t *s, const AVFrame *f, char *err,
                                  size_t err_len) {
@@ -552,10 +607,11 @@ static int wd_audio_take_avframe(wd_audio_sink_t *s, const AVFrame *f, char *err
                          s->rate, f->sample_rate);
   if (f->nb_samples <= 0)
     return 0;
-  if ((r = wd_audio_sink_mix_reserve(s, (size_t)f->nb_samples, err, err_len)) < 0)
+  if ((r = wd_audio_sink_format(s, &f->ch_layout, (enum AVSampleFormat)f->format, err,
+                                err_len)) < 0)
     return r;
-  wd_audio_mix_avframe(f, s->mix);
-  return wd_audio_sink_push(s, (size_t)f->nb_samples, err, err_len);
+  return wd_audio_sink_push(s, (const uint8_t *const *)f->extended_data, f->nb_samples, err,
+                            err_len);
 }
 
 /* Receives every frame the decoder has ready. Decoder errors are counted in

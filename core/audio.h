@@ -7,12 +7,14 @@
  * libavformat/libavcodec (MP4/M4A AAC and ALAC, WebM, Matroska, MPEG program
  * streams, ADTS AAC, and anything libsndfile refused). MP3/MP2 and Ogg
  * Vorbis, which libsndfile also reads, go straight to FFmpeg (see audio.c
- * wd_audio_prefer_libav for why). The decoded audio is
- * downmixed to mono by averaging the channels and resampled to 16 kHz with
- * libsoxr.
+ * wd_audio_prefer_libav for why), and so does Ogg Opus. The decoded audio
+ * goes to mono 16 kHz 16-bit through libswresample exactly as openai/whisper's
+ * `ffmpeg -ac 1 -ar 16000 -acodec pcm_s16le` does, and the samples are
+ * s16 / 32768: the same numbers openai/whisper feeds its model.
  *
  * Errors: WD_EINVAL (bad arguments), WD_ENOMEM, WD_EAUDIO (empty, garbage,
- * truncated, no audio stream, no samples, absurd rate or channel count),
+ * truncated, no audio stream, no samples, absurd rate or channel count,
+ * NaN, infinite or absurd float samples),
  * WD_ETOOBIG (longer than max_seconds); wd_audio_decode_file adds WD_ENOENT
  * and WD_EIO. Each comes with a one-line message for the user in err.
  *

@@ -9,7 +9,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libvulkan-dev mesa-vulkan-drivers vulkan-tools glslang-tools spirv-tools
   libmicrohttpd-dev libjansson-dev libsndfile1-dev libfftw3-dev libsystemd-dev
-  libsoxr-dev libavformat-dev libavcodec-dev libavutil-dev zlib1g-dev libpcre2-dev
+  libswresample-dev libavformat-dev libavcodec-dev libavutil-dev zlib1g-dev libpcre2-dev
   libopenblas-dev
   libsimde-dev
   curl ca-certificates python3 python3-pip

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the black-box API suite (tests/api, label `api`) needs on
-# Debian 12: Debian's python3-venv, curl, systemd (systemd-socket-activate)
-# and Node.js; the official OpenAI Python SDK and pytest into a venv at
-# build/venv (tests/api/requirements.txt); the official OpenAI Node SDK into
+# Debian 12: Debian's python3-venv, curl, systemd (systemd-socket-activate),
+# ffmpeg (the reference of tests/core/test_audio_ffmpeg.c) and Node.js; the
+# official OpenAI Python SDK and pytest into a venv at build/venv
+# (tests/api/requirements.txt); the official OpenAI Node SDK into
 # tests/api/node/node_modules (package-lock.json).
 #
 # Idempotent and quick when everything is there: apt only for missing
@@ -30,7 +31,9 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 
 # --- Debian packages ---------------------------------------------------------
 missing=()
-for p in python3 python3-venv curl systemd; do
+# ffmpeg: the command openai/whisper decodes with, the reference that
+# tests/core/test_audio_ffmpeg.c compares our samples with bit for bit.
+for p in python3 python3-venv curl systemd ffmpeg; do
   have_pkg "$p" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

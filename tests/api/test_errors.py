@@ -201,6 +201,28 @@ def test_audio_too_short(daemon):
     assert_healthy(daemon)
 
 
+def test_nan_and_inf_float_samples(daemon):
+    """A float WAV holding NaN or infinite samples is a bad file: OpenAI's
+    400 invalid_file_format on param file (it used to decode to NaN, reach
+    the model and come back as 'decoding options not supported')."""
+    import math
+    import struct
+
+    def float_wav(bad):
+        n = 16000
+        body = [0.25 * math.sin(2 * math.pi * 440 * i / 16000) for i in range(n)]
+        body[n // 2] = bad
+        data = struct.pack(f"<{n}f", *body)
+        fmt = struct.pack("<HHIIHH", 3, 1, 16000, 64000, 4, 32)  # IEEE float, mono
+        return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " +
+                struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", len(data)) + data)
+
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        r = post_audio(daemon.port, path=None, data=float_wav(bad), filename="bad.wav")
+        check_error(r, 400, param="file", code="invalid_file_format")
+    assert_healthy(daemon)
+
+
 def test_unsupported_container_named_wav(daemon):
     """An MP4 (AAC) file given a .wav name: the daemon looks at the bytes,
     not the name, so it decodes (ffmpeg) or refuses it (400), never 5xx."""

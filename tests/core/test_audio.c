@@ -419,6 +419,68 @@ static void expect_error(const void *buf, size_t len, uint32_t max_seconds, int 
     free(x);
 }
 
+/* A mono 32-bit float WAV (WAVE_FORMAT_IEEE_FLOAT) of n samples of a quiet
+ * 1 kHz sine, sample `at` replaced by `bad`. */
+static unsigned char *make_float_wav(size_t n, size_t at, float bad, size_t *ret_len) {
+  unsigned char *w = calloc(1, 44 + n * 4);
+  if (!w)
+    return NULL;
+  memcpy(w, "RIFF", 4);
+  put32(w + 4, (uint32_t)(36 + n * 4));
+  memcpy(w + 8, "WAVEfmt ", 8);
+  put32(w + 16, 16);
+  put16(w + 20, 3); /* WAVE_FORMAT_IEEE_FLOAT */
+  put16(w + 22, 1);
+  put32(w + 24, 16000);
+  put32(w + 28, 16000 * 4);
+  put16(w + 32, 4);
+  put16(w + 34, 32);
+  memcpy(w + 36, "data", 4);
+  put32(w + 40, (uint32_t)(n * 4));
+  for (size_t i = 0; i < n; i++) {
+    const float v = i == at ? bad : (float)(0.25 * sin(2.0 * M_PI * 1000.0 * (double)i / 16000.0));
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    put32(w + 44 + i * 4, u);
+  }
+  *ret_len = 44 + n * 4;
+  return w;
+}
+
+/* NaN, infinities and samples far past full scale are no audio: a format
+ * error with a message, where they used to reach the model as NaN (and
+ * came back as "decoding options not supported"). Samples a little over
+ * full scale are clipped as the ffmpeg command clips them. */
+WD_TEST(nan_inf_and_absurd_float_samples_are_refused) {
+  const struct { float v; const char *what; } bad[] = {
+    { NAN, "float WAV with a NaN" },
+    { INFINITY, "float WAV with +inf" },
+    { -INFINITY, "float WAV with -inf" },
+    { 3e38f, "float WAV with 3e38" },
+    { -1e6f, "float WAV with -1e6" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    size_t len = 0;
+    unsigned char *w = make_float_wav(8000, 4000, bad[i].v, &len);
+    WD_CHECK(w != NULL);
+    if (w)
+      expect_error(w, len, 0, WD_EAUDIO, bad[i].what);
+    free(w);
+  }
+  size_t len = 0;
+  unsigned char *w = make_float_wav(8000, 4000, 7.5f, &len);
+  float *x = NULL;
+  size_t n = 0;
+  char err[256];
+  WD_CHECK(w != NULL);
+  WD_CHECK_EQ_INT(wd_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(n, 8000);
+  if (x && n == 8000)
+    WD_CHECK(x[4000] == 32767.0f / 32768.0f); /* clipped to s16's largest */
+  free(x);
+  free(w);
+}
+
 WD_TEST(bad_arguments_and_empty_input) {
   float *x = NULL;
   size_t n = 0;

@@ -1,9 +1,9 @@
 /*
  * fuzz_audio.c - every audio entry point, from memory: wd_audio_decode()
  * sniffs the content and goes through libsndfile's virtual I/O (WAV, FLAC,
- * Ogg Opus, AIFF, CAF, W64) or FFmpeg's custom AVIOContext (MP3, MP4/M4A,
- * WebM, Matroska, MPEG-PS, ADTS, Vorbis), then downmixes and resamples with
- * libsoxr (core/audio.c).
+ * Ogg FLAC, AIFF, CAF, W64) or FFmpeg's custom AVIOContext (MP3, MP4/M4A,
+ * WebM, Matroska, MPEG-PS, ADTS, Vorbis, Opus), then downmixes and resamples
+ * with libswresample (core/audio.c).
  *
  * Input: the file. The length cap is 10 minutes, so that a header claiming a
  * long stream costs little. A success must give samples in [-1, 1].
