@@ -60,6 +60,8 @@
 
 #define WD_MODEL_WAIT_RETRY_S 5
 #define WD_HEADER_TIMEOUT_DEFAULT_S 15
+/* Decode threads when opts.decode_threads is 0. */
+#define WD_DECODE_THREADS_DEFAULT 2
 
 /* One request on a connection, from its headers to its completion. */
 typedef struct {
@@ -434,6 +436,7 @@ static int bound_port(struct MHD_Daemon *d, int fallback) {
 
 /* Frees what wd_server_start built; the MHD daemon must be stopped. */
 static void server_destroy(wd_server_t *s) {
+  wd_taskq_free(s->decoders);
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
   wd_metrics_free(s->metrics);
@@ -468,6 +471,13 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
   }
   if ((rc = wd_watcher_new(on_hangup, s, &s->watcher)) < 0) {
     rc = fail(err, err_len, rc, "cannot start the hang-up watcher: %s", wd_strerror(rc));
+    goto fail;
+  }
+  /* One decode per connection at most: max_connections bounds the tasks. */
+  if ((rc = wd_taskq_new(o->decode_threads > 0 ? o->decode_threads : WD_DECODE_THREADS_DEFAULT,
+                         o->max_connections > 0 ? o->max_connections : 1024, "wd-decode",
+                         &s->decoders)) < 0) {
+    rc = fail(err, err_len, rc, "cannot start the decode threads: %s", wd_strerror(rc));
     goto fail;
   }
 
@@ -598,6 +608,12 @@ int wd_server_free(wd_server_t *s, double wait_s) {
     wd_server_quiesce(s);
     pthread_mutex_lock(&s->mu);
     wait_zero(s, &s->n_active, wd__server_now() + (wait_s > 0 ? wait_s : 0));
+    pthread_mutex_unlock(&s->mu);
+    /* Uploads still decoding finish (a decode is bounded by max_audio_s)
+     * and resume their connections, which then submit or answer. */
+    wd_taskq_free(s->decoders);
+    s->decoders = NULL;
+    pthread_mutex_lock(&s->mu);
     const int n_jobs = s->n_jobs;
     pthread_mutex_unlock(&s->mu);
     /* Jobs still in flight point into this server: cancel them and wait

@@ -8,9 +8,10 @@
  *
  * The server starts before the model is loaded so /health answers during
  * start-up; audio routes answer 503 until wd_server_attach() hands it the
- * worker. HTTP threads parse the upload and decode the audio, then submit
- * the job and suspend the connection; the worker's callbacks resume it. They
- * never run or wait on the model.
+ * worker. HTTP threads parse the upload; decode threads (opts.decode_threads)
+ * turn it into samples, then the HTTP thread submits the job and suspends the
+ * connection; the worker's callbacks resume it. HTTP threads never decode,
+ * run or wait on the model.
  *
  * Threading: _start, _attach, _quiesce and _free from the controlling
  * thread; _set_ready from any thread.
@@ -42,6 +43,8 @@ typedef struct {
   int header_timeout_s;      /* whole time to receive one request's headers
                               * however slowly they trickle; 0 = 15 s */
   int max_connections_per_ip;/* 0 = 3/4 of max_connections */
+  int decode_threads;        /* threads that decode uploads off the HTTP
+                              * threads; 0 = 2 */
 } wd_server_opts_t;
 
 /*

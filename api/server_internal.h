@@ -21,6 +21,7 @@
 #include "conn_guard.h"
 #include "metrics.h"
 #include "server.h"
+#include "taskq.h"
 #include "watcher.h"
 
 typedef struct wd_transcription wd_transcription_t;
@@ -35,6 +36,7 @@ struct wd_server {
   wd_metrics_t *metrics;
   wd_watcher_t *watcher;
   wd_conn_guard_t *guard;    /* header deadlines (slow-loris) */
+  wd_taskq_t *decoders;      /* audio decoding, off the HTTP threads */
 
   /* Written once by wd_server_attach before `attached` is set (release);
    * read only after seeing `attached` (acquire). */

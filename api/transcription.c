@@ -9,7 +9,12 @@
  *               gets its 413 at once, and one slower than body_timeout_s a
  *               408, written mid-body (answer_early), and the connection is
  *               closed after a short linger.
- *   (end of body) parse form, validate, decode audio, submit the job.
+ *   (end of body) parse form, validate, tokenize the prompt; 429 at once
+ *               when the workers' queue (jobs queued plus uploads being
+ *               decoded) has no room; else the audio goes to the server's
+ *               decode threads (s->decoders) and the connection is suspended.
+ *   DECODING    resumed by decode_task with the samples or an error: answer
+ *               the error, or submit the job.
  *   WAITING     non-streaming: the connection is suspended until on_done.
  *   STREAMING   the SSE response is queued at once; its reader suspends the
  *               connection whenever no event is pending, and the worker's
@@ -25,7 +30,9 @@
  * result under the lock and resumes only if the flag is set, clearing it.
  * A result that arrives first is therefore seen by the MHD thread, which
  * answers without suspending; a result that arrives later resumes a
- * connection that is certainly suspended.
+ * connection that is certainly suspended. The decode thread is simpler:
+ * the MHD thread queues its task and suspends under t->mu, so the task's
+ * resume (under t->mu too) always follows the suspend.
  *
  * The hang-up watch is registered under the same lock right after
  * suspending and removed right before resuming, so the watcher never
@@ -45,10 +52,11 @@
 #include "audio.h"
 #include "error.h"
 #include "log.h"
+#include "taskq.h"
 #include "render.h"
 #include "response.h"
 
-enum { PH_RECEIVING = 0, PH_WAITING, PH_STREAMING, PH_ANSWERED };
+enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
 /* After answering a body early (413 over the cap, 408 too slow), the rest
  * is read and dropped for at most this many bytes or seconds so that the
@@ -83,6 +91,13 @@ struct wd_transcription {
   unsigned verbose_parts;    /* verbose_json: WD_RENDER_SEGMENTS / WD_RENDER_WORDS */
   int stream;
   double audio_s;
+  /* PH_DECODING: what the decode thread reads (the form holds the file
+   * that req points into), kept for the submit after it. */
+  wd_multipart_t *form;
+  wd_request_t req;
+  int has_req;
+  int32_t *prompt;
+  int n_prompt;
 
   /* Shared with the worker and the watcher: under mu. */
   pthread_mutex_t mu;
@@ -97,6 +112,11 @@ struct wd_transcription {
   size_t ev_len, ev_cap, ev_off;
   int ev_finished;           /* the last event is in ev: end after it */
   int n_deltas;
+  int decoded;               /* decode_task ran: pcm, n_pcm, decode_rc, decode_msg */
+  float *pcm;
+  size_t n_pcm;
+  int decode_rc;
+  char decode_msg[256];
 
   /* The server's list of jobs in flight: under s->mu. */
   wd_transcription_t *live_prev, *live_next;
@@ -110,6 +130,11 @@ static void tr_unref(wd_transcription_t *t) {
   /* Last reference: nobody else can see t. It never touches the server
    * here, which may already be gone when the job's reference is last. */
   wd_transcript_free(&t->result);
+  if (t->has_req)
+    wd_request_clear(&t->req);
+  wd_multipart_free(t->form);
+  free(t->prompt);
+  free(t->pcm);
   pthread_mutex_destroy(&t->mu);
   free(t->content_type);
   free(t->body);
@@ -308,7 +333,9 @@ static void suspend_locked(wd_transcription_t *t) {
   atomic_fetch_add(&t->s->n_suspended, 1);
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(t->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  if (ci)
+  /* While decoding there is no job to cancel: the hang-up shows when the
+   * job after it is suspended. */
+  if (ci && t->job_id)
     t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->job_id);
 }
 
@@ -547,6 +574,37 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
   return MHD_YES;
 }
 
+/* A decode thread: the upload to samples, then back to the MHD thread.
+ * Until it resumes the connection, only this thread touches t's body,
+ * form and request. */
+static void decode_task(void *arg) {
+  wd_transcription_t *t = arg;
+  const wd_server_t *s = t->s;
+  const wd_audio_opts_t aopts = { .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s
+                                                                                : 0) };
+  float *pcm = NULL;
+  size_t n = 0;
+  char msg[sizeof t->decode_msg] = "";
+  const int rc = wd_audio_decode(t->req.file, t->req.file_len, &aopts, &pcm, &n, msg, sizeof msg);
+  /* The upload is no longer needed: a waiting request should not hold it. */
+  t->req.file = NULL;
+  t->req.file_len = 0;
+  wd_multipart_free(t->form);
+  t->form = NULL;
+  free(t->body);
+  t->body = NULL;
+  t->len = t->cap = 0;
+  pthread_mutex_lock(&t->mu);
+  t->decoded = 1;
+  t->decode_rc = rc;
+  t->pcm = pcm;
+  t->n_pcm = n;
+  memcpy(t->decode_msg, msg, sizeof msg);
+  resume_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  tr_unref(t);
+}
+
 /* The whole body is here: form, validation, audio, job. */
 static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_server_t *s = t->s;
@@ -586,34 +644,72 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
                      "The prompt could not be tokenized (%s).", wd_strerror(rc));
     return answer_error(t, &e);
   }
-  const wd_audio_opts_t aopts = { .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s
-                                                                                : 0) };
-  float *pcm = NULL;
-  size_t n = 0;
-  rc = wd_audio_decode(req.file, req.file_len, &aopts, &pcm, &n, msg, sizeof msg);
-  /* The upload is no longer needed: a waiting request should not hold it. */
-  wd_multipart_free(form);
-  free(t->body);
-  t->body = NULL;
-  t->len = t->cap = 0;
-  if (rc < 0) {
+  /* Room first: a job that could not be queued is refused before its
+   * audio costs anything. Uploads being decoded count as queued jobs. */
+  wd_worker_stats_t st;
+  wd_workers_stats(s->model.workers, &st);
+  if (st.queued + wd_taskq_load(s->decoders) >= st.queue_max) {
     wd_request_clear(&req);
+    wd_multipart_free(form);
     free(prompt);
-    wd_api_error_from_audio(&e, rc, msg, s->o.max_audio_s);
+    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_log_warning("api: job queue full, answering 429 before decoding (retry after %d s)",
+                   e.retry_after_s);
+    return answer_error(t, &e);
+  }
+  t->form = form;
+  t->req = req;
+  t->has_req = 1;
+  t->prompt = prompt;
+  t->n_prompt = n_prompt;
+  /* The task's reference; see the header comment for why the push and the
+   * suspend share t->mu. */
+  atomic_fetch_add(&t->refs, 1);
+  pthread_mutex_lock(&t->mu);
+  rc = wd_taskq_push(s->decoders, decode_task, t);
+  if (rc < 0) {
+    pthread_mutex_unlock(&t->mu);
+    atomic_fetch_sub(&t->refs, 1);
+    wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
+                          wd__server_retry_after(s));
+    return answer_error(t, &e);
+  }
+  suspend_locked(t);
+  t->phase = PH_DECODING;
+  pthread_mutex_unlock(&t->mu);
+  return MHD_YES;
+}
+
+/* Resumed by decode_task: refuse what did not decode, else submit. */
+static enum MHD_Result on_decoded(wd_transcription_t *t) {
+  wd_server_t *s = t->s;
+  wd_api_error_t e;
+  pthread_mutex_lock(&t->mu);
+  const int decoded = t->decoded, rc = t->decode_rc;
+  float *pcm = t->pcm;
+  const size_t n = t->n_pcm;
+  t->pcm = NULL;
+  pthread_mutex_unlock(&t->mu);
+  if (!decoded) {
+    wd_log_error("api: decoding request resumed without a result");
+    return MHD_NO;
+  }
+  if (rc < 0) {
+    wd_api_error_from_audio(&e, rc, t->decode_msg, s->o.max_audio_s);
     return answer_error(t, &e);
   }
   t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
   if (n < WD_AUDIO_SAMPLE_RATE / 10) { /* what decoding gives, not what a header says */
     free(pcm);
-    wd_request_clear(&req);
-    free(prompt);
     wd_api_error_set(&e, 400, "file", "audio_too_short",
                      "Audio file is too short. Minimum audio length is 0.1 seconds.");
     return answer_error(t, &e);
   }
-  const enum MHD_Result ret = submit(t, pcm, n, &req, prompt, n_prompt);
-  wd_request_clear(&req);
-  free(prompt);
+  const enum MHD_Result ret = submit(t, pcm, n, &t->req, t->prompt, t->n_prompt);
+  wd_request_clear(&t->req);
+  t->has_req = 0;
+  free(t->prompt);
+  t->prompt = NULL;
   return ret;
 }
 
@@ -629,6 +725,8 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
       return on_data(t, data, n);
     }
     return on_body_complete(t);
+  case PH_DECODING:
+    return on_decoded(t);
   case PH_WAITING: {
     /* Resumed by on_done. */
     pthread_mutex_lock(&t->mu);

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #if WD_HAVE_FFMPEG
@@ -53,6 +54,7 @@
 #include <sndfile.h>
 
 #include "error.h"
+#include "fault.h"
 #include "log.h"
 
 /* Plausible input ranges; anything outside is a damaged or hostile header. */
@@ -811,6 +813,11 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   if (len > (size_t)INT64_MAX)
     return wd_audio_fail(err, err_len, WD_ETOOBIG, "the audio file is too large");
   pthread_once(&wd_audio_once, wd_audio_init_once);
+  const long delay_ms = wd__fault_decode_delay_ms(); /* tests only (fault.h) */
+  if (delay_ms > 0) {
+    const struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+  }
 
   const uint32_t max_seconds =
       opts && opts->max_seconds ? opts->max_seconds : WD_AUDIO_MAX_SECONDS_DEFAULT;

@@ -11,19 +11,42 @@
 
 /* Segment stores left before the failing one; 0 = disarmed. */
 static atomic_long wd_fault_oom_left;
+/* Milliseconds every audio decode sleeps first; 0 = disarmed. */
+static atomic_long wd_fault_decode_ms;
+
+/* "name:N" with N >= 0 into *n; 0 when item is not name. */
+static int wd_fault_item(const char *item, size_t len, const char *name, long *n) {
+  const size_t k = strlen(name);
+  if (len <= k || strncmp(item, name, k) != 0)
+    return 0;
+  char buf[32];
+  if (len - k >= sizeof buf)
+    return -1;
+  memcpy(buf, item + k, len - k);
+  buf[len - k] = '\0';
+  char *end = NULL;
+  *n = strtol(buf, &end, 10);
+  return end == buf || *end || *n < 0 ? -1 : 1;
+}
 
 int wd_fault_arm(const char *spec) {
-  long n = 0;
-  if (spec && spec[0]) {
-    char *end = NULL;
-    if (strncmp(spec, "oom:", 4) != 0)
+  long oom = 0, delay = 0;
+  for (const char *p = spec ? spec : ""; *p;) {
+    const size_t len = strcspn(p, ",");
+    int r = wd_fault_item(p, len, "oom:", &oom);
+    if (r == 0)
+      r = wd_fault_item(p, len, "decode_delay:", &delay);
+    if (r <= 0)
       return WD_EINVAL;
-    n = strtol(spec + 4, &end, 10);
-    if (end == spec + 4 || *end || n < 0)
-      return WD_EINVAL;
+    p += len + (p[len] == ',');
   }
-  atomic_store(&wd_fault_oom_left, n);
+  atomic_store(&wd_fault_oom_left, oom);
+  atomic_store(&wd_fault_decode_ms, delay);
   return 0;
+}
+
+long wd__fault_decode_delay_ms(void) {
+  return atomic_load_explicit(&wd_fault_decode_ms, memory_order_relaxed);
 }
 
 int wd__fault_oom(void) {

@@ -8,6 +8,11 @@
  *           the other jobs of its batch: the failure must end that one job
  *           with a 500 and leave the others and the daemon running.
  *
+ *   decode_delay:MS  every audio decode (core/audio.c) sleeps MS first: an
+ *           upload as slow to decode as hours of audio, to show that
+ *           decoding holds no thread that must answer (/health, other
+ *           connections).
+ *
  * A real out-of-memory there is a malloc that returns NULL; this makes one
  * happen at a chosen point without starving the whole process.
  * `whisperd serve` arms it from WHISPERD_FAULT_INJECT once it is ready
@@ -19,11 +24,15 @@
 #ifndef WD_FAULT_H
 #define WD_FAULT_H
 
-/* Arms "oom:N" (NULL, "" or "oom:0" disarms). WD_EINVAL for anything else,
- * leaving the previous state. */
+/* Arms a comma list of the items above (NULL or "" disarms all; an item
+ * not given is disarmed). WD_EINVAL for anything else, leaving the
+ * previous state. */
 int wd_fault_arm(const char *spec);
 
 /* For core/: 1 when this segment store must fail (consumes it). */
 int wd__fault_oom(void);
+
+/* For core/: milliseconds an audio decode must sleep first (0: none). */
+long wd__fault_decode_delay_ms(void);
 
 #endif

@@ -173,6 +173,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .job_timeout_s = cfg->timeout_s, .body_timeout_s = cfg->body_timeout_s,
     .header_timeout_s = cfg->header_timeout_s,
     .max_connections_per_ip = cfg->max_connections_per_ip,
+    .decode_threads = cfg->decode_threads,
   };
   char err[1024] = "";
   /* The decoding defaults requests start from: refused before anything

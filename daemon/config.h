@@ -43,6 +43,7 @@ typedef struct {
   char *host;
   int port;
   int http_threads;
+  int decode_threads;
   int max_body_mb;
   int queue_max;
   int timeout_s;          /* a job's whole life (queued + running) */

@@ -291,11 +291,11 @@ int wd_runtime_arm_faults(void) {
   const char *p = spec;
   while (*p) {
     const size_t len = strcspn(p, ",");
-    char *dst = len >= 4 && strncmp(p, "oom:", 4) == 0 ? core_spec : vk_spec;
+    const int core = (len >= 4 && strncmp(p, "oom:", 4) == 0) ||
+                     (len >= 13 && strncmp(p, "decode_delay:", 13) == 0);
+    char *dst = core ? core_spec : vk_spec;
     const size_t cap = dst == core_spec ? sizeof core_spec : sizeof vk_spec;
     const size_t used = strlen(dst);
-    if (dst == core_spec && used > 0)
-      return WD_EINVAL; /* one oom: item at most */
     if (used + len + 2 > cap)
       return WD_EINVAL;
     snprintf(dst + used, cap - used, "%s%.*s", used ? "," : "", (int)len, p);

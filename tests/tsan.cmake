@@ -8,6 +8,7 @@
 #                     decodes (whole files alone and batched, minutes each on
 #                     the reference engine) and the device-loss rebuild (its
 #                     1 s retry backoffs dominate).
+#   core_test_taskq   the decode threads' queue: bound, FIFO, free (ms).
 #   core_test_workers the group over several workers: submits in flight
 #                     counted from two threads, drains side by side (fake
 #                     workers, well under a second).
@@ -24,7 +25,7 @@
 if(NOT WD_TSAN)
   return()
 endif()
-set(wd_tsan_tests core_test_pool core_test_worker core_test_workers api_test_server
+set(wd_tsan_tests core_test_pool core_test_taskq core_test_worker core_test_workers api_test_server
     api_test_watcher api_test_conn_guard cpu_test_engine)
 # What the pass needs and nothing else (scripts/build.sh tsan builds this
 # target): the whole tree under TSan costs CI minutes for tests never run.

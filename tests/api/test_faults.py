@@ -9,6 +9,8 @@ The first is injected: WHISPERD_FAULT_INJECT=oom:N makes the Nth transcript
 segment stored after the daemon is ready fail as a failed malloc would
 (core/fault.h). The second is real: prlimit(RLIMIT_AS) on the running
 daemon, so every allocation past the cap returns NULL wherever it is.
+A slow decode (WHISPERD_FAULT_INJECT=decode_delay:MS, as slow as hours of
+audio) holds no HTTP thread: /health answers at once beside it.
 (Device loss has its own file, test_device_loss.py; SIGTERM under load is in
 test_systemd.py.)
 """
@@ -67,6 +69,29 @@ def test_oom_mid_job_fails_that_job_only():
         assert "fault injection armed: oom:2" in d.log()
         assert_healthy(d)                      # once: the fault does not fire again
         assert job_counts(d.port)["failed"] - c0["failed"] == 1
+    finally:
+        wd_api.stop_daemon(d)
+
+
+def test_slow_decode_holds_no_http_thread():
+    # One HTTP thread: were it decoding, /health would wait the whole 2.5 s.
+    d = wd_api.start_daemon(args=["--http-threads", "1", "--decode-threads", "1"],
+                            env={"WHISPERD_FAULT_INJECT": "decode_delay:2500"})
+    try:
+        bgs = [Background(d.port) for _ in range(2)]  # the second waits for the decode thread
+        time.sleep(0.3)
+        lat = []
+        for _ in range(10):
+            t0 = time.monotonic()
+            r = wd_api.request(d.port, "GET", "/health")
+            lat.append(time.monotonic() - t0)
+            assert r.status == 200, r
+            time.sleep(0.1)
+        assert max(lat) < 0.5, lat
+        for b in bgs:
+            r = b.response()
+            assert_jfk_json(r)
+        assert "fault injection armed: decode_delay:2500" in d.log()
     finally:
         wd_api.stop_daemon(d)
 

@@ -322,7 +322,7 @@ double wd_worker_heartbeat(wd_worker_t *w) {
 /* The one fake worker, started on first use. */
 static wd_worker_t *fake_worker(void) {
   if (!g_worker) {
-    const wd_worker_opts_t wo = { .queue_max = 4, .max_batch = 4 };
+    const wd_worker_opts_t wo = { .queue_max = 64, .max_batch = 4 }; /* the daemon's default */
     wd_worker_new(&wo, &g_worker);
   }
   return g_worker;
@@ -1040,6 +1040,46 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
+/* Admission comes before decoding: with the queue full, a request is
+ * refused 429 without its audio being decoded, which shows in that an
+ * upload that is not audio at all gets the 429 (decoded, it would be a 400),
+ * and in the worker never seeing it. "Full" is the fake worker's stats
+ * saying so (two jobs queued of two). */
+WD_TEST(full_queue_refuses_before_decoding) {
+  wd_server_opts_t o = default_opts();
+  wd_server_t *s = start(&o, 1);
+  if (!s)
+    return;
+  wd_worker_t *w = fake_worker();
+  fake_set(FAKE_OK, 0);
+  pthread_mutex_lock(&w->mu);
+  w->st.queue_max = 2;
+  w->st.queued += 2;
+  const int submits = g_fake.n_submits;
+  pthread_mutex_unlock(&w->mu);
+  th_buf_t bad = { 0 };
+  th_form_field(&bad, "model", "whisper-1");
+  th_form_file(&bad, "file", "this is not audio at all", 24);
+  th_form_end(&bad);
+  th_resp_t r = th_request(wd_server_port(s), "POST", "/v1/audio/transcriptions", TH_MULTIPART,
+                           bad.p, bad.len);
+  check_error(&r, 429, "rate_limit_exceeded", "queue is full");
+  WD_CHECK(th_header(&r, "Retry-After") != NULL);
+  th_resp_free(&r);
+  pthread_mutex_lock(&w->mu);
+  WD_CHECK_EQ_INT(g_fake.n_submits, submits);
+  w->st.queued -= 2;
+  w->st.queue_max = 64;
+  pthread_mutex_unlock(&w->mu);
+  /* With room again the same upload is decoded, and refused as bad audio. */
+  r = th_request(wd_server_port(s), "POST", "/v1/audio/transcriptions", TH_MULTIPART, bad.p,
+                 bad.len);
+  check_error(&r, 400, "invalid_file_format", NULL);
+  th_resp_free(&r);
+  th_buf_free(&bad);
+  stop(s);
+}
+
 WD_TEST(concurrent_clients_and_metrics) {
   wd_server_opts_t o = default_opts();
   o.threads = 4;
@@ -1069,7 +1109,7 @@ WD_TEST(concurrent_clients_and_metrics) {
   WD_CHECK(r.body && strstr(r.body, "whisperd_http_request_duration_seconds_count"
                                     "{route=\"transcriptions\"} 40\n"));
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_queue_depth 0\n"));
-  WD_CHECK(r.body && strstr(r.body, "\nwhisperd_queue_capacity 4\n"));
+  WD_CHECK(r.body && strstr(r.body, "\nwhisperd_queue_capacity 64\n"));
   WD_CHECK(r.body && strstr(r.body, "whisperd_engine_steps_by_rows_total{rows=\"3\"} 5\n"));
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_batch_rows_mean 2.5\n"));
   WD_CHECK(r.body && strstr(r.body, "\nwhisperd_ready 1\n"));
