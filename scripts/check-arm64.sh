@@ -20,9 +20,15 @@ flags=(-std=c11 -O2 -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes -Wsha
        -Icore -Icpu -idirafter /usr/include)
 # cblas.h lives in an x86 multiarch directory, but it is plain declarations.
 blas=$(dirname "$(find /usr/include -name cblas.h -path '*openblas*' | head -1)")
+# So do libswresample's and libavutil's (core/audio.c); only those two
+# directories are offered, not the rest of the x86 multiarch tree.
+mkdir -p "$out/av"
+for d in libavutil libswresample; do
+  ln -s "$(dirname "$(find /usr/include -path "*/$d/version.h" | head -1)")" "$out/av/$d"
+done
 n=0
 for f in core/*.c cpu/*.c; do
-  "$cc" "${flags[@]}" -idirafter "$blas" -c "$f" -o "$out/$(basename "$f").o"
+  "$cc" "${flags[@]}" -idirafter "$blas" -idirafter "$out/av" -c "$f" -o "$out/$(basename "$f").o"
   n=$((n + 1))
 done
 echo "check-arm64: $n files of core/ and cpu/ compile for aarch64 ($("$cc" -dumpversion)), warnings as errors"
