@@ -42,15 +42,11 @@ def transcribe(bin_, model, device, files):
     out = subprocess.run([bin_, "transcribe", "-m", model, "--device", device, "-f", "json",
                           "--log-level", "err", *files],
                          check=True, capture_output=True, text=True).stdout
-    # One JSON object per file, in order.
-    dec, i, texts = json.JSONDecoder(), 0, []
-    while i < len(out):
-        while i < len(out) and out[i].isspace():
-            i += 1
-        if i >= len(out):
-            break
-        obj, i = dec.raw_decode(out, i)
-        texts.append(obj["text"].strip())
+    # Several files: each JSON object follows a "==> FILE <==" line.
+    texts = []
+    for chunk in ("\n" + out).split("\n==> ")[1:] if len(files) > 1 else [out]:
+        body = chunk.split("\n", 1)[1] if len(files) > 1 else chunk
+        texts.append(json.loads(body)["text"].strip())
     return texts
 
 
@@ -70,7 +66,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         variants, refs = [], []
         for f in files:
-            stem = os.path.splitext(os.path.basename(f))[0]
+            stem = os.path.basename(os.path.dirname(f)) + "_" + os.path.splitext(os.path.basename(f))[0]
             for suffix, args in VARIANTS:
                 v = os.path.join(tmp, f"{stem}_{suffix}")
                 ffmpeg("-i", f, *args, v)
