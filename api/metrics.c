@@ -7,7 +7,8 @@
  *   http_requests_active, http_connections_suspended, ready, model_loaded
  *   http_connections_open                    gauge
  *   http_connections_header_timeouts_total   counter: slow-loris cut-offs
- *   queue_depth, queue_capacity, jobs_running, batch_max_rows     gauges
+ *   queue_depth, queue_capacity, queue_audio_seconds,
+ *   queue_audio_budget_seconds, jobs_running, batch_max_rows       gauges
  *   jobs_total{result="done"|"failed"}       counter
  *   engine_steps_total, engine_step_rows_total, windows_encoded_total
  *   engine_steps_by_rows_total{rows="1".."16"}  counter: batch occupancy
@@ -172,6 +173,11 @@ static void render_http(wd_out_t *o, const wd_route_counters_t *rc) {
 static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
   gauge(o, "queue_depth", "Jobs waiting in the queue.", ws->queued);
   gauge(o, "queue_capacity", "Jobs the queue holds before answering 429.", ws->queue_max);
+  gauge(o, "queue_audio_seconds", "Audio seconds of the jobs queued and running.",
+        ws->audio_held_s);
+  gauge(o, "queue_audio_budget_seconds",
+        "Audio seconds queued and running before answering 429 (0: no budget).",
+        ws->audio_budget_s);
   gauge(o, "jobs_running", "Jobs the worker is decoding.", ws->running);
   gauge(o, "batch_max_rows", "Most sequences decoded in one engine step.", ws->max_batch);
   family(o, "jobs_total", "counter", "Jobs ended, by result (failed includes canceled).");

@@ -11,7 +11,8 @@
  *               closed after a short linger.
  *   (end of body) parse form, validate, tokenize the prompt; 429 at once
  *               when the workers' queue (jobs queued plus uploads being
- *               decoded) has no room; else the audio goes to the server's
+ *               decoded) has no room or their audio budget is spent (the
+ *               worker checks the new job's seconds at submit); else the audio goes to the server's
  *               decode threads (s->decoders) and the connection is suspended.
  *   DECODING    resumed by decode_task with the samples or an error: answer
  *               the error, or submit the job.
@@ -645,10 +646,13 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     return answer_error(t, &e);
   }
   /* Room first: a job that could not be queued is refused before its
-   * audio costs anything. Uploads being decoded count as queued jobs. */
+   * audio costs anything. Uploads being decoded count as queued jobs; as
+   * in the worker's own check, jobs bound for free run slots do not. */
   wd_worker_stats_t st;
   wd_workers_stats(s->model.workers, &st);
-  if (st.queued + wd_taskq_load(s->decoders) >= st.queue_max) {
+  const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
+  if (st.queued + wd_taskq_load(s->decoders) >= st.queue_max + free_run ||
+      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);

@@ -56,6 +56,7 @@ typedef struct wd_job {
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
   double credited_s;        /* of its audio, what st.decoded_s counts already */
+  double held_s;            /* its audio's length, counted in w->held_s */
   struct wd_job *next;
 } wd_job_t;
 
@@ -71,6 +72,7 @@ struct wd_worker {
   /* under mu */
   wd_job_t *head, *tail;
   int n_queued;
+  double held_s;            /* audio seconds of jobs queued, running or ending */
   wd_job_t *run[WD_WORKER_MAX_RUN];
   int n_running;
   int n_ending;             /* unlinked, their on_done not yet returned */
@@ -108,9 +110,14 @@ static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
     j->cb.on_done(j->cb.ud, rc, t);
   else if (t)
     wd_transcript_free(t);
+  const double held_s = j->held_s;
   wd_decoder_free(j->dec);
   free(j);
   pthread_mutex_lock(&w->mu);
+  w->held_s -= held_s;
+  if (w->held_s < 1e-6) /* no drift below zero from the sums */
+    w->held_s = 0.0;
+  w->st.audio_held_s = w->held_s;
   w->n_ending--;
   pthread_cond_broadcast(&w->idle);
   pthread_mutex_unlock(&w->mu);
@@ -556,6 +563,7 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
   w->accepting = 1;
   w->next_id = 1;
   w->st.queue_max = opts->queue_max;
+  w->st.audio_budget_s = opts->audio_budget_s;
   w->st.max_batch = w->cap;
   beat(w);
   int ok = pthread_mutex_init(&w->mu, NULL) == 0;
@@ -596,6 +604,13 @@ static int queue_full(const wd_worker_t *w) {
   return w->n_queued >= w->o.queue_max + (free_run > 0 ? free_run : 0);
 }
 
+/* Under mu: audio_s more seconds would pass the audio budget. A worker
+ * holding nothing takes any job (one request is bounded by max_audio_s),
+ * so a budget below that cannot starve a long file forever. */
+static int audio_full(const wd_worker_t *w, double audio_s) {
+  return w->o.audio_budget_s > 0 && w->held_s > 0 && w->held_s + audio_s > w->o.audio_budget_s;
+}
+
 int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
                      uint64_t *ret_id) {
   if (!w || !p || (!samples && n_samples > 0)) {
@@ -603,8 +618,11 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
     return WD_EINVAL;
   }
   /* Refuse before the log-mel work when the answer is already known. */
+  const double audio_s = (double)n_samples / WD_MEL_SAMPLE_RATE;
   pthread_mutex_lock(&w->mu);
-  int rc = !w->accepting ? WD_ESHUTDOWN : queue_full(w) ? WD_EBUSY : 0;
+  int rc = !w->accepting                           ? WD_ESHUTDOWN
+           : queue_full(w) || audio_full(w, audio_s) ? WD_EBUSY
+                                                     : 0;
   pthread_mutex_unlock(&w->mu);
   if (rc < 0) {
     free(samples);
@@ -636,9 +654,14 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
   }
   j->cb = p->cb;
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
+  j->held_s = audio_s;
   pthread_mutex_lock(&w->mu);
-  rc = !w->accepting ? WD_ESHUTDOWN : queue_full(w) ? WD_EBUSY : 0;
+  rc = !w->accepting                           ? WD_ESHUTDOWN
+       : queue_full(w) || audio_full(w, audio_s) ? WD_EBUSY
+                                                 : 0;
   if (rc == 0) {
+    w->held_s += audio_s;
+    w->st.audio_held_s = w->held_s;
     j->id = w->next_id++;
     if (ret_id)
       *ret_id = j->id;

@@ -43,6 +43,10 @@ typedef struct {
   const wd_tokenizer_t *tok;
   const wd_mel_t *mel;
   int queue_max;             /* queued (not yet running) jobs; more get WD_EBUSY */
+  double audio_budget_s;     /* audio seconds of jobs queued plus running: a job
+                              * that would pass it gets WD_EBUSY, unless the
+                              * worker holds none; 0 = no limit. Each second
+                              * holds its log-mel (n_mels x 100 floats). */
   int max_batch;             /* rows per step, <= engine->max_seqs; 1 = no batching */
 } wd_worker_opts_t;
 
@@ -89,6 +93,8 @@ void wd_worker_cancel(wd_worker_t *w, uint64_t id);
 typedef struct {
   int queued, running;
   int queue_max, max_batch;
+  double audio_held_s;             /* audio of the jobs queued, running or ending */
+  double audio_budget_s;           /* wd_worker_opts_t's; 0 = none */
   uint64_t jobs_done, jobs_failed; /* ended with rc == 0 / rc < 0 */
   uint64_t steps;                  /* engine steps */
   uint64_t rows;                   /* sum of rows over steps (occupancy = rows / steps) */

@@ -115,7 +115,8 @@ static int pick(wd_workers_t *g) {
     wd_worker_stats_t st;
     wd_worker_stats(g->w[i], &st);
     r[i] = (rank_t){
-      .unfit = (st.queued + g->pending[i] >= st.queue_max) + st.device_lost,
+      .unfit = (st.queued + g->pending[i] >= st.queue_max) + st.device_lost +
+               (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s),
       .load = (long long)st.queued + st.running + g->pending[i],
       .cap = st.max_batch > 0 ? st.max_batch : 1,
       .speed = st.busy_s >= WD_SPEED_MIN_BUSY_S && st.decoded_s > 0 ? st.decoded_s / st.busy_s : 0,
@@ -183,6 +184,8 @@ void wd_workers_stats(wd_workers_t *g, wd_worker_stats_t *ret) {
     ret->running += st.running;
     ret->queue_max += st.queue_max;
     ret->max_batch += st.max_batch;
+    ret->audio_held_s += st.audio_held_s;
+    ret->audio_budget_s += st.audio_budget_s;
     ret->jobs_done += st.jobs_done;
     ret->jobs_failed += st.jobs_failed;
     ret->steps += st.steps;

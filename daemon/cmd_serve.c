@@ -220,7 +220,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   wd_runtime_t *rt = NULL;
   int status = 1;
   char *aliases = strdup(cfg->model_alias ? cfg->model_alias : "");
-  if (!aliases || wd_runtime_open(cfg, cfg->max_batch, cfg->queue_max, &rt, err,
+  if (!aliases || wd_runtime_open(cfg, cfg->max_batch, cfg->queue_max, 1, &rt, err,
                                   sizeof err) < 0) {
     wd_log_error("serve: %s", aliases ? err : "out of memory");
     notify_status("Failed", err);

@@ -139,7 +139,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   FILE *dst = out;
   int status = 1;
   const double t0 = wd_now_s();
-  if (wd_runtime_open(cfg, cfg->max_batch, n_files, &rt, err, sizeof err) < 0) {
+  if (wd_runtime_open(cfg, cfg->max_batch, n_files, 0, &rt, err, sizeof err) < 0) {
     wd_log_error("transcribe: %s", err);
     goto out;
   }

@@ -46,6 +46,7 @@ typedef struct {
   int decode_threads;
   int max_body_mb;
   int queue_max;
+  int queue_audio_s;
   int timeout_s;          /* a job's whole life (queued + running) */
   int idle_timeout_s;     /* client silence while sending a request */
   int body_timeout_s;     /* whole time to receive one request body */

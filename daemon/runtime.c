@@ -27,6 +27,9 @@
 #include "vk_fault.h"
 #include "workers.h"
 
+/* The least --queue-audio-s worked out from memory may give: ten minutes. */
+#define WD_RUNTIME_AUDIO_BUDGET_MIN_S 600.0
+
 _Static_assert(WD_DEVICES_MAX <= WD_WORKERS_MAX, "a --device list must fit in one group");
 
 /* One device: its engine and the worker that drives it. */
@@ -53,7 +56,7 @@ struct wd_runtime {
 
 /* Builds device d's engine and worker; err gets a one-line message. */
 static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cfg, int max_batch,
-                    int queue_max, char *err, size_t err_len) {
+                    int queue_max, double audio_budget_s, char *err, size_t err_len) {
   char msg[512] = "";
   int rc;
   wd_cpu_compute_t ct;
@@ -107,7 +110,7 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     d->iface.prefill = NULL;
   const wd_worker_opts_t wo = { .engine = &d->iface, .tok = rt->tok,
                                 .mel = rt->mel, .queue_max = queue_max,
-                                .max_batch = max_batch };
+                                .audio_budget_s = audio_budget_s, .max_batch = max_batch };
   if ((rc = wd_worker_new(&wo, &d->worker)) < 0) {
     snprintf(err, err_len, "worker: %s", wd_strerror(rc));
     return rc;
@@ -123,8 +126,54 @@ static const char *dev_name(const wd_runtime_dev_t *d) {
   return st.device_name ? st.device_name : "?";
 }
 
-int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
-                    char *err, size_t err_len) {
+/* Bytes the daemon may still take: MemAvailable, or less where a cgroup
+ * (v2) limit leaves less; 0 when neither can be read. */
+static uint64_t memory_available(void) {
+  uint64_t avail = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        avail = (uint64_t)kb * 1024u;
+        break;
+      }
+    fclose(f);
+  }
+  unsigned long long max = 0, cur = 0;
+  f = fopen("/sys/fs/cgroup/memory.max", "r");
+  const int have_max = f && fscanf(f, "%llu", &max) == 1; /* "max": no limit */
+  if (f)
+    fclose(f);
+  f = fopen("/sys/fs/cgroup/memory.current", "r");
+  if (have_max && f && fscanf(f, "%llu", &cur) == 1 && max > cur &&
+      (avail == 0 || max - cur < avail))
+    avail = max - cur;
+  if (f)
+    fclose(f);
+  return avail;
+}
+
+/* The audio budget of each of n workers: --queue-audio-s, or a quarter of
+ * the memory left once the model is loaded, at the log-mel's n_mels x 100
+ * floats per second a queued job holds. */
+static double audio_budget_s(const wd_config_t *cfg, int n_mels, int n) {
+  if (cfg->queue_audio_s > 0)
+    return cfg->queue_audio_s;
+  const uint64_t avail = memory_available();
+  const double per_s = (double)n_mels * 100.0 * sizeof(float);
+  double b = avail > 0 ? (double)avail / 4.0 / per_s / (n > 0 ? n : 1) : 0.0;
+  if (avail > 0 && b < WD_RUNTIME_AUDIO_BUDGET_MIN_S)
+    b = WD_RUNTIME_AUDIO_BUDGET_MIN_S;
+  wd_log_info("queue: up to %.0f s of audio queued and running per worker (a quarter of the "
+              "%.0f MiB available; --queue-audio-s sets it)",
+              b, (double)avail / 1048576.0);
+  return b;
+}
+
+int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int audio_budget,
+                    wd_runtime_t **ret, char *err, size_t err_len) {
   *ret = NULL;
   wd_runtime_t *rt = calloc(1, sizeof *rt);
   if (!rt)
@@ -167,12 +216,13 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_run
                                     sizeof summary);
   wd_worker_t *workers[WD_WORKERS_MAX];
   const char *labels[WD_WORKERS_MAX];
+  const double budget_s = audio_budget ? audio_budget_s(cfg, n_mel, rt->n_dev) : 0.0;
   for (int i = 0; i < rt->n_dev; i++) {
     wd_runtime_dev_t *d = &rt->dev[i];
     d->dc = dcs[i];
     wd_log_info("%s", d->dc.why);
     char derr[512] = "";
-    if ((rc = dev_open(rt, d, cfg, max_batch, queue_max, derr, sizeof derr)) < 0) {
+    if ((rc = dev_open(rt, d, cfg, max_batch, queue_max, budget_s, derr, sizeof derr)) < 0) {
       if (rt->n_dev > 1)
         snprintf(err, err_len, "device %d of %d (%s): %s", i + 1, rt->n_dev, d->dc.label, derr);
       else

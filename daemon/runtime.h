@@ -21,10 +21,13 @@ typedef struct wd_runtime wd_runtime_t;
 
 /* Loads cfg->model, builds an engine for max_batch sequences (and as many
  * audio slots) on each device cfg->devices resolves to (logging what it
- * resolved to) and starts a worker with queue_max places on each. Any
- * device that fails fails the whole open. err gets a one-line message on
- * failure. */
-int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, wd_runtime_t **ret,
+ * resolved to) and starts a worker with queue_max places on each; with
+ * audio_budget set, each worker also admits jobs by their audio seconds
+ * (cfg->queue_audio_s, or from the memory available: wd_worker_opts_t's
+ * audio_budget_s), as serve does; transcribe passes 0. Any device that
+ * fails fails the whole open. err gets a one-line message on failure. */
+int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int audio_budget,
+                    wd_runtime_t **ret,
                     char *err, size_t err_len);
 /* Drains the workers (grace 0) and frees everything; NULL is allowed. */
 void wd_runtime_close(wd_runtime_t *rt);

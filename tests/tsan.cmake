@@ -3,7 +3,7 @@
 # thread pool and the HTTP server, labelled `tsan`. TSan slows plain C 5-15x,
 # so the binaries that decode whole files run only their threading tests
 # (WD_TEST_ONLY, tests/wd_test.h):
-#   core_test_worker  queue full / cancel / timeout / drain, a job shorter
+#   core_test_worker  queue full / cancel / timeout / drain, the audio budget, a job shorter
 #                     than a frame, refusals at submit; left out: the identity
 #                     decodes (whole files alone and batched, minutes each on
 #                     the reference engine) and the device-loss rebuild (its
@@ -38,7 +38,7 @@ foreach(t IN LISTS wd_tsan_tests)
 endforeach()
 if(TEST core_test_worker)
   set_tests_properties(core_test_worker PROPERTIES ENVIRONMENT
-    "WD_TEST_ONLY=queue_full_cancel_timeout_drain,audio_shorter_than_a_frame_ends_empty,bad_options_refused_at_submit")
+    "WD_TEST_ONLY=queue_full_cancel_timeout_drain,audio_budget_refuses_past_it_and_frees_at_the_end,audio_shorter_than_a_frame_ends_empty,bad_options_refused_at_submit")
 endif()
 if(TEST cpu_test_engine)
   set_tests_properties(cpu_test_engine PROPERTIES ENVIRONMENT

@@ -1,10 +1,13 @@
 """Several clients at once: concurrent requests get the same words as one
 alone (batching); with --queue-max 1 --max-batch 1 a full queue answers 429
-with Retry-After; a client that disconnects has its job cancelled, running
-or queued, and the daemon goes on serving."""
+with Retry-After, and so does a spent audio budget (--queue-audio-s); a
+client that disconnects has its job cancelled, running or queued, and the
+daemon goes on serving."""
 
+import io
 import socket
 import time
+import wave
 
 import pytest
 
@@ -29,6 +32,32 @@ def test_concurrent_requests_same_words(daemon):
     for fmt, r in zip(fmts, rs):
         assert r.status == 200, r
         wd_api.check_transcript(fmt, r.json() if "json" in fmt else r.text)
+
+
+def test_audio_budget_429():
+    """--queue-audio-s 15: a 33 s upload is taken (the worker held nothing),
+    and while it runs the next request is refused 429 with Retry-After
+    before its audio is decoded; once it ends, requests are taken again."""
+    with wave.open(wd_api.JFK_WAV, "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames * 3)
+    d = wd_api.start_daemon(args=["--queue-audio-s", "15"])
+    try:
+        long = Background(d.port, data=buf.getvalue(), filename="long.wav")
+        wait_counts(d.port, lambda c: c["running"] + c["queued"] >= 1, what="long job queued")
+        r = wd_api.post_audio(d.port)
+        check_error(r, 429, etype="rate_limit_error")
+        assert int(r.headers["retry-after"]) >= 1, r
+        r = long.response()
+        assert r.status == 200, r
+        assert "americans" in wd_api.words(r.json()["text"]), r
+        wait_counts(d.port, lambda c: c["running"] + c["queued"] == 0, what="idle")
+        assert_jfk_json(wd_api.post_audio(d.port))
+    finally:
+        wd_api.stop_daemon(d)
 
 
 def test_queue_full_429(q_daemon):

@@ -1044,7 +1044,7 @@ static void *client_main(void *arg) {
  * refused 429 without its audio being decoded, which shows in that an
  * upload that is not audio at all gets the 429 (decoded, it would be a 400),
  * and in the worker never seeing it. "Full" is the fake worker's stats
- * saying so (two jobs queued of two). */
+ * saying so (every run slot busy, two jobs queued of two). */
 WD_TEST(full_queue_refuses_before_decoding) {
   wd_server_opts_t o = default_opts();
   wd_server_t *s = start(&o, 1);
@@ -1055,6 +1055,7 @@ WD_TEST(full_queue_refuses_before_decoding) {
   pthread_mutex_lock(&w->mu);
   w->st.queue_max = 2;
   w->st.queued += 2;
+  w->st.running += w->st.max_batch;
   const int submits = g_fake.n_submits;
   pthread_mutex_unlock(&w->mu);
   th_buf_t bad = { 0 };
@@ -1069,6 +1070,7 @@ WD_TEST(full_queue_refuses_before_decoding) {
   pthread_mutex_lock(&w->mu);
   WD_CHECK_EQ_INT(g_fake.n_submits, submits);
   w->st.queued -= 2;
+  w->st.running -= w->st.max_batch;
   w->st.queue_max = 64;
   pthread_mutex_unlock(&w->mu);
   /* With room again the same upload is decoded, and refused as bad audio. */

@@ -48,6 +48,8 @@ static void rig_stop(rig_t *g) {
 /* The engine the next rig_start() hands its worker, given the reference
  * engine (NULL: the reference engine itself). */
 static const wd_engine_t *(*g_wrap)(const wd_engine_t *ref);
+/* The audio budget the next rig_start() gives its worker (0: none). */
+static double g_budget_s;
 
 /* Loads path and starts a worker on `slots` engine slots (max_batch too)
  * with queue_max places. Returns 0; on failure the check has failed, the
@@ -63,7 +65,8 @@ static int rig_start(rig_t *g, const char *path, int slots, int queue_max) {
   if (rc == 0) {
     const wd_engine_t *ref = wd_ref_engine_iface(g->r);
     const wd_worker_opts_t o = { .engine = g_wrap ? g_wrap(ref) : ref, .tok = g->tok,
-                                 .mel = g->mel, .queue_max = queue_max, .max_batch = slots };
+                                 .mel = g->mel, .queue_max = queue_max, .max_batch = slots,
+                                 .audio_budget_s = g_budget_s };
     rc = wd_worker_new(&o, &g->w);
   }
   WD_CHECK_EQ_INT(rc, 0);
@@ -190,6 +193,58 @@ WD_TEST(queue_full_cancel_timeout_drain) {
   WD_CHECK_EQ_INT(st.queued, 0);
   WD_CHECK_EQ_INT(st.running, 0);
   WD_CHECK(st.jobs_failed >= 3);
+  rig_stop(&g);
+}
+
+/* Polls the worker's held audio until it is want (the count drops right
+ * after on_done returns). */
+static double held_after(wd_worker_t *w, double want) {
+  wd_worker_stats_t st = { 0 };
+  for (int k = 0; k < 2000; k++) {
+    wd_worker_stats(w, &st);
+    if (st.audio_held_s == want)
+      break;
+    nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+  }
+  return st.audio_held_s;
+}
+
+/* Admission by audio seconds (--queue-audio-s): queued plus running audio
+ * may not pass the budget, counted from submit to the job's end; a worker
+ * holding nothing takes any job, however long. */
+WD_TEST(audio_budget_refuses_past_it_and_frees_at_the_end) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  g_budget_s = 20.0;
+  const int started = rig_start(&g, TINY, 2, 8);
+  g_budget_s = 0.0;
+  if (started < 0)
+    return;
+  wd_worker_t *w = g.w;
+  outcome_t o[4];
+  uint64_t id[4] = { 0 };
+  for (int i = 0; i < 4; i++)
+    outcome_init(&o[i]);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[0], &id[0]), 0); /* 11 s held */
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[1], &id[1]), WD_EBUSY); /* 22 > 20 */
+  wd_worker_stats_t st;
+  wd_worker_stats(w, &st);
+  WD_CHECK(st.audio_held_s == 11.0 && st.audio_budget_s == 20.0);
+  WD_CHECK_EQ_INT(submit(w, "audio/cards/003.wav", 1, NULL, 0, &o[2], &id[2]), 0); /* fits */
+  wd_worker_cancel(w, id[0]);
+  wd_worker_cancel(w, id[2]);
+  wait_done(&o[0], 1);
+  wait_done(&o[2], 1);
+  WD_CHECK(held_after(w, 0.0) == 0.0);
+  /* Empty, it takes 33 s, over the budget on its own. */
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 3, NULL, 0, &o[3], &id[3]), 0);
+  WD_CHECK(held_after(w, 33.0) == 33.0);
+  wd_worker_cancel(w, id[3]);
+  wait_done(&o[3], 1);
+  WD_CHECK(held_after(w, 0.0) == 0.0);
+  for (int i = 0; i < 4; i++)
+    wd_transcript_free(&o[i].t);
   rig_stop(&g);
 }
 
