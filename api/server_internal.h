@@ -37,6 +37,7 @@ struct wd_server {
   wd_watcher_t *watcher;
   wd_conn_guard_t *guard;    /* header deadlines (slow-loris) */
   wd_taskq_t *decoders;      /* audio decoding, off the HTTP threads */
+  atomic_int n_decoding;     /* uploads pushed there and not yet submitted */
 
   /* Written once by wd_server_attach before `attached` is set (release);
    * read only after seeing `attached` (acquire). */

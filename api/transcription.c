@@ -113,7 +113,11 @@ struct wd_transcription {
   size_t ev_len, ev_cap, ev_off;
   int ev_finished;           /* the last event is in ev: end after it */
   int n_deltas;
+  int decoding;              /* decode_task owns the connection's resume: the
+                              * job it submits may end (on_done) before it
+                              * resumes, and must not resume it instead */
   int decoded;               /* decode_task ran: pcm, n_pcm, decode_rc, decode_msg */
+  int submit_rc;             /* decode_task's submit: 0, or why it failed */
   float *pcm;
   size_t n_pcm;
   int decode_rc;
@@ -363,7 +367,8 @@ static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double 
       t->n_deltas++;
     }
     json_decref(ev);
-    resume_locked(t);
+    if (!t->decoding)
+      resume_locked(t);
   }
   pthread_mutex_unlock(&t->mu);
 }
@@ -420,7 +425,8 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
     t->ev_finished = 1;
     wd_transcript_free(&t->result);
   }
-  resume_locked(t);
+  if (!t->decoding)
+    resume_locked(t);
   pthread_mutex_unlock(&t->mu);
   live_remove(t);
   tr_unref(t);
@@ -503,10 +509,12 @@ static enum MHD_Result start_stream(wd_transcription_t *t) {
   return ret;
 }
 
-/* Hands the decoded audio to the worker; takes ownership of pcm. */
-static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const wd_request_t *req,
-                              int32_t *prompt, int n_prompt) {
+/* Hands the decoded audio to the worker (which computes its log-mel here,
+ * on the calling decode thread); takes ownership of pcm. 0 or the
+ * worker's refusal. */
+static int submit_job(wd_transcription_t *t, float *pcm, size_t n) {
   wd_server_t *s = t->s;
+  const wd_request_t *req = &t->req;
   wd_job_params_t p = { 0 };
   if (s->model.decode)
     p.decode = *s->model.decode;
@@ -519,8 +527,8 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
   /* English-only models take no language token at all. */
   p.decode.language = s->model.multilingual ? req->language : NULL;
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
-  p.decode.prompt = prompt;
-  p.decode.n_prompt = n_prompt;
+  p.decode.prompt = t->prompt;
+  p.decode.n_prompt = t->n_prompt;
   p.decode.word_timestamps = req->timestamps_word;
   p.timeout_s = s->o.job_timeout_s;
   p.cb.ud = t;
@@ -544,7 +552,24 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
   const int rc = wd_workers_submit(s->model.workers, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
-    atomic_fetch_sub(&t->refs, 1); /* the MHD reference remains */
+    atomic_fetch_sub(&t->refs, 1); /* the task's reference remains */
+    return rc;
+  }
+  pthread_mutex_lock(&s->mu);
+  if (t->in_live)
+    t->live_job_id = id;
+  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_lock(&t->mu);
+  t->job_id = id;
+  pthread_mutex_unlock(&t->mu);
+  return 0;
+}
+
+/* MHD thread, the job submitted (or refused): answer the refusal, start
+ * the stream, answer a job that already ended, or wait for on_done. */
+static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
+  wd_server_t *s = t->s;
+  if (rc < 0) {
     wd_api_error_t e;
     wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s));
     if (rc == WD_EBUSY)
@@ -552,13 +577,7 @@ static enum MHD_Result submit(wd_transcription_t *t, float *pcm, size_t n, const
                      e.retry_after_s);
     return answer_error(t, &e);
   }
-  pthread_mutex_lock(&s->mu);
-  if (t->in_live)
-    t->live_job_id = id;
-  pthread_mutex_unlock(&s->mu);
-
   pthread_mutex_lock(&t->mu);
-  t->job_id = id;
   if (t->stream) {
     pthread_mutex_unlock(&t->mu);
     return start_stream(t);
@@ -595,9 +614,24 @@ static void decode_task(void *arg) {
   free(t->body);
   t->body = NULL;
   t->len = t->cap = 0;
+  /* The job goes in from here too: its log-mel (a second per 10 minutes of
+   * audio) is computed inside the submit, and must not run on the HTTP
+   * thread either. Audio under 0.1 s is refused by the MHD thread. */
+  int submit_rc = 0, submitted = 0;
+  /* From here the job counts in the worker's queue, not as a decode (the
+   * task itself may stay on the thread a little longer). */
+  atomic_fetch_sub(&t->s->n_decoding, 1);
+  if (rc == 0 && n >= WD_AUDIO_SAMPLE_RATE / 10) {
+    t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
+    submit_rc = submit_job(t, pcm, n);
+    pcm = NULL;
+    submitted = 1;
+  }
   pthread_mutex_lock(&t->mu);
   t->decoded = 1;
+  t->decoding = 0;
   t->decode_rc = rc;
+  t->submit_rc = submitted ? submit_rc : 1; /* 1: not submitted */
   t->pcm = pcm;
   t->n_pcm = n;
   memcpy(t->decode_msg, msg, sizeof msg);
@@ -651,7 +685,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_worker_stats_t st;
   wd_workers_stats(s->model.workers, &st);
   const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
-  if (st.queued + wd_taskq_load(s->decoders) >= st.queue_max + free_run ||
+  if (st.queued + atomic_load(&s->n_decoding) >= st.queue_max + free_run ||
       (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
@@ -670,8 +704,12 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
    * suspend share t->mu. */
   atomic_fetch_add(&t->refs, 1);
   pthread_mutex_lock(&t->mu);
+  t->decoding = 1;
+  atomic_fetch_add(&s->n_decoding, 1);
   rc = wd_taskq_push(s->decoders, decode_task, t);
   if (rc < 0) {
+    t->decoding = 0;
+    atomic_fetch_sub(&s->n_decoding, 1);
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_sub(&t->refs, 1);
     wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
@@ -684,14 +722,15 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   return MHD_YES;
 }
 
-/* Resumed by decode_task: refuse what did not decode, else submit. */
+/* Resumed by decode_task: refuse what did not decode, else answer its
+ * submit. */
 static enum MHD_Result on_decoded(wd_transcription_t *t) {
   wd_server_t *s = t->s;
   wd_api_error_t e;
   pthread_mutex_lock(&t->mu);
-  const int decoded = t->decoded, rc = t->decode_rc;
-  float *pcm = t->pcm;
+  const int decoded = t->decoded, rc = t->decode_rc, submit_rc = t->submit_rc;
   const size_t n = t->n_pcm;
+  free(t->pcm);
   t->pcm = NULL;
   pthread_mutex_unlock(&t->mu);
   if (!decoded) {
@@ -702,19 +741,13 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
     wd_api_error_from_audio(&e, rc, t->decode_msg, s->o.max_audio_s);
     return answer_error(t, &e);
   }
-  t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
-  if (n < WD_AUDIO_SAMPLE_RATE / 10) { /* what decoding gives, not what a header says */
-    free(pcm);
+  if (submit_rc > 0) { /* not submitted: what decoding gives, not what a header says */
+    t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
     wd_api_error_set(&e, 400, "file", "audio_too_short",
                      "Audio file is too short. Minimum audio length is 0.1 seconds.");
     return answer_error(t, &e);
   }
-  const enum MHD_Result ret = submit(t, pcm, n, &t->req, t->prompt, t->n_prompt);
-  wd_request_clear(&t->req);
-  t->has_req = 0;
-  free(t->prompt);
-  t->prompt = NULL;
-  return ret;
+  return after_submit(t, submit_rc);
 }
 
 enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data, size_t *size,
