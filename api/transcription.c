@@ -45,6 +45,7 @@
 #include "transcription.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
  * CI) had filled them, so 1 MiB cut it off before it read the 413. Reading
  * and dropping 16 MiB costs no memory and milliseconds of CPU. */
 #define WD_LINGER_BYTES (16u << 20)
+/* Whisper's encoder positions per second of audio (1,500 per 30 s). */
+#define WD_API_AUDIO_TOKENS_PER_S 50.0
 #define WD_LINGER_S 2.0
 #define WD_BODY_TIMEOUT_DEFAULT_S 300
 
@@ -410,7 +413,29 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
       const char *text = t->result.text ? wd_render_trim(t->result.text, strlen(t->result.text),
                                                          &n) : "";
       json_t *tj = json_text(text, n);
-      json_t *ev = tj ? json_pack("{s:s, s:o}", "type", "transcript.text.done", "text", tj) : NULL;
+      /* OpenAI's done event carries usage as tokens (its SDKs type it so):
+       * the prompt's text tokens and the audio's encoder positions (50 a
+       * second, 1,500 a window) in, the tokens decoded (timestamps
+       * included, as in segments[].tokens) out. */
+      long out_tokens = 0;
+      for (int i = 0; i < t->result.n_segments; i++)
+        out_tokens += t->result.segments[i].n_tokens;
+      const long audio_tokens = (long)ceil(t->audio_s * WD_API_AUDIO_TOKENS_PER_S);
+      const long in_tokens = audio_tokens + t->n_prompt;
+      json_t *usage = json_pack("{s:s, s:I, s:{s:I, s:I}, s:I, s:I}", "type", "tokens",
+                                "input_tokens", (json_int_t)in_tokens, "input_token_details",
+                                "text_tokens", (json_int_t)t->n_prompt, "audio_tokens",
+                                (json_int_t)audio_tokens, "output_tokens",
+                                (json_int_t)out_tokens, "total_tokens",
+                                (json_int_t)(in_tokens + out_tokens));
+      json_t *ev = NULL;
+      if (tj && usage) /* "o" steals both, on failure too */
+        ev = json_pack("{s:s, s:o, s:o}", "type", "transcript.text.done", "text", tj, "usage",
+                       usage);
+      else {
+        json_decref(tj);
+        json_decref(usage);
+      }
       ev_append(t, ev, NULL);
       json_decref(ev);
       ev_append(t, NULL, "[DONE]");

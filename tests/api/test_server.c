@@ -947,8 +947,12 @@ WD_TEST(streaming_sse) {
   if (n == 4) {
     WD_CHECK_EQ_STR(ev[0], "{\"type\":\"transcript.text.delta\",\"delta\":\"Hello there.\"}");
     WD_CHECK_EQ_STR(ev[1], "{\"type\":\"transcript.text.delta\",\"delta\":\" General Kenobi.\"}");
+    /* usage: 0.5 s of audio is 25 encoder positions; the fake's two
+     * segments hold 4 tokens; no prompt. */
     WD_CHECK_EQ_STR(ev[2], "{\"type\":\"transcript.text.done\","
-                           "\"text\":\"Hello there. General Kenobi.\"}");
+                           "\"text\":\"Hello there. General Kenobi.\",\"usage\":{\"type\":\"tokens\","
+                           "\"input_tokens\":25,\"input_token_details\":{\"text_tokens\":0,"
+                           "\"audio_tokens\":25},\"output_tokens\":4,\"total_tokens\":29}}");
     WD_CHECK_EQ_STR(ev[3], "[DONE]");
   }
   th_resp_free(&r);

@@ -173,7 +173,11 @@ WD_TEST(streaming) {
                   "Americans ask not what your country can do for you\"}\n\n"
                   "data: {\"type\":\"transcript.text.delta\",\"delta\":\" ask what you can do "
                   "for your country\"}\n\n"
-                  "data: {\"type\":\"transcript.text.done\",\"text\":\"" JFK_TEXT "\"}\n\n"
+                  "data: {\"type\":\"transcript.text.done\",\"text\":\"" JFK_TEXT "\","
+                  /* 11 s: 550 encoder positions; the 26 tokens of segments[].tokens */
+                  "\"usage\":{\"type\":\"tokens\",\"input_tokens\":550,\"input_token_details\":"
+                  "{\"text_tokens\":0,\"audio_tokens\":550},\"output_tokens\":26,"
+                  "\"total_tokens\":576}}\n\n"
                   "data: [DONE]\n\n");
   th_resp_free(&r);
 }

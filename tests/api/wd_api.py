@@ -300,13 +300,21 @@ def check_transcript(fmt, payload, exact=True, task="transcribe"):
 
 def check_stream(events, exact=True):
     """SSE events of a stream=true transcription: one transcript.text.delta
-    per segment, then transcript.text.done with the whole text."""
+    per segment, then transcript.text.done with the whole text and usage."""
     assert events, "no events"
     assert events[-1]["type"] == "transcript.text.done", events
     deltas = events[:-1]
     assert deltas and all(e["type"] == "transcript.text.delta" for e in deltas), events
     assert all(isinstance(e["delta"], str) and e["delta"] for e in deltas), events
     joined = "".join(e["delta"] for e in deltas)
+    # OpenAI's done event: usage as tokens (input = audio positions, 50 a
+    # second, plus prompt tokens; output = the tokens decoded).
+    u = events[-1].get("usage")
+    assert u and u["type"] == "tokens", events[-1]
+    assert u["input_token_details"]["audio_tokens"] >= 50 and u["output_tokens"] > 0, u
+    assert u["input_tokens"] == (u["input_token_details"]["audio_tokens"]
+                                 + u["input_token_details"]["text_tokens"]), u
+    assert u["total_tokens"] == u["input_tokens"] + u["output_tokens"], u
     if exact:
         assert len(deltas) == len(JFK_SEGMENTS), events
         assert " ".join(joined.split()) == JFK_TEXT, events
