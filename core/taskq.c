@@ -105,15 +105,6 @@ int wd_taskq_push(wd_taskq_t *q, wd_taskq_fn fn, void *arg) {
   return rc;
 }
 
-int wd_taskq_load(wd_taskq_t *q) {
-  if (!q)
-    return 0;
-  pthread_mutex_lock(&q->mu);
-  const int n = q->queued + q->running;
-  pthread_mutex_unlock(&q->mu);
-  return n;
-}
-
 void wd_taskq_free(wd_taskq_t *q) {
   if (!q)
     return;

@@ -25,9 +25,6 @@ int wd_taskq_new(int n_threads, int max_tasks, const char *name, wd_taskq_t **re
  * (already freed). */
 int wd_taskq_push(wd_taskq_t *q, wd_taskq_fn fn, void *arg);
 
-/* Tasks queued plus running now; 0 for NULL. */
-int wd_taskq_load(wd_taskq_t *q);
-
 /* Runs what was accepted, joins the threads, frees q. Accepts NULL. */
 void wd_taskq_free(wd_taskq_t *q);
 

@@ -23,8 +23,6 @@
 #include "error.h"
 #include "wd_test.h"
 
-static char g_tmp[64];
-
 static int have_ffmpeg(void) {
   if (system("ffmpeg -hide_banner -version >/dev/null 2>&1") == 0)
     return 1;
@@ -154,13 +152,13 @@ static const struct {
 WD_TEST(resampled_and_stereo_inputs_as_the_ffmpeg_command) {
   if (!have_ffmpeg())
     wd_test_skip("no ffmpeg command");
-  snprintf(g_tmp, sizeof g_tmp, "/tmp/wd_audio_ffmpeg.XXXXXX");
-  WD_CHECK(mkdtemp(g_tmp) != NULL);
+  char tmp[] = "/tmp/wd_audio_ffmpeg.XXXXXX"; /* mkdtemp's template */
+  WD_CHECK(mkdtemp(tmp) != NULL);
   const char *src = wd_test_data("audio/jfk.wav");
   int bad = 0;
   for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
     char path[256], cmd[8192];
-    snprintf(path, sizeof path, "%s/%s", g_tmp, made[i].name);
+    snprintf(path, sizeof path, "%s/%s", tmp, made[i].name);
     snprintf(cmd, sizeof cmd, "ffmpeg -nostdin -v error -y -t 5 -i '%s' %s '%s'", src,
              made[i].args, path);
     const int made_ok = system(cmd) == 0;
@@ -171,7 +169,7 @@ WD_TEST(resampled_and_stereo_inputs_as_the_ffmpeg_command) {
       bad += compare(path, made[i].name);
     unlink(path);
   }
-  rmdir(g_tmp);
+  rmdir(tmp);
   WD_CHECK_EQ_INT(bad, 0);
 }
 
