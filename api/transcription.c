@@ -119,10 +119,9 @@ struct wd_transcription {
   int decoding;              /* decode_task owns the connection's resume: the
                               * job it submits may end (on_done) before it
                               * resumes, and must not resume it instead */
-  int decoded;               /* decode_task ran: pcm, n_pcm, decode_rc, decode_msg */
+  int decoded;               /* decode_task ran: n_pcm, decode_rc, decode_msg */
   int submit_rc;             /* decode_task's submit: 0, or why it failed */
-  float *pcm;
-  size_t n_pcm;
+  size_t n_pcm;              /* samples decoded */
   int decode_rc;
   char decode_msg[256];
 
@@ -142,7 +141,6 @@ static void tr_unref(wd_transcription_t *t) {
     wd_request_clear(&t->req);
   wd_multipart_free(t->form);
   free(t->prompt);
-  free(t->pcm);
   pthread_mutex_destroy(&t->mu);
   free(t->content_type);
   free(t->body);
@@ -537,7 +535,7 @@ static enum MHD_Result start_stream(wd_transcription_t *t) {
 /* Hands the decoded audio to the worker (which computes its log-mel here,
  * on the calling decode thread); takes ownership of pcm. 0 or the
  * worker's refusal. */
-static int submit_job(wd_transcription_t *t, float *pcm, size_t n) {
+static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   wd_server_t *s = t->s;
   const wd_request_t *req = &t->req;
   wd_job_params_t p = { 0 };
@@ -619,15 +617,25 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   return MHD_YES;
 }
 
+/* The length a file's header declares, before its audio is decoded: no
+ * room for that much audio is a 429 that costs no decoding. */
+static int decode_room(void *ud, double seconds) {
+  const wd_server_t *s = ud;
+  return wd_workers_has_room(s->model.workers, seconds) ? 0 : WD_EBUSY;
+}
+
 /* A decode thread: the upload to samples, then back to the MHD thread.
  * Until it resumes the connection, only this thread touches t's body,
  * form and request. */
 static void decode_task(void *arg) {
   wd_transcription_t *t = arg;
-  const wd_server_t *s = t->s;
-  const wd_audio_opts_t aopts = { .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s
-                                                                                : 0) };
-  float *pcm = NULL;
+  wd_server_t *s = t->s;
+  const wd_audio_opts_t aopts = {
+    .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s : 0),
+    .on_length = decode_room,
+    .ud = s,
+  };
+  int16_t *pcm = NULL;
   size_t n = 0;
   char msg[sizeof t->decode_msg] = "";
   const int rc = wd_audio_decode(t->req.file, t->req.file_len, &aopts, &pcm, &n, msg, sizeof msg);
@@ -639,9 +647,10 @@ static void decode_task(void *arg) {
   free(t->body);
   t->body = NULL;
   t->len = t->cap = 0;
-  /* The job goes in from here too: its log-mel (a second per 10 minutes of
-   * audio) is computed inside the submit, and must not run on the HTTP
-   * thread either. Audio under 0.1 s is refused by the MHD thread. */
+  /* The job goes in from here too: the pass over its log-mel for the max
+   * (a twentieth of a second per 10 minutes of audio) runs inside the
+   * submit, and must not run on the HTTP thread either. Audio under 0.1 s
+   * is refused by the MHD thread. */
   int submit_rc = 0, submitted = 0;
   /* From here the job counts in the worker's queue, not as a decode (the
    * task itself may stay on the thread a little longer). */
@@ -657,7 +666,7 @@ static void decode_task(void *arg) {
   t->decoding = 0;
   t->decode_rc = rc;
   t->submit_rc = submitted ? submit_rc : 1; /* 1: not submitted */
-  t->pcm = pcm;
+  free(pcm); /* not submitted */
   t->n_pcm = n;
   memcpy(t->decode_msg, msg, sizeof msg);
   resume_locked(t);
@@ -755,12 +764,16 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
   pthread_mutex_lock(&t->mu);
   const int decoded = t->decoded, rc = t->decode_rc, submit_rc = t->submit_rc;
   const size_t n = t->n_pcm;
-  free(t->pcm);
-  t->pcm = NULL;
   pthread_mutex_unlock(&t->mu);
   if (!decoded) {
     wd_log_error("api: decoding request resumed without a result");
     return MHD_NO;
+  }
+  if (rc == WD_EBUSY) { /* decode_room: the header declared too much */
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_log_warning("api: %s (the file's header says), answering 429 before decoding (retry "
+                   "after %d s)", t->decode_msg, e.retry_after_s);
+    return answer_error(t, &e);
   }
   if (rc < 0) {
     wd_api_error_from_audio(&e, rc, t->decode_msg, s->o.max_audio_s);

@@ -1,11 +1,13 @@
 /*
- * audio.c - an uploaded file in memory to 16 kHz mono float samples.
+ * audio.c - an uploaded file in memory to 16 kHz mono 16-bit samples.
  *
  * Pipeline: a decoder back-end produces frames of any channel count and
  * sample format; the "sink" below hands them, unconverted, to one
  * libswresample context set up as the `ffmpeg -ac 1 -ar 16000` command in
  * openai/whisper's load_audio sets up its own (mono, 16 kHz, s16), and
- * returns those samples / 32768: the same input to the model, bit for bit.
+ * returns those samples: divided by 32768 they are the same input to the
+ * model, bit for bit. Kept as 16 bits they take half the memory of floats
+ * (a queued job holds them until its last window: core/mel.h wd_mel_pcm).
  * Both back-ends share the sink.
  *
  * Back-ends, in order: libsndfile through sf_open_virtual over the buffer,
@@ -126,6 +128,8 @@ static const char *wd_audio_averr(int r, char *buf, size_t len) {
  */
 typedef struct {
   uint32_t max_seconds;
+  int (*on_length)(void *ud, double seconds); /* wd_audio_opts_t's */
+  void *ud;
   int rate;                 /* input sample rate, Hz; 0 until started */
   SwrContext *swr;          /* (rate, layout, fmt) -> 16 kHz mono s16 */
   AVChannelLayout layout;   /* the input's, as the context was built */
@@ -134,7 +138,7 @@ typedef struct {
   uint64_t n_in_max;        /* max_seconds * rate */
   int16_t *pcm;             /* (pcm_cap) one conversion's output */
   size_t pcm_cap;
-  float *out; /* (n_out) the 16 kHz result so far, capacity out_cap */
+  int16_t *out; /* (n_out) the 16 kHz result so far, capacity out_cap */
   size_t n_out, out_cap;
 } wd_audio_sink_t;
 
@@ -145,7 +149,7 @@ static void wd_audio_sink_free(wd_audio_sink_t *s) {
   av_channel_layout_uninit(&s->layout);
   free(s->pcm);
   free(s->out);
-  *s = (wd_audio_sink_t){ .max_seconds = s->max_seconds };
+  *s = (wd_audio_sink_t){ .max_seconds = s->max_seconds, .on_length = s->on_length, .ud = s->ud };
 }
 
 /* Fixes the input rate; the resampler comes with the first frame's format. */
@@ -167,7 +171,7 @@ static int wd_audio_sink_out_reserve(wd_audio_sink_t *s, size_t extra, char *err
   size_t cap = s->out_cap ? s->out_cap * 2 : (size_t)WD_AUDIO_SAMPLE_RATE * 8;
   if (cap < s->n_out + extra)
     cap = s->n_out + extra;
-  float *p = realloc(s->out, cap * sizeof(float));
+  int16_t *p = realloc(s->out, cap * sizeof *p);
   if (!p)
     return wd_audio_fail(err, err_len, WD_ENOMEM, "out of memory");
   s->out = p;
@@ -180,18 +184,24 @@ static int wd_audio_sink_out_reserve(wd_audio_sink_t *s, size_t extra, char *err
  * under 2 MB) would be decoded, and its samples held, up to max_seconds only
  * to be refused then: hundreds of MB and seconds of CPU per request. The 1 s
  * of slack keeps every file the decode-time check would accept. declared_s
- * <= 0 (unknown) passes. */
+ * <= 0 (unknown) passes. A known length then goes to the caller's on_length,
+ * which may end the decode too (no room for that much audio). */
 static int wd_audio_sink_check_declared(const wd_audio_sink_t *s, double declared_s, char *err,
                                         size_t err_len) {
   if (declared_s > (double)s->max_seconds + 1.0)
     return wd_audio_fail(err, err_len, WD_ETOOBIG,
                          "audio is longer than the limit of %u s (the header declares %.0f s)",
                          s->max_seconds, declared_s);
+  if (declared_s > 0 && s->on_length) {
+    const int r = s->on_length(s->ud, declared_s);
+    if (r < 0)
+      return wd_audio_fail(err, err_len, r, "no room for %.0f s of audio", declared_s);
+  }
   return 0;
 }
 
 /* Runs n input frames (NULL, 0: the flush) through the context and appends
- * what comes out, as s16 / 32768. */
+ * what comes out. */
 static int wd_audio_sink_convert(wd_audio_sink_t *s, const uint8_t **in, int n, char *err,
                                  size_t err_len) {
   for (;;) {
@@ -212,8 +222,7 @@ static int wd_audio_sink_convert(wd_audio_sink_t *s, const uint8_t **in, int n, 
     int r = wd_audio_sink_out_reserve(s, (size_t)got, err, err_len);
     if (r < 0)
       return r;
-    for (int i = 0; i < got; i++)
-      s->out[s->n_out + (size_t)i] = (float)s->pcm[i] / 32768.0f;
+    memcpy(s->out + s->n_out, s->pcm, (size_t)got * sizeof *s->out);
     s->n_out += (size_t)got;
     /* Input is taken whole; a flush repeats until the filter is empty. */
     if (in || got == 0)
@@ -319,6 +328,13 @@ static int wd_audio_sink_finish(wd_audio_sink_t *s, char *err, size_t err_len) {
     return r;
   if (s->n_out == 0)
     return wd_audio_fail(err, err_len, WD_EAUDIO, "the file contains no audio samples");
+  /* The samples outlive the decode (a job holds them to its end): give back
+   * what geometric growth reserved past them. */
+  int16_t *p = realloc(s->out, s->n_out * sizeof *p);
+  if (p) {
+    s->out = p;
+    s->out_cap = s->n_out;
+  }
   return 0;
 }
 
@@ -799,7 +815,7 @@ static void wd_audio_init_once(void) {
 }
 
 int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
-                    float **ret_samples, size_t *ret_n, char *err, size_t err_len) {
+                    int16_t **ret_samples, size_t *ret_n, char *err, size_t err_len) {
   if (err && err_len)
     err[0] = '\0';
   if (ret_samples)
@@ -822,7 +838,9 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   const uint32_t max_seconds =
       opts && opts->max_seconds ? opts->max_seconds : WD_AUDIO_MAX_SECONDS_DEFAULT;
   wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0 };
-  wd_audio_sink_t sink = { .max_seconds = max_seconds };
+  wd_audio_sink_t sink = { .max_seconds = max_seconds,
+                           .on_length = opts ? opts->on_length : NULL,
+                           .ud = opts ? opts->ud : NULL };
   int declined = 1, r = WD_EAUDIO;
   if (wd_audio_chunk_overrun(data, len))
     wd_log_debug("audio: a chunk runs past the end of the file: not for libsndfile");
@@ -846,7 +864,7 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   return r;
 }
 
-int wd_audio_decode_file(const char *path, const wd_audio_opts_t *opts, float **ret_samples,
+int wd_audio_decode_file(const char *path, const wd_audio_opts_t *opts, int16_t **ret_samples,
                          size_t *ret_n, char *err, size_t err_len) {
   if (ret_samples)
     *ret_samples = NULL;

@@ -9,13 +9,15 @@
  * Vorbis, which libsndfile also reads, go straight to FFmpeg (see audio.c
  * wd_audio_prefer_libav for why), and so does Ogg Opus. The decoded audio
  * goes to mono 16 kHz 16-bit through libswresample exactly as openai/whisper's
- * `ffmpeg -ac 1 -ar 16000 -acodec pcm_s16le` does, and the samples are
- * s16 / 32768: the same numbers openai/whisper feeds its model.
+ * `ffmpeg -ac 1 -ar 16000 -acodec pcm_s16le` does, and the samples come back
+ * as those 16-bit values: divided by 32768 (core/mel.h does) they are the
+ * numbers openai/whisper feeds its model.
  *
  * Errors: WD_EINVAL (bad arguments), WD_ENOMEM, WD_EAUDIO (empty, garbage,
  * truncated, no audio stream, no samples, absurd rate or channel count,
  * NaN, infinite or absurd float samples),
- * WD_ETOOBIG (longer than max_seconds); wd_audio_decode_file adds WD_ENOENT
+ * WD_ETOOBIG (longer than max_seconds), or what on_length returned;
+ * wd_audio_decode_file adds WD_ENOENT
  * and WD_EIO. Each comes with a one-line message for the user in err.
  *
  * Thread-safe: any number of threads may decode at once. The only shared
@@ -34,23 +36,30 @@
 
 typedef struct {
   uint32_t max_seconds; /* refuse longer audio with WD_ETOOBIG; 0 = default 3 h */
+  /* Optional: called once, before anything is decoded, with the length in
+   * seconds that the file's header declares where its format states one
+   * exactly (WAV, FLAC, AIFF; not MP3 or Opus). A negative return ends the
+   * decode with that code: the server refuses audio it has no room for
+   * without decoding it. Runs on the decoding thread. */
+  int (*on_length)(void *ud, double seconds);
+  void *ud;
 } wd_audio_opts_t;
 
 /*
- * Decodes the file in data[0..len) to 16 kHz mono float samples in [-1, 1].
+ * Decodes the file in data[0..len) to 16 kHz mono 16-bit samples.
  * opts may be NULL (defaults). On success *ret_samples is a malloc'd array of
  * *ret_n > 0 samples that the caller frees with free(). On failure
  * *ret_samples is NULL, *ret_n is 0, a negative WD_E* code is returned and err
  * (if not NULL) holds a message such as "audio is truncated: ...".
  */
 int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
-                    float **ret_samples, size_t *ret_n, char *err, size_t err_len);
+                    int16_t **ret_samples, size_t *ret_n, char *err, size_t err_len);
 
 /*
  * Reads the file at path into memory and decodes it with wd_audio_decode.
  * Files larger than 2 GiB are refused with WD_ETOOBIG.
  */
-int wd_audio_decode_file(const char *path, const wd_audio_opts_t *opts, float **ret_samples,
+int wd_audio_decode_file(const char *path, const wd_audio_opts_t *opts, int16_t **ret_samples,
                          size_t *ret_n, char *err, size_t err_len);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * decode.c - the decoding options' defaults, the transcript type, the
- * compression ratio, and wd_decode_transcribe(): one file through one
- * wd_decoder_t (decoder.c holds the policy) on one engine slot.
+ * decode.c - the decoding options' defaults, the transcript type and the
+ * compression ratio (decoder.c holds the policy, worker.c runs it; the
+ * single-file driver the tests use is tests/wd_transcribe.h).
  *
  * Threading: called on the thread that owns the engine; no globals.
  * Ownership: the transcript owns its segments' text and token arrays.
@@ -13,7 +13,6 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "decoder.h"
 #include "error.h"
 
 void wd_decode_opts_default(wd_decode_opts_t *o) {
@@ -139,64 +138,4 @@ void wd_transcript_free(wd_transcript_t *t) {
   free(t->segments);
   free(t->text);
   memset(t, 0, sizeof *t);
-}
-
-/* Runs one decoder alone on sequence slots 0.. and audio slot 0: the
- * worker's loop (worker.c) for a single job, without threads. */
-int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const float *mel,
-                         int n_frames, const wd_decode_opts_t *opts, wd_transcript_t *out) {
-  memset(out, 0, sizeof *out);
-  if (!e || !tok || !mel || !opts || n_frames < 3000)
-    return WD_EINVAL;
-  if (wd_tokenizer_special(tok)->n_vocab != e->n_vocab)
-    return WD_EINVAL;
-  const size_t bytes = (size_t)e->n_mels * (size_t)n_frames * sizeof *mel;
-  float *copy = malloc(bytes);
-  if (!copy)
-    return WD_ENOMEM;
-  memcpy(copy, mel, bytes);
-  wd_decoder_t *d = NULL;
-  int rc = wd_decoder_new(tok, e, copy, n_frames, opts, &d);
-  if (rc == 0 && wd_decoder_n_rows(d) > e->max_seqs)
-    rc = WD_ERANGE;
-  for (wd_dec_need_t need; rc == 0 && (need = wd_decoder_need(d)) != WD_DEC_DONE;) {
-    if (need == WD_DEC_ENCODE) {
-      if ((rc = e->encode(e->self, 0, wd_decoder_window(d))) == 0)
-        rc = wd_decoder_encoded(d);
-      continue;
-    }
-    /* rows are slots */
-    wd_dec_work_t w;
-    wd_decoder_work(d, &w);
-    const float *lg = NULL;
-    if (w.reset && (rc = e->seq_reset(e->self, 0, 0)) < 0)
-      break;
-    if (w.n_copy > 0 && (rc = e->seq_copy(e->self, w.n_copy, w.copy_dst, w.copy_src)) < 0)
-      break;
-    if (w.n_align > 0) {
-      if ((rc = e->align(e->self, 0, w.n_align, w.align, w.align_n_text, w.n_heads, w.heads,
-                         w.qk, w.probs)) == 0)
-        rc = wd_decoder_advance(d, NULL);
-      continue;
-    }
-    if (w.n_prefill > 0) {
-      if ((rc = e->prefill(e->self, 0, w.n_prefill, w.prefill, &lg)) == 0)
-        rc = wd_decoder_advance(d, &lg);
-      continue;
-    }
-    if (w.n < 1) {
-      rc = WD_EINTERNAL;
-      break;
-    }
-    if ((rc = e->step(e->self, w.n, w.rows, w.tokens, &lg)) < 0)
-      break;
-    const float *rows[WD_DECODE_MAX_ROWS];
-    for (int i = 0; i < w.n; i++)
-      rows[i] = lg + (size_t)i * (size_t)e->n_vocab;
-    rc = wd_decoder_advance(d, rows);
-  }
-  if (rc == 0)
-    rc = wd_decoder_take_result(d, out);
-  wd_decoder_free(d);
-  return rc;
 }

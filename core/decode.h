@@ -2,8 +2,8 @@
  * decode.h - Whisper's decoding policy: openai/whisper transcribe() over a
  * whole file, driven through a wd_engine_t.
  *
- * wd_decode_transcribe() runs one file alone; the server steps many files
- * together through core/decoder.h and core/worker.h. Each 30 s window is
+ * core/decoder.h holds one file's decoding as a state machine; core/worker.h
+ * steps many files together through it. Each 30 s window is
  * decoded as openai/whisper's DecodingTask: greedy, best_of sampling or beam
  * search, the logit filters SuppressBlank, SuppressTokens("-1") and
  * ApplyTimestampRules, ranking by length-normalised log-probability; and
@@ -104,15 +104,6 @@ typedef struct {
   int n_language_probs;
   double duration;             /* seconds of audio */
 } wd_transcript_t;
-
-/*
- * Transcribes a whole file. mel is the output of wd_mel_compute: (n_mels,
- * n_frames) with the 3000 frames of 30 s padding at the end. Uses sequence
- * slot 0 and audio slot 0 of the engine. On success fills *out, which the
- * caller releases with wd_transcript_free().
- */
-int wd_decode_transcribe(const wd_engine_t *e, const wd_tokenizer_t *tok, const float *mel,
-                         int n_frames, const wd_decode_opts_t *opts, wd_transcript_t *out);
 
 void wd_transcript_free(wd_transcript_t *t); /* accepts NULL and zeroed */
 

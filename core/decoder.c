@@ -17,7 +17,8 @@
  * temperature, FEED again), or the no-speech rule, segmenting at consecutive
  * timestamps, the seek update and the carried context, and the next window.
  *
- * Ownership: the decoder owns the mel, its copies of the options, and the
+ * Ownership: the decoder owns the audio (its windows' log-mel is made as
+ * each is encoded), its copies of the options, and the
  * transcript until wd_decoder_take_result() moves it out.
  * ref: openai/whisper decoding.py (DecodingTask, detect_language) and
  * transcribe.py (decode_with_fallback, the seek loop, segmenting), v20250625.
@@ -90,7 +91,7 @@ struct wd_decoder {
   int clip[WD_MAX_CLIPS][2];   /* seek clips in frames: [start, end) */
   int n_clips, clip_idx;
   int n_mels, n_text_ctx, max_prefill, n_rows;
-  float *mel;                  /* (n_mels, n_frames), owned */
+  wd_mel_pcm_t *audio;         /* the file, owned; windows of its log-mel */
   int n_frames, content_frames;
   float *window;               /* (n_mels, 3000) the window to encode */
   float *work;                 /* (n_vocab) filter scratch */
@@ -313,15 +314,10 @@ static int aligned(wd_decoder_t *d) {
   return rc < 0 ? rc : words_done(d);
 }
 
-/* Copies mel[:, seek:seek+size] into the 3000-frame window, zero-padded
+/* mel[:, seek:seek+size] into the 3000-frame window, zero-padded
  * (pad_or_trim pads with 0.0 in normalised log-mel units). */
-static void extract_window(wd_decoder_t *d, int seek, int size) {
-  for (int b = 0; b < d->n_mels; b++) {
-    float *dst = d->window + (size_t)b * WD_N_FRAMES;
-    const float *src = d->mel + (size_t)b * (size_t)d->n_frames + (size_t)seek;
-    memcpy(dst, src, (size_t)size * sizeof *dst);
-    memset(dst + size, 0, (size_t)(WD_N_FRAMES - size) * sizeof *dst);
-  }
+static int extract_window(wd_decoder_t *d, int seek, int size) {
+  return wd_mel_pcm_window(d->audio, seek, size, d->window);
 }
 
 /* The full text, every segment's text in order; the decoder is done. */
@@ -371,9 +367,9 @@ static int next_window(wd_decoder_t *d) {
     return wd_decoder_encoded(d); /* the audio slot still holds detection's encoding */
   }
   d->window0_encoded = 0;
-  extract_window(d, d->seek, d->segment_size);
+  const int rc = extract_window(d, d->seek, d->segment_size);
   d->phase = PH_ENCODE;
-  return 0;
+  return rc;
 }
 
 /* The window's result: the no-speech rule, segments, seek, context. */
@@ -552,27 +548,28 @@ static int set_clips(wd_decoder_t *d, const float *clips, int n) {
   return 0;
 }
 
-int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, int n_frames,
+int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t *audio,
                    const wd_decode_opts_t *opts, wd_decoder_t **ret) {
   *ret = NULL;
-  if (!tok || !e || !mel || !opts || n_frames < WD_N_FRAMES || e->n_mels <= 0 ||
+  if (!tok || !e || !audio || !opts || e->n_mels <= 0 || wd_mel_pcm_n_mels(audio) != e->n_mels ||
       e->n_text_ctx <= 0 || opts->n_prompt < 0 || (opts->n_prompt > 0 && !opts->prompt) ||
       opts->n_prefix < 0 || (opts->n_prefix > 0 && !opts->prefix)) {
-    free(mel);
+    wd_mel_pcm_free(audio);
     return WD_EINVAL;
   }
   int n_rows = 1;
   int rc = check_search(opts, e->seq_copy != NULL, &n_rows);
   if (rc < 0) {
-    free(mel);
+    wd_mel_pcm_free(audio);
     return rc;
   }
   wd_decoder_t *d = calloc(1, sizeof *d);
   if (!d) {
-    free(mel);
+    wd_mel_pcm_free(audio);
     return WD_ENOMEM;
   }
-  d->mel = mel;
+  const int n_frames = wd_mel_pcm_n_frames(audio);
+  d->audio = audio;
   d->tok = tok;
   d->sp = wd_tokenizer_special(tok);
   d->opts = *opts;
@@ -643,7 +640,8 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, 
     if (detect) {
       d->phase = PH_DETECT_ENCODE;
       /* pad_or_trim(mel, 3000) of the whole padded mel: real padding frames. */
-      extract_window(d, 0, n_frames < WD_N_FRAMES ? n_frames : WD_N_FRAMES);
+      if ((rc = extract_window(d, 0, WD_N_FRAMES)) < 0)
+        goto fail;
       return *ret = d, 0;
     }
     const int32_t id = wd_tokenizer_lang_id(tok, lang);
@@ -675,7 +673,7 @@ fail:
 void wd_decoder_free(wd_decoder_t *d) {
   if (!d)
     return;
-  free(d->mel);
+  wd_mel_pcm_free(d->audio);
   free(d->window);
   free(d->work);
   free(d->prefix);

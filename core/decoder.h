@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "decode.h"
+#include "mel.h"
 #include "tokenizer.h"
 
 typedef struct wd_decoder wd_decoder_t;
@@ -39,16 +40,17 @@ typedef struct wd_decoder wd_decoder_t;
 typedef enum { WD_DEC_ENCODE, WD_DEC_STEP, WD_DEC_DONE } wd_dec_need_t;
 
 /*
- * mel: (n_mels, n_frames) from wd_mel_compute, including the 3000 frames of
- * padding; the decoder takes ownership (frees it). opts is copied (language,
+ * audio: the file's samples (core/mel.h), whose n_mels must be the
+ * engine's; the decoder takes ownership (frees it) and computes each
+ * window's log-mel as the window comes up. opts is copied (language,
  * prompt, prefix and clips too). e is read for its shape and capabilities
  * (n_mels, n_text_ctx, max_prefill, whether seq_copy exists) and never
  * called. Returns WD_EINVAL for bad options (unknown language; translation
  * or a language other than English on an English-only model; best_of with
  * beam search at one temperature...), WD_EUNSUP for a beam or best_of on an
- * engine without seq_copy, WD_ENOMEM. On error mel is freed too.
+ * engine without seq_copy, WD_ENOMEM. On error audio is freed too.
  */
-int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, float *mel, int n_frames,
+int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t *audio,
                    const wd_decode_opts_t *opts, wd_decoder_t **ret);
 void wd_decoder_free(wd_decoder_t *d); /* accepts NULL */
 

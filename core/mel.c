@@ -55,15 +55,20 @@ struct wd_mel {
 /* Serialises FFTW's planner and plan destruction over the whole process. */
 static pthread_mutex_t wd_mel_fftw_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* One worker's share of the frames: [t0, t1) of the output. */
+/* One run over frames [t0, t1): where the samples come from (f32, or s16
+ * read as s16 / 32768, exactly the float openai/whisper computes) and where
+ * the log10 values go (mel column t - col0 of rows `stride` apart, or
+ * nowhere when mel is NULL: only the largest value is wanted). */
 typedef struct {
   const wd_mel_t *m;
-  const float *samples; /* (n_samples) */
+  const float *f32;
+  const int16_t *s16;
   size_t n_samples;
   int t0, t1;
-  int n_frames; /* row stride of mel */
-  float *mel;   /* (n_mels, n_frames); this job writes columns [t0, t1) */
-  float max;    /* largest log10 value written */
+  float *mel;
+  size_t stride;
+  int col0;
+  float max; /* largest log10 value of the run */
   int rc;
 } wd_mel_job_t;
 
@@ -182,6 +187,8 @@ void wd_mel_free(wd_mel_t *m) {
 static void wd_mel_run(wd_mel_job_t *j) {
   const wd_mel_t *m = j->m;
   const size_t n = j->n_samples;
+  /* s16 / 32768 is exact in float: a power-of-two scale of a 16-bit value. */
+  const float s16_scale = 1.0f / 32768.0f;
   float *in = wd_mel_aligned_alloc(sizeof(float) * WD_MEL_N_FFT);       /* (400) */
   fftwf_complex *out = wd_mel_aligned_alloc(sizeof(fftwf_complex) * WD_MEL_N_BINS); /* (201) */
   double power[WD_MEL_N_BINS];                                             /* (201) */
@@ -199,7 +206,9 @@ static void wd_mel_run(wd_mel_job_t *j) {
        * with fewer than 201 samples the reflection reads appended zeros. */
       if (idx < 0)
         idx = -idx;
-      const float x = (size_t)idx < n ? j->samples[idx] : 0.0f;
+      const float x = (size_t)idx >= n ? 0.0f
+                      : j->s16     ? (float)j->s16[idx] * s16_scale
+                                   : j->f32[idx];
       in[i] = m->window[i] * x;
     }
     fftwf_execute_dft_r2c(m->plan, in, out);
@@ -219,7 +228,8 @@ static void wd_mel_run(wd_mel_job_t *j) {
       for (int k = m->band_lo[b]; k < m->band_hi[b]; k++)
         acc += (double)row[k] * power[k];
       const float v = wd_mel_log10((float)(acc > 1e-10 ? acc : 1e-10));
-      j->mel[(size_t)b * (size_t)j->n_frames + (size_t)t] = v;
+      if (j->mel)
+        j->mel[(size_t)b * j->stride + (size_t)(t - j->col0)] = v;
       if (v > vmax)
         vmax = v;
     }
@@ -235,33 +245,20 @@ static void *wd_mel_thread(void *arg) {
   return NULL;
 }
 
-int wd_mel_compute(const wd_mel_t *m, const float *samples, size_t n_samples, int n_threads,
-                   float **ret_mel, int *ret_n_frames) {
-  int rc = 0;
-  if (!m || (!samples && n_samples > 0) || !ret_mel || !ret_n_frames || n_threads < 1 ||
-      n_samples > WD_MEL_MAX_SAMPLES)
-    return WD_EINVAL;
-  for (size_t i = 0; i < n_samples; i++)
-    if (!(fabsf(samples[i]) <= WD_MEL_MAX_ABS_SAMPLE)) {
-      wd_log_debug("%s: sample %zu is %g", __func__, i, (double)samples[i]);
-      return WD_EINVAL;
-    }
+/* Frames that start at or after the end of the content (160 t - 200 >= n)
+ * see only appended zeros: their power is exactly 0 and their value is the
+ * floor, so they skip the FFT. This counts the others, at most n_frames. */
+static int wd_mel_n_fft(size_t n_samples, int n_frames) {
+  const int n_fft = (int)((n_samples + WD_MEL_N_FFT / 2 + WD_MEL_HOP - 1) / WD_MEL_HOP);
+  return n_fft < n_frames ? n_fft : n_frames;
+}
 
-  const int n_frames = wd_mel_n_frames(n_samples);
-  /* Frames that start at or after the end of the content (160 t - 200 >= n)
-   * see only appended zeros: their power is exactly 0 and their value is
-   * the floor, so they skip the FFT. n_fft counts the others. */
-  int n_fft = (int)((n_samples + WD_MEL_N_FFT / 2 + WD_MEL_HOP - 1) / WD_MEL_HOP);
-  if (n_fft > n_frames)
-    n_fft = n_frames;
-
-  const size_t n_out = (size_t)m->n_mels * (size_t)n_frames;
-  float *mel = malloc(sizeof(float) * n_out); /* (n_mels, n_frames) */
-  if (!mel)
-    return WD_ENOMEM;
-
-  /* Split [0, n_fft) into n_jobs contiguous ranges. Each frame is computed
-   * the same way whichever job owns it, so the split never changes a bit. */
+/* Runs frames [0, n_fft) of tmpl's samples into tmpl's mel (or only for the
+ * max) on up to n_threads threads; *ret_max is the largest log10 value,
+ * the floor included when n_fft < n_frames. Each frame is computed the same
+ * way whichever thread owns it, so the split never changes a bit. */
+static int wd_mel_run_all(const wd_mel_job_t *tmpl, int n_fft, int n_frames, int n_threads,
+                          float *ret_max) {
   int n_jobs = n_threads < WD_MEL_MAX_THREADS ? n_threads : WD_MEL_MAX_THREADS;
   const int by_size = n_fft / WD_MEL_MIN_FRAMES_PER_THREAD;
   if (n_jobs > by_size)
@@ -269,18 +266,13 @@ int wd_mel_compute(const wd_mel_t *m, const float *samples, size_t n_samples, in
   wd_mel_job_t jobs[WD_MEL_MAX_THREADS];
   pthread_t tids[WD_MEL_MAX_THREADS];
   int started[WD_MEL_MAX_THREADS] = { 0 };
-  for (int i = 0; i < n_jobs; i++)
-    jobs[i] = (wd_mel_job_t){
-      .m = m,
-      .samples = samples,
-      .n_samples = n_samples,
-      .t0 = (int)((long long)n_fft * i / n_jobs),
-      .t1 = (int)((long long)n_fft * (i + 1) / n_jobs),
-      .n_frames = n_frames,
-      .mel = mel,
-      .max = -INFINITY,
-      .rc = 0,
-    };
+  for (int i = 0; i < n_jobs; i++) {
+    jobs[i] = *tmpl;
+    jobs[i].t0 = (int)((long long)n_fft * i / n_jobs);
+    jobs[i].t1 = (int)((long long)n_fft * (i + 1) / n_jobs);
+    jobs[i].max = -INFINITY;
+    jobs[i].rc = 0;
+  }
   /* Job 0 runs here; a thread that cannot be started runs here too. */
   for (int i = 1; i < n_jobs; i++) {
     started[i] = pthread_create(&tids[i], NULL, wd_mel_thread, &jobs[i]) == 0;
@@ -294,34 +286,157 @@ int wd_mel_compute(const wd_mel_t *m, const float *samples, size_t n_samples, in
   for (int i = 1; i < n_jobs; i++)
     if (started[i])
       pthread_join(tids[i], NULL);
-
-  const float floor_v = wd_mel_log_floor();
-  float vmax = n_fft < n_frames ? floor_v : -INFINITY;
+  int rc = 0;
+  float vmax = n_fft < n_frames ? wd_mel_log_floor() : -INFINITY;
   for (int i = 0; i < n_jobs; i++) {
     if (jobs[i].rc < 0 && rc == 0)
       rc = jobs[i].rc;
     if (jobs[i].max > vmax)
       vmax = jobs[i].max;
   }
+  *ret_max = vmax;
+  return rc;
+}
+
+/* log_spec = max(log_spec, log_spec.max() - 8); (log_spec + 4) / 4, in
+ * float32 as torch does, on columns [0, n_cols) of n_mels rows `stride`
+ * apart whose frames start at frame col0; frames from n_fft on are the
+ * floor. ref: openai/whisper audio.py. */
+static void wd_mel_normalise(float *mel, int n_mels, size_t stride, int col0, int n_cols,
+                             int n_fft, float vmax) {
+  const float floor_v = wd_mel_log_floor();
+  const float lo = vmax - 8.0f;
+  const float silent = ((floor_v > lo ? floor_v : lo) + 4.0f) / 4.0f;
+  int n_real = n_fft - col0; /* columns before the first silent frame */
+  n_real = n_real < 0 ? 0 : n_real > n_cols ? n_cols : n_real;
+  for (int b = 0; b < n_mels; b++) {
+    float *row = mel + (size_t)b * stride;
+    for (int t = 0; t < n_real; t++) {
+      const float v = row[t] > lo ? row[t] : lo;
+      row[t] = (v + 4.0f) / 4.0f;
+    }
+    for (int t = n_real; t < n_cols; t++)
+      row[t] = silent;
+  }
+}
+
+/* The samples are usable: finite and within WD_MEL_MAX_ABS_SAMPLE. */
+static int wd_mel_check_f32(const float *samples, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!(fabsf(samples[i]) <= WD_MEL_MAX_ABS_SAMPLE)) {
+      wd_log_debug("mel: sample %zu is %g", i, (double)samples[i]);
+      return WD_EINVAL;
+    }
+  return 0;
+}
+
+int wd_mel_compute(const wd_mel_t *m, const float *samples, size_t n_samples, int n_threads,
+                   float **ret_mel, int *ret_n_frames) {
+  if (!m || (!samples && n_samples > 0) || !ret_mel || !ret_n_frames || n_threads < 1 ||
+      n_samples > WD_MEL_MAX_SAMPLES)
+    return WD_EINVAL;
+  if (wd_mel_check_f32(samples, n_samples) < 0)
+    return WD_EINVAL;
+  const int n_frames = wd_mel_n_frames(n_samples);
+  const int n_fft = wd_mel_n_fft(n_samples, n_frames);
+  const size_t n_out = (size_t)m->n_mels * (size_t)n_frames;
+  float *mel = malloc(sizeof(float) * n_out); /* (n_mels, n_frames) */
+  if (!mel)
+    return WD_ENOMEM;
+  const wd_mel_job_t tmpl = { .m = m, .f32 = samples, .n_samples = n_samples, .mel = mel,
+                              .stride = (size_t)n_frames };
+  float vmax;
+  const int rc = wd_mel_run_all(&tmpl, n_fft, n_frames, n_threads, &vmax);
   if (rc < 0) {
     free(mel);
     return rc;
   }
-
-  /* log_spec = max(log_spec, log_spec.max() - 8); (log_spec + 4) / 4, in
-   * float32 as torch does. ref: openai/whisper audio.py. */
-  const float lo = vmax - 8.0f;
-  const float silent = ((floor_v > lo ? floor_v : lo) + 4.0f) / 4.0f;
-  for (int b = 0; b < m->n_mels; b++) {
-    float *row = mel + (size_t)b * (size_t)n_frames;
-    for (int t = 0; t < n_fft; t++) {
-      const float v = row[t] > lo ? row[t] : lo;
-      row[t] = (v + 4.0f) / 4.0f;
-    }
-    for (int t = n_fft; t < n_frames; t++)
-      row[t] = silent;
-  }
+  wd_mel_normalise(mel, m->n_mels, (size_t)n_frames, 0, n_frames, n_fft, vmax);
   *ret_mel = mel;
   *ret_n_frames = n_frames;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One file's audio, its log-mel computed a window at a time                */
+
+struct wd_mel_pcm {
+  const wd_mel_t *m;
+  int16_t *s16; /* one of the two, owned */
+  float *f32;
+  size_t n_samples;
+  int n_frames, n_fft;
+  float max; /* the whole log-mel's largest log10 value */
+};
+
+/* Takes ownership of s16 or f32 (freed on error too). */
+static int wd_mel_pcm_make(const wd_mel_t *m, int16_t *s16, float *f32, size_t n, int n_threads,
+                           wd_mel_pcm_t **ret) {
+  if (!m || !ret || n_threads < 1 || n > WD_MEL_MAX_SAMPLES || (!s16 && !f32 && n > 0) ||
+      (f32 && wd_mel_check_f32(f32, n) < 0)) {
+    free(s16);
+    free(f32);
+    return WD_EINVAL;
+  }
+  wd_mel_pcm_t *p = calloc(1, sizeof *p);
+  if (!p) {
+    free(s16);
+    free(f32);
+    return WD_ENOMEM;
+  }
+  *p = (wd_mel_pcm_t){ .m = m, .s16 = s16, .f32 = f32, .n_samples = n };
+  p->n_frames = wd_mel_n_frames(n);
+  p->n_fft = wd_mel_n_fft(n, p->n_frames);
+  /* openai/whisper clamps every value against the whole file's max: one
+   * pass over the file for it, storing nothing. */
+  const wd_mel_job_t tmpl = { .m = m, .f32 = f32, .s16 = s16, .n_samples = n };
+  const int rc = wd_mel_run_all(&tmpl, p->n_fft, p->n_frames, n_threads, &p->max);
+  if (rc < 0) {
+    wd_mel_pcm_free(p);
+    return rc;
+  }
+  *ret = p;
+  return 0;
+}
+
+int wd_mel_pcm_new(const wd_mel_t *m, int16_t *samples, size_t n_samples, int n_threads,
+                   wd_mel_pcm_t **ret) {
+  return wd_mel_pcm_make(m, samples, NULL, n_samples, n_threads, ret);
+}
+
+int wd_mel_pcm_new_f32(const wd_mel_t *m, float *samples, size_t n_samples, int n_threads,
+                       wd_mel_pcm_t **ret) {
+  return wd_mel_pcm_make(m, NULL, samples, n_samples, n_threads, ret);
+}
+
+void wd_mel_pcm_free(wd_mel_pcm_t *p) {
+  if (!p)
+    return;
+  free(p->s16);
+  free(p->f32);
+  free(p);
+}
+
+int wd_mel_pcm_n_frames(const wd_mel_pcm_t *p) { return p->n_frames; }
+
+int wd_mel_pcm_n_mels(const wd_mel_pcm_t *p) { return p->m->n_mels; }
+
+int wd_mel_pcm_window(const wd_mel_pcm_t *p, int seek, int size, float *dst) {
+  if (!p || !dst || seek < 0 || size < 0 || size > WD_MEL_N_PAD_FRAMES ||
+      seek > p->n_frames - size)
+    return WD_EINVAL;
+  const int n_mels = p->m->n_mels;
+  const int end = seek + size < p->n_fft ? seek + size : p->n_fft;
+  wd_mel_job_t j = { .m = p->m, .f32 = p->f32, .s16 = p->s16, .n_samples = p->n_samples,
+                     .t0 = seek, .t1 = end > seek ? end : seek, .mel = dst,
+                     .stride = WD_MEL_N_PAD_FRAMES, .col0 = seek, .max = -INFINITY };
+  wd_mel_run(&j);
+  if (j.rc < 0)
+    return j.rc;
+  wd_mel_normalise(dst, n_mels, WD_MEL_N_PAD_FRAMES, seek, size, p->n_fft, p->max);
+  /* pad_or_trim pads with 0.0 in normalised units. */
+  for (int b = 0; b < n_mels; b++)
+    memset(dst + (size_t)b * WD_MEL_N_PAD_FRAMES + size, 0,
+           (size_t)(WD_MEL_N_PAD_FRAMES - size) * sizeof *dst);
   return 0;
 }

@@ -6,6 +6,14 @@
  * large-v3 and large-v3-turbo) and is immutable afterwards: any number of
  * threads may call wd_mel_compute() on one wd_mel_t at the same time.
  *
+ * Two ways to use it: wd_mel_compute() gives a whole file's spectrogram at
+ * once (tests, benchmarks, the encoder checks); a wd_mel_pcm_t holds a
+ * file's samples and gives one 30 s window of the same spectrogram at a
+ * time, bit for bit the same columns, so that a queued job holds its audio
+ * as 16-bit samples (32 kB a second) rather than its log-mel (32 kB at 80
+ * bins, 51 kB at 128) plus the float samples it came from (64 kB) while the
+ * mel is made.
+ *
  * ref: openai/whisper audio.py log_mel_spectrogram(audio, n_mels,
  * padding=N_SAMPLES), as called by transcribe().
  */
@@ -13,6 +21,7 @@
 #define WD_MEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Whisper's front-end constants (ref: openai/whisper audio.py). */
 #define WD_MEL_SAMPLE_RATE 16000
@@ -77,5 +86,37 @@ int wd_mel_n_frames(size_t n_samples);
  */
 int wd_mel_compute(const wd_mel_t *m, const float *samples, size_t n_samples, int n_threads,
                    float **ret_mel, int *ret_n_frames);
+
+/*
+ * A file's samples, from which the log-mel of any window is computed on
+ * demand. wd_mel_pcm_new takes 16-bit samples (the value is s / 32768, what
+ * core/audio.h gives), wd_mel_pcm_new_f32 floats as wd_mel_compute does;
+ * either takes ownership of the array (freed on error too). Making one runs
+ * the file's spectrogram once, storing nothing, for the global max that
+ * openai/whisper clamps every value against (n_threads as in
+ * wd_mel_compute). m must outlive the object. Returns 0, WD_EINVAL
+ * (as wd_mel_compute) or WD_ENOMEM.
+ *
+ * Threading: after creation the object is read-only; windows may be
+ * computed from any thread.
+ */
+typedef struct wd_mel_pcm wd_mel_pcm_t;
+int wd_mel_pcm_new(const wd_mel_t *m, int16_t *samples, size_t n_samples, int n_threads,
+                   wd_mel_pcm_t **ret);
+int wd_mel_pcm_new_f32(const wd_mel_t *m, float *samples, size_t n_samples, int n_threads,
+                       wd_mel_pcm_t **ret);
+void wd_mel_pcm_free(wd_mel_pcm_t *p); /* NULL is allowed */
+
+/* wd_mel_compute's n_frames for these samples, and the model's n_mels. */
+int wd_mel_pcm_n_frames(const wd_mel_pcm_t *p);
+int wd_mel_pcm_n_mels(const wd_mel_pcm_t *p);
+
+/*
+ * dst (n_mels, 3000) row-major: columns [0, size) are wd_mel_compute's
+ * columns [seek, seek + size), bit for bit; the rest are 0.0 (openai's
+ * pad_or_trim). 0 <= size <= 3000 and seek + size <= n_frames, else
+ * WD_EINVAL. Runs in the calling thread: about 3 ms for a full window.
+ */
+int wd_mel_pcm_window(const wd_mel_pcm_t *p, int seek, int size, float *dst);
 
 #endif

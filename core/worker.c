@@ -611,13 +611,20 @@ static int audio_full(const wd_worker_t *w, double audio_s) {
   return w->o.audio_budget_s > 0 && w->held_s > 0 && w->held_s + audio_s > w->o.audio_budget_s;
 }
 
-int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
-                     uint64_t *ret_id) {
+int wd_worker_has_room(wd_worker_t *w, double audio_s) {
+  pthread_mutex_lock(&w->mu);
+  const int room = w->accepting && !audio_full(w, audio_s);
+  pthread_mutex_unlock(&w->mu);
+  return room;
+}
+
+int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
+                     const wd_job_params_t *p, uint64_t *ret_id) {
   if (!w || !p || (!samples && n_samples > 0)) {
     free(samples);
     return WD_EINVAL;
   }
-  /* Refuse before the log-mel work when the answer is already known. */
+  /* Refuse before the log-mel's pass when the answer is already known. */
   const double audio_s = (double)n_samples / WD_MEL_SAMPLE_RATE;
   pthread_mutex_lock(&w->mu);
   int rc = !w->accepting                           ? WD_ESHUTDOWN
@@ -629,19 +636,16 @@ int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_
     return rc;
   }
   const double t0 = now_s();
-  float *mel = NULL;
-  int n_frames = 0;
-  rc = wd_mel_compute(w->o.mel, samples, n_samples, 1, &mel, &n_frames);
-  free(samples);
-  if (rc < 0)
+  wd_mel_pcm_t *audio = NULL;
+  if ((rc = wd_mel_pcm_new(w->o.mel, samples, n_samples, 1, &audio)) < 0)
     return rc;
   wd_job_t *j = calloc(1, sizeof *j);
   if (!j) {
-    free(mel);
+    wd_mel_pcm_free(audio);
     return WD_ENOMEM;
   }
   const wd_engine_t *e = w->o.engine;
-  if ((rc = wd_decoder_new(w->o.tok, e, mel, n_frames, &p->decode, &j->dec)) < 0) {
+  if ((rc = wd_decoder_new(w->o.tok, e, audio, &p->decode, &j->dec)) < 0) {
     free(j);
     return rc;
   }

@@ -1,8 +1,11 @@
 /*
  * worker.h - the job queue and the one worker thread that drives an engine.
  *
- * Callers (HTTP threads, `whisperd transcribe`) submit decoded audio; the
- * submitting thread computes the log-mel, so the worker only runs the model.
+ * Callers (HTTP threads, `whisperd transcribe`) submit decoded audio as
+ * 16-bit samples, which the job holds to its end (32 kB a second); the
+ * submitting thread makes one pass over the file's log-mel for its global
+ * max, and the worker computes each 30 s window's log-mel as the window comes
+ * up (about 3 ms on one core, beside milliseconds to seconds of model time).
  * The worker owns the engine: it admits queued jobs in FIFO order while
  * sequence and audio slots are free, encodes one waiting window per loop turn
  * (oldest request first, so a long file's next window queues behind a new
@@ -38,6 +41,9 @@
 
 typedef struct wd_worker wd_worker_t;
 
+/* What a second of queued or running audio holds: its 16-bit samples. */
+#define WD_WORKER_BYTES_PER_AUDIO_S (WD_MEL_SAMPLE_RATE * 2)
+
 typedef struct {
   const wd_engine_t *engine; /* used only on the worker thread; outlives the worker */
   const wd_tokenizer_t *tok;
@@ -46,7 +52,7 @@ typedef struct {
   double audio_budget_s;     /* audio seconds of jobs queued plus running: a job
                               * that would pass it gets WD_EBUSY, unless the
                               * worker holds none; 0 = no limit. Each second
-                              * holds its log-mel (n_mels x 100 floats). */
+                              * holds WD_WORKER_BYTES_PER_AUDIO_S. */
   int max_batch;             /* rows per step, <= engine->max_seqs; 1 = no batching */
 } wd_worker_opts_t;
 
@@ -75,16 +81,22 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret);
 void wd_worker_free(wd_worker_t *w);
 
 /*
- * Queues a job for samples[0..n) (16 kHz mono). Takes ownership of samples
- * in every case (freed on error too). Computes the log-mel in the calling
- * thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue full),
+ * Queues a job for samples[0..n) (16 kHz mono, 16-bit: the signal is
+ * samples / 32768, as core/audio.h decodes it). Takes ownership of samples
+ * in every case (freed on error too). Runs the log-mel's max pass in the
+ * calling thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue full),
  * WD_ESHUTDOWN (draining), WD_EINVAL (bad options: unknown language, a
  * multilingual option on an English-only model), WD_ERANGE (a beam_size or
  * best_of above the engine's sequence slots), WD_EUNSUP (beams or best_of
  * on an engine without seq_copy) or WD_ENOMEM.
  */
-int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
-                     uint64_t *ret_id);
+int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
+                     const wd_job_params_t *p, uint64_t *ret_id);
+
+/* Whether the worker could take audio_s more seconds of audio now (the
+ * audio budget alone; the queue's length is submit's to check). The HTTP
+ * layer asks with the length a file's header declares, before decoding. */
+int wd_worker_has_room(wd_worker_t *w, double audio_s);
 
 /* Cancels job id, queued or running; its on_done gets WD_ECANCELED soon
  * after. An unknown or finished id is ignored. */

@@ -134,8 +134,18 @@ static int pick(wd_workers_t *g) {
   return best;
 }
 
-int wd_workers_submit(wd_workers_t *g, float *samples, size_t n_samples, const wd_job_params_t *p,
-                      uint64_t *ret_id) {
+int wd_workers_has_room(wd_workers_t *g, double audio_s) {
+  for (int i = 0; g && i < g->n; i++) {
+    wd_worker_stats_t st;
+    wd_worker_stats(g->w[i], &st);
+    if (!st.device_lost && wd_worker_has_room(g->w[i], audio_s))
+      return 1;
+  }
+  return 0;
+}
+
+int wd_workers_submit(wd_workers_t *g, int16_t *samples, size_t n_samples,
+                      const wd_job_params_t *p, uint64_t *ret_id) {
   if (!g) {
     free(samples);
     return WD_EINVAL;

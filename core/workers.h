@@ -57,8 +57,12 @@ const char *wd_workers_label(const wd_workers_t *g, int i);
  * contract: takes ownership of samples in every case; on success *ret_id
  * (when ret_id is not NULL) is the group's id of the job. WD_ESHUTDOWN once
  * the group drains. */
-int wd_workers_submit(wd_workers_t *g, float *samples, size_t n_samples, const wd_job_params_t *p,
-                      uint64_t *ret_id);
+int wd_workers_submit(wd_workers_t *g, int16_t *samples, size_t n_samples,
+                      const wd_job_params_t *p, uint64_t *ret_id);
+
+/* Whether some worker that is not lost could take audio_s more seconds of
+ * audio now (wd_worker_has_room). */
+int wd_workers_has_room(wd_workers_t *g, double audio_s);
 
 /* Cancels the job with the group's id id on the worker that runs it;
  * unknown and finished ids are ignored. */

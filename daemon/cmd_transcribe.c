@@ -63,7 +63,7 @@ static void on_done(void *ud, int rc, wd_transcript_t *t) {
 static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode_opts_t *opts,
                        wd_file_job_t *f) {
   char err[512] = "";
-  float *pcm = NULL;
+  int16_t *pcm = NULL;
   size_t n = 0;
   const wd_audio_opts_t ao = { .max_seconds = (uint32_t)cfg->max_audio_s };
   int rc = wd_audio_decode_file(f->path, &ao, &pcm, &n, err, sizeof err);

@@ -73,7 +73,7 @@ static const wd_option_t wd_options[] = {
   { "queue-max", 0, WD_OPT_INT, OFF(queue_max), "64", 1, 100000, NULL, "N",
     "Jobs waiting for the GPU before new requests get 429", 0 },
   { "queue-audio-s", 0, WD_OPT_INT, OFF(queue_audio_s), "0", 0, 100000000, NULL, "SECONDS",
-    "Audio seconds queued plus running per worker before new requests get 429 (each second holds its log-mel: 32 KB at 80 bins; a worker holding none takes any request); 0: a quarter of the memory available at start", 0 },
+    "Audio seconds queued plus running per worker before new requests get 429 (each second holds its 16-bit samples, 32 KB; a worker holding none takes any request); 0: a quarter of the memory available at start", 0 },
   { "timeout", 0, WD_OPT_INT, OFF(timeout_s), "600", 1, 86400, NULL, "SECONDS",
     "Longest a request may wait and run before it is cancelled", 0 },
   { "idle-timeout", 0, WD_OPT_INT, OFF(idle_timeout_s), "30", 1, 3600, NULL, "SECONDS",

@@ -156,13 +156,13 @@ static uint64_t memory_available(void) {
 }
 
 /* The audio budget of each of n workers: --queue-audio-s, or a quarter of
- * the memory left once the model is loaded, at the log-mel's n_mels x 100
- * floats per second a queued job holds. */
-static double audio_budget_s(const wd_config_t *cfg, int n_mels, int n) {
+ * the memory left once the model is loaded, at what a second of queued
+ * audio holds (its 16-bit samples). */
+static double audio_budget_s(const wd_config_t *cfg, int n) {
   if (cfg->queue_audio_s > 0)
     return cfg->queue_audio_s;
   const uint64_t avail = memory_available();
-  const double per_s = (double)n_mels * 100.0 * sizeof(float);
+  const double per_s = WD_WORKER_BYTES_PER_AUDIO_S;
   double b = avail > 0 ? (double)avail / 4.0 / per_s / (n > 0 ? n : 1) : 0.0;
   if (avail > 0 && b < WD_RUNTIME_AUDIO_BUDGET_MIN_S)
     b = WD_RUNTIME_AUDIO_BUDGET_MIN_S;
@@ -216,7 +216,7 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int au
                                     sizeof summary);
   wd_worker_t *workers[WD_WORKERS_MAX];
   const char *labels[WD_WORKERS_MAX];
-  const double budget_s = audio_budget ? audio_budget_s(cfg, n_mel, rt->n_dev) : 0.0;
+  const double budget_s = audio_budget ? audio_budget_s(cfg, rt->n_dev) : 0.0;
   for (int i = 0; i < rt->n_dev; i++) {
     wd_runtime_dev_t *d = &rt->dev[i];
     d->dc = dcs[i];
@@ -302,7 +302,7 @@ static void warm_done(void *ud, int rc, wd_transcript_t *t) {
 
 /* One second of silence through one worker, waited for. */
 static int warmup_one(wd_runtime_t *rt, wd_worker_t *worker) {
-  float *silence = calloc(16000, sizeof *silence);
+  int16_t *silence = calloc(16000, sizeof *silence);
   if (!silence)
     return WD_ENOMEM;
   warm_t w = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };

@@ -28,6 +28,7 @@
 #include "model_vocab.h"
 #include "render.h"
 #include "wd_test.h"
+#include "wd_transcribe.h"
 
 #define EC_MAX_TOK 32
 
@@ -154,9 +155,8 @@ static inline void ec_check_seq_copy(const wd_engine_t *e, int a0, int a1) {
   WD_CHECK(ec_same(e, 1, &hy, 290, S));
 }
 
-/* jfk.wav's log-mel for model m: (n_mels, *frames), malloc'd (NULL on
- * failure, checked). */
-static inline float *ec_jfk_mel(const wd_model_t *m, int *frames) {
+/* jfk.wav's samples: (*n) floats, malloc'd (NULL on failure, checked). */
+static inline float *ec_jfk_pcm(size_t *n) {
   SF_INFO info = { 0 };
   SNDFILE *f = sf_open(wd_test_data("audio/jfk.wav"), SFM_READ, &info);
   WD_CHECK(f != NULL);
@@ -165,13 +165,28 @@ static inline float *ec_jfk_mel(const wd_model_t *m, int *frames) {
     WD_CHECK_EQ_INT(sf_readf_float(f, pcm, info.frames), info.frames);
   if (f)
     sf_close(f);
+  *n = pcm ? (size_t)info.frames : 0;
+  return pcm;
+}
+
+/* Model m's mel front end (checked; NULL on failure). */
+static inline wd_mel_t *ec_mel_new(const wd_model_t *m) {
   int n_mel = 0, n_fft = 0;
   const float *filters = wd_model_mel_filters(m, &n_mel, &n_fft);
   wd_mel_t *mel = NULL;
-  float *out = NULL;
   WD_CHECK_EQ_INT(wd_mel_new(n_mel, filters, &mel), 0);
+  return mel;
+}
+
+/* jfk.wav's log-mel for model m: (n_mels, *frames), malloc'd (NULL on
+ * failure, checked). */
+static inline float *ec_jfk_mel(const wd_model_t *m, int *frames) {
+  size_t n = 0;
+  float *pcm = ec_jfk_pcm(&n);
+  wd_mel_t *mel = ec_mel_new(m);
+  float *out = NULL;
   if (pcm && mel)
-    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, (size_t)info.frames, 2, &out, frames), 0);
+    WD_CHECK_EQ_INT(wd_mel_compute(mel, pcm, n, 2, &out, frames), 0);
   wd_mel_free(mel);
   free(pcm);
   return out;
@@ -246,19 +261,26 @@ static inline void ec_check_alone_and_batched(const wd_engine_t *v, int nv) {
 
 
 /* jfk.wav through the whole decoding policy (greedy, timestamps) on engine
- * e: the text and segment times openai/whisper gives on tiny.en. mel is
- * jfk's (n_mels, frames) log-mel. Returns 1 when it decoded (the caller
- * then prints its engine's figures). */
-static inline int ec_check_jfk_transcribed(const wd_engine_t *e, const wd_model_t *m,
-                                           const float *mel, int frames) {
+ * e: the text and segment times openai/whisper gives on tiny.en. Returns 1
+ * when it decoded (the caller then prints its engine's figures). */
+static inline int ec_check_jfk_transcribed(const wd_engine_t *e, const wd_model_t *m) {
   wd_tokenizer_t *tok = NULL;
   WD_CHECK_EQ_INT(wd_model_tokenizer_new(m, &tok), 0);
-  if (!tok)
+  size_t n = 0;
+  float *pcm = ec_jfk_pcm(&n);
+  wd_mel_t *mel = ec_mel_new(m);
+  if (!tok || !pcm || !mel) {
+    wd_tokenizer_free(tok);
+    free(pcm);
+    wd_mel_free(mel);
     return 0;
+  }
   wd_decode_opts_t o;
   wd_decode_opts_default(&o);
   wd_transcript_t tr;
-  const int rc = wd_decode_transcribe(e, tok, mel, frames, &o, &tr);
+  const int rc = wd_test_transcribe(e, tok, mel, pcm, n, &o, &tr);
+  free(pcm);
+  wd_mel_free(mel);
   WD_CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
     char *s = NULL;

@@ -19,15 +19,15 @@
 #include "worker.h"
 
 /* 16 kHz samples of a test file, played `repeat` times back to back. */
-static inline float *load_audio(const char *name, int repeat, size_t *ret_n) {
-  float *pcm = NULL;
+static inline int16_t *load_audio(const char *name, int repeat, size_t *ret_n) {
+  int16_t *pcm = NULL;
   size_t n = 0;
   char err[256] = "";
   if (wd_audio_decode_file(wd_test_data(name), NULL, &pcm, &n, err, sizeof err) < 0) {
     fprintf(stderr, "%s: %s\n", name, err);
     return NULL;
   }
-  float *out = malloc(n * (size_t)repeat * sizeof *out);
+  int16_t *out = malloc(n * (size_t)repeat * sizeof *out);
   for (int i = 0; out && i < repeat; i++)
     memcpy(out + n * (size_t)i, pcm, n * sizeof *pcm);
   free(pcm);
@@ -90,7 +90,7 @@ static inline int submit_opts(wd_worker_t *w, const char *name, int repeat,
                               const wd_decode_opts_t *d, double timeout_s, outcome_t *o,
                               uint64_t *ret_id) {
   size_t n = 0;
-  float *pcm = load_audio(name, repeat, &n);
+  int16_t *pcm = load_audio(name, repeat, &n);
   if (!pcm)
     return WD_EAUDIO;
   wd_job_params_t p = { .timeout_s = timeout_s,

@@ -75,6 +75,9 @@ static struct {
   size_t last_n_samples;
   double last_timeout;
   int last_had_on_segment;
+  double room_s;        /* wd_worker_has_room's limit; 0 = any */
+  int n_room_asks;
+  double last_room_ask_s;
 } g_fake;
 
 static wd_worker_t *g_worker;
@@ -248,8 +251,17 @@ void wd_worker_free(wd_worker_t *w) {
   free(w);
 }
 
-int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
-                     uint64_t *ret_id) {
+int wd_worker_has_room(wd_worker_t *w, double audio_s) {
+  pthread_mutex_lock(&w->mu);
+  g_fake.n_room_asks++;
+  g_fake.last_room_ask_s = audio_s;
+  const int room = g_fake.room_s <= 0 || audio_s <= g_fake.room_s;
+  pthread_mutex_unlock(&w->mu);
+  return room;
+}
+
+int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
+                     const wd_job_params_t *p, uint64_t *ret_id) {
   free(samples);
   pthread_mutex_lock(&w->mu);
   g_fake.n_submits++;
@@ -1083,6 +1095,49 @@ WD_TEST(full_queue_refuses_before_decoding) {
   check_error(&r, 400, "invalid_file_format", NULL);
   th_resp_free(&r);
   th_buf_free(&bad);
+  stop(s);
+}
+
+/* A WAV whose header says it holds more audio than the worker has room for
+ * is refused with 429 before it is decoded; one that fits goes in. */
+WD_TEST(declared_length_over_budget_refused_before_decoding) {
+  wd_server_opts_t o = default_opts();
+  wd_server_t *s = start(&o, 1);
+  if (!s)
+    return;
+  wd_worker_t *w = fake_worker();
+  fake_set(FAKE_OK, 0);
+  pthread_mutex_lock(&w->mu);
+  g_fake.room_s = 20.0;
+  const int submits = g_fake.n_submits, asks = g_fake.n_room_asks;
+  pthread_mutex_unlock(&w->mu);
+  th_buf_t wav = { 0 };
+  th_wav(&wav, 30.0);
+  th_buf_t b = { 0 };
+  th_form_field(&b, "model", "whisper-1");
+  th_form_file(&b, "file", wav.p, wav.len);
+  th_form_end(&b);
+  th_resp_t r = th_request(wd_server_port(s), "POST", "/v1/audio/transcriptions", TH_MULTIPART,
+                           b.p, b.len);
+  check_error(&r, 429, "rate_limit_exceeded", NULL);
+  WD_CHECK(th_header(&r, "Retry-After") != NULL);
+  th_resp_free(&r);
+  pthread_mutex_lock(&w->mu);
+  WD_CHECK_EQ_INT(g_fake.n_submits, submits);
+  WD_CHECK_EQ_INT(g_fake.n_room_asks, asks + 1);
+  WD_CHECK_NEAR(g_fake.last_room_ask_s, 30.0, 1e-6);
+  g_fake.room_s = 40.0;
+  pthread_mutex_unlock(&w->mu);
+  r = th_request(wd_server_port(s), "POST", "/v1/audio/transcriptions", TH_MULTIPART, b.p, b.len);
+  WD_CHECK_EQ_INT(r.status, 200);
+  th_resp_free(&r);
+  pthread_mutex_lock(&w->mu);
+  WD_CHECK_EQ_INT(g_fake.n_submits, submits + 1);
+  WD_CHECK_EQ_INT((int)g_fake.last_n_samples, 30 * 16000);
+  g_fake.room_s = 0;
+  pthread_mutex_unlock(&w->mu);
+  th_buf_free(&b);
+  th_buf_free(&wav);
   stop(s);
 }
 

@@ -37,7 +37,7 @@ static int bench_one(const char *path) {
   int r = 0;
   char err[256];
   for (int i = 0; i < REPS && r == 0; i++) {
-    float *x = NULL;
+    int16_t *x = NULL;
     const double t0 = bench_now_s();
     r = wd_audio_decode(buf, len, NULL, &x, &n, err, sizeof err);
     t[i] = bench_now_s() - t0;

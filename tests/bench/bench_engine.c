@@ -17,7 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "audio.h"
 #include "decode.h"
 #include "error.h"
 #include "mel.h"
@@ -26,6 +25,8 @@
 #include "cpu_engine.h"
 #include "vk_engine.h"
 #include "bench_util.h"
+#include "wd_audio_f32.h"
+#include "wd_transcribe.h"
 
 /* The figures both engines give, as the Vulkan engine's stats name them. */
 typedef struct {
@@ -121,9 +122,9 @@ int main(int argc, char **argv) {
   wd_tokenizer_t *tok = NULL;
   wd_mel_t *mel = NULL;
   bench_eng_t be = { 0 };
-  float *pcm = NULL, *spec = NULL;
+  float *pcm = NULL;
   size_t n = 0;
-  int n_frames = 0, n_mel = 0, n_fft = 0, rc;
+  int n_mel = 0, n_fft = 0, rc;
   const wd_audio_opts_t ao = { 0 };
   const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1,
                                    .profile = true };
@@ -156,17 +157,15 @@ int main(int argc, char **argv) {
     const double a = bench_now_s();
     wd_transcript_t tr;
     free(pcm);
-    free(spec);
-    pcm = spec = NULL;
-    if ((rc = wd_audio_decode_file(argv[2], &ao, &pcm, &n, err, sizeof err)) < 0 ||
-        (rc = wd_mel_compute(mel, pcm, n, 2, &spec, &n_frames)) < 0) {
+    pcm = NULL;
+    if ((rc = wd_test_audio_decode_file(argv[2], &ao, &pcm, &n, err, sizeof err)) < 0) {
       fprintf(stderr, "bench_engine: %s %s\n", wd_strerror(rc), err);
       return 1;
     }
     wd_decode_opts_t o;
     wd_decode_opts_default(&o);
     const unsigned long long s0 = (eng_stats(&be, &st), st.n_steps);
-    if ((rc = wd_decode_transcribe(eng_iface(&be), tok, spec, n_frames, &o, &tr)) < 0) {
+    if ((rc = wd_test_transcribe(eng_iface(&be), tok, mel, pcm, n, &o, &tr)) < 0) {
       fprintf(stderr, "bench_engine: decode: %s\n", wd_strerror(rc));
       return 1;
     }
@@ -245,7 +244,6 @@ int main(int argc, char **argv) {
       printf("  %-14s %9.2f ms  (%u)\n", rows[i].kind, rows[i].ms, rows[i].count);
   }
   free(pcm);
-  free(spec);
   wd_vk_engine_free(be.vk);
   wd_cpu_engine_free(be.cpu);
   wd_mel_free(mel);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
+#include "wd_audio_f32.h"
 #include "error.h"
 #include "wd_test.h"
 #include "wd_file.h"
@@ -39,7 +39,7 @@ static int decode_data(const char *name, uint32_t max_seconds, float **x, size_t
   if (!buf)
     return -1000;
   wd_audio_opts_t o = { .max_seconds = max_seconds };
-  int r = wd_audio_decode(buf, len, &o, x, n, err, err_len);
+  int r = wd_test_audio_decode(buf, len, &o, x, n, err, err_len);
   free(buf);
   return r;
 }
@@ -318,7 +318,7 @@ WD_TEST(stereo_downmix_averages_channels) {
   char err[256];
   /* Left only: the mono signal is half the left channel (ffmpeg -ac 1). */
   unsigned char *w = make_wav(16000, 2, 16000, 0, sine_left_only, &len);
-  WD_CHECK_EQ_INT(wd_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
   WD_CHECK_EQ_INT(n, 16000);
   for (size_t i = 0; x && i < n; i += 997)
     WD_CHECK_NEAR(x[i], 0.5 * sine_1k(i, 0), 1.0 / 32768);
@@ -326,7 +326,7 @@ WD_TEST(stereo_downmix_averages_channels) {
   free(w);
   /* Opposite channels cancel. */
   w = make_wav(16000, 2, 16000, 0, sine_opposite, &len);
-  WD_CHECK_EQ_INT(wd_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
   WD_CHECK(x && rms(x, n) < 1e-4);
   free(x);
   free(w);
@@ -338,7 +338,7 @@ WD_TEST(resampling_48k_keeps_frequency_and_length) {
   float *x = NULL;
   char err[256];
   unsigned char *w = make_wav(48000, 1, 48000 * 2, 0, sine_1k, &len);
-  WD_CHECK_EQ_INT(wd_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
   WD_CHECK_EQ_INT(n, 32000); /* 2 s at 16 kHz */
   if (x && n == 32000) {
     /* Away from the edges the output is the same 1 kHz sine, sampled at 16k,
@@ -380,7 +380,7 @@ WD_TEST(format_is_sniffed_from_memory) {
     free(src);
     float *x = NULL;
     char err[256];
-    WD_CHECK_EQ_INT(wd_audio_decode(copy, len, NULL, &x, &n, err, sizeof err), 0);
+    WD_CHECK_EQ_INT(wd_test_audio_decode(copy, len, NULL, &x, &n, err, sizeof err), 0);
     WD_CHECK(n >= N_REF - 1 && n <= N_REF + 2048);
     free(x);
     free(copy);
@@ -391,14 +391,14 @@ WD_TEST(decode_file_reads_and_reports_missing) {
   float *x = NULL;
   size_t n = 0;
   char err[256];
-  WD_CHECK_EQ_INT(wd_audio_decode_file(wd_test_data("audio/jfk.wav"), NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode_file(wd_test_data("audio/jfk.wav"), NULL, &x, &n, err, sizeof err), 0);
   WD_CHECK_EQ_INT(n, 176000);
   free(x);
   x = NULL;
-  WD_CHECK_EQ_INT(wd_audio_decode_file(wd_test_data("audio/no_such.wav"), NULL, &x, &n, err, sizeof err),
+  WD_CHECK_EQ_INT(wd_test_audio_decode_file(wd_test_data("audio/no_such.wav"), NULL, &x, &n, err, sizeof err),
                   WD_ENOENT);
   WD_CHECK(x == NULL && n == 0 && strstr(err, "no_such.wav") != NULL);
-  WD_CHECK_EQ_INT(wd_audio_decode_file(wd_test_data("audio"), NULL, &x, &n, err, sizeof err), WD_EIO);
+  WD_CHECK_EQ_INT(wd_test_audio_decode_file(wd_test_data("audio"), NULL, &x, &n, err, sizeof err), WD_EIO);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -410,7 +410,7 @@ static void expect_error(const void *buf, size_t len, uint32_t max_seconds, int 
   size_t n = 99;
   char err[256] = "x";
   wd_audio_opts_t o = { .max_seconds = max_seconds };
-  int r = wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err);
+  int r = wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err);
   fprintf(stderr, "  %-28s -> %s: %s\n", what, wd_err_name(r), err);
   WD_CHECK_EQ_INT(r, code);
   WD_CHECK(x == NULL && n == 0);
@@ -473,7 +473,7 @@ WD_TEST(nan_inf_and_absurd_float_samples_are_refused) {
   size_t n = 0;
   char err[256];
   WD_CHECK(w != NULL);
-  WD_CHECK_EQ_INT(wd_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(w, len, NULL, &x, &n, err, sizeof err), 0);
   WD_CHECK_EQ_INT(n, 8000);
   if (x && n == 8000)
     WD_CHECK(x[4000] == 32767.0f / 32768.0f); /* clipped to s16's largest */
@@ -486,9 +486,9 @@ WD_TEST(bad_arguments_and_empty_input) {
   size_t n = 0;
   char err[64];
   unsigned char one = 0;
-  WD_CHECK_EQ_INT(wd_audio_decode(NULL, 10, NULL, &x, &n, err, sizeof err), WD_EINVAL);
-  WD_CHECK_EQ_INT(wd_audio_decode(&one, 1, NULL, NULL, &n, err, sizeof err), WD_EINVAL);
-  WD_CHECK_EQ_INT(wd_audio_decode(&one, 1, NULL, &x, NULL, NULL, 0), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(NULL, 10, NULL, &x, &n, err, sizeof err), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(&one, 1, NULL, NULL, &n, err, sizeof err), WD_EINVAL);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(&one, 1, NULL, &x, NULL, NULL, 0), WD_EINVAL);
   expect_error(&one, 0, 0, WD_EAUDIO, "empty buffer");
   expect_error(NULL, 0, 0, WD_EAUDIO, "NULL, 0");
 }
@@ -548,7 +548,7 @@ WD_TEST(lying_wav_size_is_not_trusted) {
   char err[256];
   unsigned char *w = make_wav(16000, 1, 1000, 0xfffffffeu, sine_1k, &len);
   wd_audio_opts_t o = { .max_seconds = 1 };
-  WD_CHECK_EQ_INT(wd_audio_decode(w, len, &o, &x, &n, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(w, len, &o, &x, &n, err, sizeof err), 0);
   WD_CHECK_EQ_INT(n, 1000);
   for (size_t i = 0; x && i < n; i += 37)
     WD_CHECK_NEAR(x[i], sine_1k(i, 0), 1.0 / 32768);
@@ -570,7 +570,7 @@ WD_TEST(chunk_past_the_end_of_the_file) {
     snprintf(path, sizeof path, "%s/tests/fuzz/regress/audio/%s", WD_SOURCE_DIR, spun[i]);
     float *x = NULL;
     size_t n = 0;
-    WD_CHECK(wd_audio_decode_file(path, &o, &x, &n, err, sizeof err) == WD_EAUDIO);
+    WD_CHECK(wd_test_audio_decode_file(path, &o, &x, &n, err, sizeof err) == WD_EAUDIO);
     WD_CHECK(x == NULL && n == 0);
   }
   gen_rate = 16000;
@@ -585,7 +585,7 @@ WD_TEST(chunk_past_the_end_of_the_file) {
     memset(v + len + sizeof info, 0xff, 36);
     float *x = NULL;
     size_t n = 0;
-    WD_CHECK_EQ_INT(wd_audio_decode(v, len + 44, &o, &x, &n, err, sizeof err), 0);
+    WD_CHECK_EQ_INT(wd_test_audio_decode(v, len + 44, &o, &x, &n, err, sizeof err), 0);
     WD_CHECK_EQ_INT(n, 1000);
     for (size_t i = 0; x && i < n; i += 37)
       WD_CHECK_NEAR(x[i], sine_1k(i, 0), 1.0 / 32768);
@@ -624,7 +624,7 @@ WD_TEST(max_seconds_is_enforced) {
     float *x = NULL;
     char err[256];
     wd_audio_opts_t o = { .max_seconds = 7 };
-    WD_CHECK_EQ_INT(wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err), 0);
+    WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), 0);
     free(x);
     free(buf);
   }
@@ -653,11 +653,11 @@ WD_TEST(declared_length_over_the_cap_is_refused_before_decoding) {
   float *x = NULL;
   char err[256] = "";
   wd_audio_opts_t o = { .max_seconds = 10800 };
-  WD_CHECK_EQ_INT(wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_ETOOBIG);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_ETOOBIG);
   fprintf(stderr, "  10 h declared, 3 h cap        -> %s\n", err);
   WD_CHECK(x == NULL && strstr(err, "declares 36000 s") != NULL);
   o.max_seconds = 40000; /* over the claim: decoded, and the lie is found */
-  WD_CHECK_EQ_INT(wd_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_EAUDIO);
+  WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_EAUDIO);
   WD_CHECK(x == NULL && strstr(err, "truncated") != NULL);
   free(buf);
 }
@@ -694,7 +694,7 @@ WD_TEST(corrupted_files_never_crash) {
       float *x = NULL;
       size_t n = 0;
       char err[256] = "";
-      int r = wd_audio_decode(buf, cut, NULL, &x, &n, err, sizeof err);
+      int r = wd_test_audio_decode(buf, cut, NULL, &x, &n, err, sizeof err);
       if (r == 0) {
         n_ok++;
         WD_CHECK(x != NULL && n > 0 && all_in_range(x, n));
@@ -728,7 +728,7 @@ static void *decode_thread(void *arg) {
   for (int rep = 0; rep < 2; rep++) {
     free(j->x);
     j->x = NULL;
-    j->r = j->buf ? wd_audio_decode(j->buf, j->len, NULL, &j->x, &j->n, err, sizeof err) : -1000;
+    j->r = j->buf ? wd_test_audio_decode(j->buf, j->len, NULL, &j->x, &j->n, err, sizeof err) : -1000;
   }
   return NULL;
 }

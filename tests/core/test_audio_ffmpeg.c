@@ -70,7 +70,7 @@ static int16_t *ffmpeg_pcm(const char *path, size_t *ret_n) {
 static int compare(const char *path, const char *label) {
   size_t n_ref = 0, n = 0;
   int16_t *ref = ffmpeg_pcm(path, &n_ref);
-  float *x = NULL;
+  int16_t *x = NULL;
   char err[256] = "";
   const int rc = wd_audio_decode_file(path, NULL, &x, &n, err, sizeof err);
   int bad = 0;
@@ -82,7 +82,7 @@ static int compare(const char *path, const char *label) {
     size_t diff = 0, first = n_ref;
     double max_d = 0;
     for (size_t i = 0; i < n && i < n_ref; i++) {
-      const double d = (double)x[i] - ref[i] / 32768.0;
+      const double d = ((double)x[i] - ref[i]) / 32768.0;
       if (d != 0.0) {
         diff++;
         if (first == n_ref)

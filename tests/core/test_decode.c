@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
 #include "decode.h"
 #include "error.h"
 #include "mel.h"
@@ -19,7 +18,9 @@
 #include "ref_engine.h"
 #include "render.h"
 #include "tokenizer.h"
+#include "wd_audio_f32.h"
 #include "wd_test.h"
+#include "wd_transcribe.h"
 
 static const char *const JFK =
     "and so my fellow americans ask not what your country can do for you ask what you can do "
@@ -106,9 +107,9 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
   wd_tokenizer_t *tok = NULL;
   wd_mel_t *mel = NULL;
   wd_ref_engine_t *r = NULL;
-  float *pcm = NULL, *spec = NULL;
+  float *pcm = NULL;
   size_t n = 0;
-  int n_frames = 0, n_mel = 0, n_fft = 0;
+  int n_mel = 0, n_fft = 0;
   char err[256] = "";
   int rc = wd_model_load(model_path, &m, err, sizeof err);
   if (rc < 0)
@@ -116,7 +117,7 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
   const wd_audio_opts_t ao = { 0 };
   if ((rc = wd_model_tokenizer_new(m, &tok)) < 0)
     goto out;
-  if ((rc = wd_audio_decode_file(audio_path, &ao, &pcm, &n, err, sizeof err)) < 0)
+  if ((rc = wd_test_audio_decode_file(audio_path, &ao, &pcm, &n, err, sizeof err)) < 0)
     goto out;
   if (repeat > 1) {
     float *more = realloc(pcm, n * (size_t)repeat * sizeof *pcm);
@@ -131,8 +132,6 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
   }
   const float *filters = wd_model_mel_filters(m, &n_mel, &n_fft);
   if ((rc = wd_mel_new(n_mel, filters, &mel)) < 0)
-    goto out;
-  if ((rc = wd_mel_compute(mel, pcm, n, 1, &spec, &n_frames)) < 0)
     goto out;
   if ((rc = wd_ref_engine_new(m, 1, 1, &r)) < 0)
     goto out;
@@ -154,12 +153,11 @@ static int transcribe_log(const char *model_path, const char *audio_path, int re
     e.seq_copy = NULL;
     e.align = NULL;
   }
-  rc = wd_decode_transcribe(&e, tok, spec, n_frames, &o, tr);
+  rc = wd_test_transcribe(&e, tok, mel, pcm, n, &o, tr);
 out:
   if (rc < 0)
     fprintf(stderr, "transcribe %s: %s %s\n", audio_path, wd_strerror(rc), err);
   wd_ref_engine_free(r);
-  free(spec);
   free(pcm);
   wd_mel_free(mel);
   wd_tokenizer_free(tok);

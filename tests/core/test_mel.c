@@ -350,6 +350,118 @@ out:
   free(w);
 }
 
+/* Every window a wd_mel_pcm_t gives (16-bit and float samples, several
+ * thread counts for its max pass) is wd_mel_compute's columns, bit for bit,
+ * zero past `size`; over speech, a few samples and none at all. */
+static void check_windows(const wd_mel_t *m, int n_mels, const int16_t *s16, size_t n) {
+  float *x = malloc(sizeof(float) * (n ? n : 1));
+  for (size_t i = 0; x && i < n; i++)
+    x[i] = (float)s16[i] / 32768.0f;
+  float *whole = NULL;
+  int nf = 0;
+  WD_CHECK(x != NULL);
+  if (!x || wd_mel_compute(m, x, n, 1, &whole, &nf) != 0) {
+    WD_CHECK(0);
+    free(x);
+    return;
+  }
+  float *win = malloc(sizeof(float) * (size_t)n_mels * 3000);
+  const int content = nf - 3000;
+  const int seeks[] = { 0, 1, 17, 1500, 2999, 3000, content - 3000, content - 7, content, nf - 3000 };
+  int n_checked = 0, n_same = 0;
+  for (int kind = 0; kind < 2; kind++) {
+    wd_mel_pcm_t *p = NULL;
+    int rc;
+    if (kind == 0) {
+      int16_t *copy = malloc(sizeof(int16_t) * (n ? n : 1));
+      if (copy && n)
+        memcpy(copy, s16, sizeof(int16_t) * n);
+      rc = wd_mel_pcm_new(m, copy, n, 1, &p);
+    } else {
+      float *copy = malloc(sizeof(float) * (n ? n : 1));
+      if (copy && n)
+        memcpy(copy, x, sizeof(float) * n);
+      rc = wd_mel_pcm_new_f32(m, copy, n, 3, &p);
+    }
+    WD_CHECK_EQ_INT(rc, 0);
+    if (rc != 0 || !win)
+      continue;
+    WD_CHECK_EQ_INT(wd_mel_pcm_n_frames(p), nf);
+    WD_CHECK_EQ_INT(wd_mel_pcm_n_mels(p), n_mels);
+    for (size_t k = 0; k < sizeof seeks / sizeof seeks[0]; k++) {
+      const int seek = seeks[k];
+      if (seek < 0 || seek > nf - 1)
+        continue;
+      const int sizes[] = { 3000, content - seek, 1, 0 };
+      for (int z = 0; z < 4; z++) {
+        const int size = sizes[z];
+        if (size < 0 || size > 3000 || seek + size > nf)
+          continue;
+        WD_CHECK_EQ_INT(wd_mel_pcm_window(p, seek, size, win), 0);
+        int same = 1;
+        for (int b = 0; b < n_mels; b++)
+          for (int t = 0; t < 3000; t++) {
+            const float want = t < size ? whole[(size_t)b * (size_t)nf + (size_t)(seek + t)] : 0.0f;
+            same &= memcmp(&win[(size_t)b * 3000 + (size_t)t], &want, sizeof want) == 0;
+          }
+        n_checked++;
+        n_same += same;
+      }
+    }
+    WD_CHECK_EQ_INT(wd_mel_pcm_window(p, -1, 10, win), WD_EINVAL);
+    WD_CHECK_EQ_INT(wd_mel_pcm_window(p, 0, 3001, win), WD_EINVAL);
+    WD_CHECK_EQ_INT(wd_mel_pcm_window(p, nf - 10, 11, win), WD_EINVAL);
+    WD_CHECK_EQ_INT(wd_mel_pcm_window(p, 0, 10, NULL), WD_EINVAL);
+    wd_mel_pcm_free(p);
+  }
+  fprintf(stderr, "  %d bins, %zu samples: %d of %d windows bit-identical\n", n_mels, n, n_same,
+          n_checked);
+  WD_CHECK(n_checked > 0);
+  WD_CHECK_EQ_INT(n_same, n_checked);
+  free(win);
+  free(whole);
+  free(x);
+}
+
+WD_TEST(windows_match_the_whole_spectrogram) {
+  size_t n = 0;
+  float *x = long_speech(&n);
+  int16_t *s16 = malloc(sizeof(int16_t) * (n ? n : 1));
+  WD_CHECK(x && s16);
+  for (size_t i = 0; x && s16 && i < n; i++)
+    s16[i] = (int16_t)lrintf(x[i] * 32768.0f > 32767.0f ? 32767.0f : x[i] * 32768.0f);
+  const int bins[] = { 80, 128 };
+  for (int i = 0; i < 2 && s16; i++) {
+    float *w = slaney(bins[i]);
+    wd_mel_t *m = NULL;
+    WD_CHECK(w && wd_mel_new(bins[i], w, &m) == 0);
+    if (m) {
+      check_windows(m, bins[i], s16, n);
+      check_windows(m, bins[i], s16, 150);
+      check_windows(m, bins[i], s16, 0);
+    }
+    wd_mel_free(m);
+    free(w);
+  }
+  /* A bad argument frees what it was given, and nothing is made. */
+  float *w = slaney(80);
+  wd_mel_t *m = NULL;
+  wd_mel_pcm_t *p = NULL;
+  if (w && wd_mel_new(80, w, &m) == 0) {
+    WD_CHECK_EQ_INT(wd_mel_pcm_new(m, calloc(10, sizeof(int16_t)), 10, 0, &p), WD_EINVAL);
+    WD_CHECK_EQ_INT(wd_mel_pcm_new(NULL, calloc(10, sizeof(int16_t)), 10, 1, &p), WD_EINVAL);
+    float *bad = calloc(10, sizeof(float));
+    if (bad)
+      bad[3] = NAN;
+    WD_CHECK_EQ_INT(wd_mel_pcm_new_f32(m, bad, 10, 1, &p), WD_EINVAL);
+    WD_CHECK(p == NULL);
+  }
+  wd_mel_free(m);
+  free(w);
+  free(s16);
+  free(x);
+}
+
 typedef struct {
   const wd_mel_t *m;
   const float *x;

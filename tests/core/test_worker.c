@@ -231,6 +231,9 @@ WD_TEST(audio_budget_refuses_past_it_and_frees_at_the_end) {
   wd_worker_stats_t st;
   wd_worker_stats(w, &st);
   WD_CHECK(st.audio_held_s == 11.0 && st.audio_budget_s == 20.0);
+  /* What the HTTP layer asks with a header's length before decoding. */
+  WD_CHECK_EQ_INT(wd_worker_has_room(w, 9.0), 1);
+  WD_CHECK_EQ_INT(wd_worker_has_room(w, 9.5), 0);
   WD_CHECK_EQ_INT(submit(w, "audio/cards/003.wav", 1, NULL, 0, &o[2], &id[2]), 0); /* fits */
   wd_worker_cancel(w, id[0]);
   wd_worker_cancel(w, id[2]);
@@ -238,6 +241,7 @@ WD_TEST(audio_budget_refuses_past_it_and_frees_at_the_end) {
   wait_done(&o[2], 1);
   WD_CHECK(held_after(w, 0.0) == 0.0);
   /* Empty, it takes 33 s, over the budget on its own. */
+  WD_CHECK_EQ_INT(wd_worker_has_room(w, 33.0), 1);
   WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 3, NULL, 0, &o[3], &id[3]), 0);
   WD_CHECK(held_after(w, 33.0) == 33.0);
   wd_worker_cancel(w, id[3]);
@@ -304,7 +308,7 @@ WD_TEST(audio_shorter_than_a_frame_ends_empty) {
   outcome_t o[2];
   for (int i = 0; i < 2; i++) {
     outcome_init(&o[i]);
-    float *pcm = calloc(100, sizeof *pcm);
+    int16_t *pcm = calloc(100, sizeof *pcm);
     wd_job_params_t p = { .timeout_s = 30,
                           .cb = { .ud = &o[i], .on_segment = on_segment, .on_done = on_done } };
     wd_decode_opts_default(&p.decode);
@@ -332,7 +336,7 @@ WD_TEST(bad_options_refused_at_submit) {
   /* English-only model: another language, or translation, is refused. */
   WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, "de", 0, &o, NULL), WD_EINVAL);
   size_t n = 0;
-  float *pcm = load_audio("audio/jfk.wav", 1, &n);
+  int16_t *pcm = load_audio("audio/jfk.wav", 1, &n);
   wd_job_params_t p = { .cb = { .ud = &o, .on_done = on_done } };
   wd_decode_opts_default(&p.decode);
   p.decode.translate = 1;

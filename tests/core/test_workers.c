@@ -51,8 +51,16 @@ static void fake_done(wd_worker_t *w) {
   pthread_cond_destroy(&w->cv);
 }
 
-int wd_worker_submit(wd_worker_t *w, float *samples, size_t n_samples, const wd_job_params_t *p,
-                     uint64_t *ret_id) {
+int wd_worker_has_room(wd_worker_t *w, double audio_s) {
+  (void)audio_s;
+  pthread_mutex_lock(&w->mu);
+  const int room = !w->drained;
+  pthread_mutex_unlock(&w->mu);
+  return room;
+}
+
+int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
+                     const wd_job_params_t *p, uint64_t *ret_id) {
   (void)n_samples;
   (void)p;
   free(samples);
@@ -105,7 +113,7 @@ static int submit(wd_workers_t *g, wd_worker_t *fakes, int n, uint64_t *ret_id) 
   for (int i = 0; i < n; i++)
     before[i] = fakes[i].n_submits;
   wd_job_params_t p = { 0 };
-  float *pcm = calloc(160, sizeof *pcm);
+  int16_t *pcm = calloc(160, sizeof *pcm);
   uint64_t id = 0;
   const int rc = wd_workers_submit(g, pcm, 160, &p, &id);
   if (ret_id)
@@ -369,7 +377,7 @@ typedef struct {
 static void *bg_submit(void *arg) {
   bg_submit_t *b = arg;
   wd_job_params_t p = { 0 };
-  b->rc = wd_workers_submit(b->g, calloc(16, sizeof(float)), 16, &p, NULL);
+  b->rc = wd_workers_submit(b->g, calloc(16, sizeof(int16_t)), 16, &p, NULL);
   return NULL;
 }
 

@@ -50,7 +50,13 @@ static int transcribe_words(wd_cpu_engine_t *e, char *out, size_t n) {
   wd_decode_opts_t o;
   wd_decode_opts_default(&o);
   wd_transcript_t tr;
-  int rc = wd_decode_transcribe(wd_cpu_engine_iface(e), tok, g_mel, g_frames, &o, &tr);
+  size_t n_pcm = 0;
+  float *pcm = ec_jfk_pcm(&n_pcm);
+  wd_mel_t *mel = ec_mel_new(g_model);
+  int rc = pcm && mel ? wd_test_transcribe(wd_cpu_engine_iface(e), tok, mel, pcm, n_pcm, &o, &tr)
+                      : WD_ENOMEM;
+  free(pcm);
+  wd_mel_free(mel);
   if (rc == 0) {
     fprintf(stderr, "  text:%s\n", tr.text);
     words_of(tr.text, out, n);

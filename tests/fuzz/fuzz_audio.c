@@ -8,7 +8,6 @@
  * Input: the file. The length cap is 10 minutes, so that a header claiming a
  * long stream costs little. A success must give samples in [-1, 1].
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -18,7 +17,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const wd_audio_opts_t opts = { .max_seconds = 600 };
-  float *samples = NULL;
+  int16_t *samples = NULL;
   size_t n = 0;
   char err[256];
   int rc = wd_audio_decode(data, size, &opts, &samples, &n, err, sizeof err);
@@ -28,8 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   FUZZ_CHECK(samples != NULL && n > 0);
   FUZZ_CHECK(n <= (size_t)opts.max_seconds * WD_AUDIO_SAMPLE_RATE + WD_AUDIO_SAMPLE_RATE);
+  /* Every sample is touched: an uninitialised or short array shows up in
+   * the sanitizers, and the sum keeps the reads from being optimised out. */
+  long long sum = 0;
   for (size_t i = 0; i < n; i++)
-    FUZZ_CHECK(isfinite(samples[i]) && samples[i] >= -1.0f && samples[i] <= 1.0f);
+    sum += samples[i];
+  FUZZ_CHECK(sum >= -32768LL * (long long)n && sum <= 32767LL * (long long)n);
   free(samples);
   return 0;
 }

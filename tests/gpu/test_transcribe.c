@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audio.h"
 #include "decode.h"
 #include "error.h"
 #include "mel.h"
@@ -20,7 +19,9 @@
 #include "model_vocab.h"
 #include "timing.h"
 #include "vk_engine.h"
+#include "wd_audio_f32.h"
 #include "wd_test.h"
+#include "wd_transcribe.h"
 
 #define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
 #define BASE WD_SOURCE_DIR "/models/ggml-base.bin"
@@ -88,7 +89,8 @@ static void pcm_file(pcm_t *p, const char *name) {
   float *x = NULL;
   size_t k = 0;
   char err[256] = "";
-  WD_CHECK_EQ_INT(wd_audio_decode_file(wd_test_data(name), NULL, &x, &k, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(wd_test_audio_decode_file(wd_test_data(name), NULL, &x, &k, err, sizeof err),
+                  0);
   p->v = realloc(p->v, (p->n + k) * sizeof *p->v);
   memcpy(p->v + p->n, x, k * sizeof *x);
   p->n += k;
@@ -107,13 +109,7 @@ static void pcm_long(pcm_t *p) {
 }
 
 static int decode(rig_t *g, const pcm_t *p, const wd_decode_opts_t *o, wd_transcript_t *tr) {
-  float *spec = NULL;
-  int n_frames = 0;
-  int rc = wd_mel_compute(g->mel, p->v, p->n, 1, &spec, &n_frames);
-  if (rc == 0)
-    rc = wd_decode_transcribe(wd_vk_engine_iface(g->eng), g->tok, spec, n_frames, o, tr);
-  free(spec);
-  return rc;
+  return wd_test_transcribe(wd_vk_engine_iface(g->eng), g->tok, g->mel, p->v, p->n, o, tr);
 }
 
 /* Lower case, letters, digits and single spaces only. */
