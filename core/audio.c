@@ -222,7 +222,8 @@ static int wd_audio_sink_convert(wd_audio_sink_t *s, const uint8_t **in, int n, 
     int r = wd_audio_sink_out_reserve(s, (size_t)got, err, err_len);
     if (r < 0)
       return r;
-    memcpy(s->out + s->n_out, s->pcm, (size_t)got * sizeof *s->out);
+    if (got > 0)
+      memcpy(s->out + s->n_out, s->pcm, (size_t)got * sizeof *s->out);
     s->n_out += (size_t)got;
     /* Input is taken whole; a flush repeats until the filter is empty. */
     if (in || got == 0)
