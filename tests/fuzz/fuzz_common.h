@@ -79,11 +79,73 @@ static inline const char *fuzz_tmp(void) {
   return fuzz_tmp_dir;
 }
 
-/* Writes data[0..len) to <tmp>/name (replacing it) and returns the path in
- * a static buffer. A failed write aborts: it is the harness, not the target. */
-static inline const char *fuzz_tmp_write(const char *name, const void *data, size_t len) {
+/* The harness's own bulk loops (hashing, padding) are not the target: no
+ * coverage callbacks in them, which cost more than the loops themselves. */
+#if defined(__clang__)
+#define FUZZ_NO_COVERAGE __attribute__((no_sanitize("coverage")))
+#else
+#define FUZZ_NO_COVERAGE
+#endif
+
+/* FNV-1a, 64 bits, continuing from h (start with FUZZ_HASH_INIT). */
+#define FUZZ_HASH_INIT 14695981039346656037ull
+FUZZ_NO_COVERAGE static inline uint64_t fuzz_hash(const void *p, size_t n, uint64_t h) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* What each temp file last received, by a hash of what made it: a file
+ * whose content would not change is not rewritten. Consecutive inputs often
+ * differ in one part only, and rewriting the rest (a vocabulary padded to
+ * 51,864 lines, a model.bin of megabytes) was most of fuzz_model_ct2's
+ * time. */
+static struct {
+  char name[32];
+  uint64_t hash;
+  int valid;
+} fuzz_tmp_seen[8];
+
+/* 1 when <tmp>/name already holds what hash stands for; else records it
+ * (the caller then writes the file). */
+static inline int fuzz_tmp_same(const char *name, uint64_t hash) {
+  int free_slot = -1;
+  for (int i = 0; i < 8; i++) {
+    if (fuzz_tmp_seen[i].valid && strcmp(fuzz_tmp_seen[i].name, name) == 0) {
+      if (fuzz_tmp_seen[i].hash == hash)
+        return 1;
+      fuzz_tmp_seen[i].hash = hash;
+      return 0;
+    }
+    if (!fuzz_tmp_seen[i].valid && free_slot < 0)
+      free_slot = i;
+  }
+  if (free_slot >= 0 && strlen(name) < sizeof fuzz_tmp_seen[0].name) {
+    snprintf(fuzz_tmp_seen[free_slot].name, sizeof fuzz_tmp_seen[0].name, "%s", name);
+    fuzz_tmp_seen[free_slot].hash = hash;
+    fuzz_tmp_seen[free_slot].valid = 1;
+  }
+  return 0;
+}
+
+static inline void fuzz_tmp_forget(const char *name) {
+  for (int i = 0; i < 8; i++)
+    if (fuzz_tmp_seen[i].valid && strcmp(fuzz_tmp_seen[i].name, name) == 0)
+      fuzz_tmp_seen[i].valid = 0;
+}
+
+/* <tmp>/name in a static buffer. */
+static inline const char *fuzz_tmp_path(const char *name) {
   static char path[512];
   snprintf(path, sizeof path, "%s/%s", fuzz_tmp(), name);
+  return path;
+}
+
+/* Writes data[0..len) to <tmp>/name (replacing it) and returns its path. A
+ * failed write aborts: it is the harness, not the target. */
+static inline const char *fuzz_tmp_put(const char *name, const void *data, size_t len) {
+  const char *path = fuzz_tmp_path(name);
   FILE *f = fopen(path, "wb");
   if (!f || (len > 0 && fwrite(data, 1, len, f) != len) || fclose(f) != 0) {
     perror("fuzz: write temp file");
@@ -92,8 +154,16 @@ static inline const char *fuzz_tmp_write(const char *name, const void *data, siz
   return path;
 }
 
+/* fuzz_tmp_put, skipped when the file already holds exactly this. */
+static inline const char *fuzz_tmp_write(const char *name, const void *data, size_t len) {
+  if (fuzz_tmp_same(name, fuzz_hash(data, len, FUZZ_HASH_INIT) ^ len))
+    return fuzz_tmp_path(name);
+  return fuzz_tmp_put(name, data, len);
+}
+
 static inline void fuzz_tmp_remove(const char *name) {
   char path[512];
+  fuzz_tmp_forget(name);
   snprintf(path, sizeof path, "%s/%s", fuzz_tmp(), name);
   unlink(path);
 }
@@ -104,47 +174,137 @@ static inline void fuzz_tmp_remove(const char *name) {
  * filterbank of zeros, tensor payloads of n_vocab rows). So that the fuzzer
  * works on the structure, the model harnesses accept a compact form where
  * the 4 bytes "ZRUN" and a u32 little-endian count stand for count zero
- * bytes (at most FUZZ_ZRUN_MAX in all). Returns a malloc'd buffer. */
+ * bytes (at most FUZZ_ZRUN_MAX in all).
+ *
+ * Cost: an input expands to up to 2 MB, and writing that much fresh memory
+ * per input (malloc, page faults, memset) was over half of each execution.
+ * So the expansion lives in one arena that is kept all zero between inputs:
+ * an input writes only its literal bytes, and fuzz_zruns_release() zeroes
+ * them back. Under ASan everything past the input's end is poisoned, so a
+ * read past it is still reported, as it would be for an exact-size copy. */
 #define FUZZ_ZRUN_MAX (2u << 20)
 
-static inline uint8_t *fuzz_expand_zruns(const uint8_t *d, size_t n, size_t *ret_len) {
-  size_t total = 0;
-  for (size_t i = 0; i < n;) {
-    if (n - i >= 8 && memcmp(d + i, "ZRUN", 4) == 0) {
-      uint32_t c = (uint32_t)d[i + 4] | (uint32_t)d[i + 5] << 8 | (uint32_t)d[i + 6] << 16 |
-                   (uint32_t)d[i + 7] << 24;
-      total += c < FUZZ_ZRUN_MAX ? c : FUZZ_ZRUN_MAX;
-      i += 8;
-    } else {
-      total++;
-      i++;
-    }
-  }
-  if (total > FUZZ_ZRUN_MAX + n)
-    total = FUZZ_ZRUN_MAX + n;
-  uint8_t *out = malloc(total ? total : 1);
-  if (!out)
-    abort();
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FUZZ_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(FUZZ_ASAN)
+#define FUZZ_ASAN 1
+#endif
+#ifdef FUZZ_ASAN
+#include <sanitizer/asan_interface.h>
+#define FUZZ_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define FUZZ_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define FUZZ_POISON(p, n) ((void)(p), (void)(n))
+#define FUZZ_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+static uint8_t *fuzz_zrun_arena; /* all zero outside an input's literal bytes */
+static size_t fuzz_zrun_cap;
+
+/* d[i..] starts a zero-run record; its count in *c. */
+static inline int fuzz_zrun_at(const uint8_t *d, size_t n, size_t i, uint32_t *c) {
+  if (n - i < 8 || d[i] != 'Z' || d[i + 1] != 'R' || d[i + 2] != 'U' || d[i + 3] != 'N')
+    return 0;
+  *c = (uint32_t)d[i + 4] | (uint32_t)d[i + 5] << 8 | (uint32_t)d[i + 6] << 16 |
+       (uint32_t)d[i + 7] << 24;
+  return 1;
+}
+
+/* Walks d's expansion: with out, writes its literal bytes there (with
+ * clear, zeroes them instead); returns the expanded length. */
+static inline size_t fuzz_zrun_walk(const uint8_t *d, size_t n, uint8_t *out, int clear) {
   size_t o = 0, zeros = 0;
-  for (size_t i = 0; i < n && o < total;) {
-    if (n - i >= 8 && memcmp(d + i, "ZRUN", 4) == 0) {
-      uint32_t c = (uint32_t)d[i + 4] | (uint32_t)d[i + 5] << 8 | (uint32_t)d[i + 6] << 16 |
-                   (uint32_t)d[i + 7] << 24;
+  for (size_t i = 0; i < n;) {
+    uint32_t c;
+    if (fuzz_zrun_at(d, n, i, &c)) {
       size_t z = c;
       if (z > FUZZ_ZRUN_MAX - zeros)
         z = FUZZ_ZRUN_MAX - zeros;
-      if (z > total - o)
-        z = total - o;
-      memset(out + o, 0, z);
       o += z;
       zeros += z;
       i += 8;
-    } else {
-      out[o++] = d[i++];
+      continue;
     }
+    /* A run of literal bytes up to the next possible record. */
+    size_t j = i + 1;
+    while (j < n && d[j] != 'Z')
+      j++;
+    if (out) {
+      if (clear)
+        memset(out + o, 0, j - i);
+      else
+        memcpy(out + o, d + i, j - i);
+    }
+    o += j - i;
+    i = j;
   }
-  *ret_len = o;
-  return out;
+  return o;
+}
+
+/* The expansion of d[0..n), in the arena (valid until the release). */
+static inline uint8_t *fuzz_expand_zruns(const uint8_t *d, size_t n, size_t *ret_len) {
+  const size_t len = fuzz_zrun_walk(d, n, NULL, 0);
+  const size_t need = (len ? len : 1);
+  if (need > fuzz_zrun_cap) {
+    if (fuzz_zrun_arena) {
+      FUZZ_UNPOISON(fuzz_zrun_arena, fuzz_zrun_cap);
+      free(fuzz_zrun_arena);
+    }
+    fuzz_zrun_cap = need > FUZZ_ZRUN_MAX + (1u << 20) ? need : FUZZ_ZRUN_MAX + (1u << 20);
+    fuzz_zrun_arena = calloc(1, fuzz_zrun_cap);
+    if (!fuzz_zrun_arena)
+      abort();
+  }
+  FUZZ_UNPOISON(fuzz_zrun_arena, len);
+  FUZZ_POISON(fuzz_zrun_arena + len, fuzz_zrun_cap - len);
+  fuzz_zrun_walk(d, n, fuzz_zrun_arena, 0);
+  *ret_len = len;
+  return fuzz_zrun_arena;
+}
+
+/* Writes the expansion of d[0..n) to <tmp>/name as a sparse file: the
+ * literal bytes where they go, the zero runs as holes (read back as zeros,
+ * no pages written). Skipped when the file already holds it. */
+static inline const char *fuzz_tmp_write_zruns(const char *name, const uint8_t *d, size_t n) {
+  const char *path = fuzz_tmp_path(name);
+  if (fuzz_tmp_same(name, fuzz_hash(d, n, FUZZ_HASH_INIT ^ 0x5a52554eu)))
+    return path;
+  FILE *f = fopen(path, "wb");
+  size_t o = 0, zeros = 0;
+  int ok = f != NULL;
+  for (size_t i = 0; ok && i < n;) {
+    uint32_t c;
+    if (fuzz_zrun_at(d, n, i, &c)) {
+      size_t z = c;
+      if (z > FUZZ_ZRUN_MAX - zeros)
+        z = FUZZ_ZRUN_MAX - zeros;
+      o += z;
+      zeros += z;
+      i += 8;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < n && d[j] != 'Z')
+      j++;
+    ok = fseek(f, (long)o, SEEK_SET) == 0 && fwrite(d + i, 1, j - i, f) == j - i;
+    o += j - i;
+    i = j;
+  }
+  /* The file ends where the expansion does, holes included. */
+  if (!ok || fflush(f) != 0 || ftruncate(fileno(f), (off_t)o) != 0 || fclose(f) != 0) {
+    perror("fuzz: write temp file");
+    abort();
+  }
+  return path;
+}
+
+/* Zeroes back what fuzz_expand_zruns(d, n) wrote. */
+static inline void fuzz_zruns_release(const uint8_t *d, size_t n) {
+  FUZZ_UNPOISON(fuzz_zrun_arena, fuzz_zrun_cap);
+  fuzz_zrun_walk(d, n, fuzz_zrun_arena, 1);
 }
 
 /* ------------------------------------------------------------ byte reader */

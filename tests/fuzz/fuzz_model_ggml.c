@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   uint8_t *buf;
   size_t len;
-  if (data[0] & 1) {
+  const int compact = data[0] & 1;
+  if (compact) {
     buf = fuzz_expand_zruns(data + 1, size - 1, &len);
   } else {
     /* An exact-size copy: ASan then sees any read past the end. */
@@ -67,6 +68,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       wd_tokenizer_free(tok);
     wd_model_free(m);
   }
-  free(buf);
+  if (compact)
+    fuzz_zruns_release(data + 1, size - 1);
+  else
+    free(buf);
   return 0;
 }
