@@ -1,5 +1,5 @@
 /*
- * decode.c - the decoding options' defaults, the transcript type and the
+ * decode.c - the decoding options' defaults, the prompt's tail and the
  * compression ratio (decoder.c holds the policy, worker.c runs it; the
  * single-file driver the tests use is tests/wd_transcribe.h).
  *
@@ -127,15 +127,3 @@ float wd_compression_ratio(const char *text, size_t len) {
   return r;
 }
 
-void wd_transcript_free(wd_transcript_t *t) {
-  if (!t)
-    return;
-  for (int i = 0; i < t->n_segments; i++) {
-    free(t->segments[i].text);
-    free(t->segments[i].tokens);
-    wd_words_free(t->segments[i].words, t->segments[i].n_words);
-  }
-  free(t->segments);
-  free(t->text);
-  memset(t, 0, sizeof *t);
-}

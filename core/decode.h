@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "engine.h"
-#include "timing.h"
+#include "transcript.h"
 #include "tokenizer.h"
 
 #define WD_DECODE_MAX_TEMPS 16
@@ -74,38 +74,6 @@ void wd_decode_opts_default(wd_decode_opts_t *o);
  * fallback. WD_EINVAL unless 0 <= t <= 1 and inc <= 1; WD_ERANGE for a
  * schedule of more than WD_DECODE_MAX_TEMPS temperatures (o unchanged). */
 int wd_decode_set_temperature(wd_decode_opts_t *o, float t, float inc);
-
-typedef struct wd_segment {
-  int id;
-  int seek;                    /* window start, in mel frames */
-  double start, end;           /* seconds */
-  char *text;                  /* decoded text tokens, leading space kept */
-  int32_t *tokens;             /* the segment's tokens, timestamps included */
-  int n_tokens;
-  float temperature;
-  float avg_logprob;           /* per window, as openai */
-  float compression_ratio;     /* per window */
-  float no_speech_prob;        /* per window */
-  wd_word_t *words;            /* word timestamps (core/timing.h), owned; NULL when off */
-  int n_words;
-} wd_segment_t;
-
-typedef struct {
-  wd_segment_t *segments;
-  int n_segments;
-  char *text;                  /* all segments' text, concatenated */
-  char language[8];            /* ISO code used or detected */
-  float language_prob;         /* detection probability, 1 if given */
-  /* Detection only: the likeliest languages, most probable first. */
-  struct {
-    char code[8];
-    float prob;
-  } language_probs[5];
-  int n_language_probs;
-  double duration;             /* seconds of audio */
-} wd_transcript_t;
-
-void wd_transcript_free(wd_transcript_t *t); /* accepts NULL and zeroed */
 
 /* The most prompt or prefix tokens decoding feeds: openai keeps the last
  * n_text_ctx / 2 - 1 of them (448 for every Whisper model). */

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "decode.h"
 #include "error.h"
 
 #define WD_TOKENS_PER_SECOND 50.0 /* audio.py TOKENS_PER_SECOND */
@@ -248,14 +247,6 @@ static double np_pairwise_sum(const double *a, size_t n) {
 /* ------------------------------------------------------------ word lists */
 
 void wd_timing_words_free(wd_timing_word_t *w, int n) {
-  if (!w)
-    return;
-  for (int i = 0; i < n; i++)
-    free(w[i].word);
-  free(w);
-}
-
-void wd_words_free(wd_word_t *w, int n) {
   if (!w)
     return;
   for (int i = 0; i < n; i++)

@@ -23,7 +23,8 @@
  *
  * Threading: no state; every function may run on any thread.
  * Ownership: word arrays and their strings are malloc'd; a segment's words
- * belong to the segment (wd_transcript_free releases them), a
+ * belong to the segment (core/transcript.h; wd_transcript_free releases
+ * them), a
  * wd_timing_word_t array to the caller (wd_timing_words_free).
  * ref: openai/whisper v20250625 whisper/timing.py, transcribe.py,
  * tokenizer.py (split_to_word_tokens); shared/reference/whisper-decoding.md 5.
@@ -35,16 +36,7 @@
 
 #include "model.h"
 #include "tokenizer.h"
-
-/* decode.h defines the segment (and includes this header for wd_word_t). */
-typedef struct wd_segment wd_segment_t;
-
-/* One word of a segment, as openai's segment["words"] entries. */
-typedef struct {
-  char *word;        /* UTF-8, leading space kept ("' Hello,'"); owned */
-  double start, end; /* seconds from the start of the file, rounded to 0.01 */
-  float probability; /* mean of the word's token probabilities */
-} wd_word_t;
+#include "transcript.h"
 
 /* A word of one window's alignment (openai's WordTiming) before it is given
  * to a segment. Its tokens are text_tokens[tok_begin .. tok_begin + n_tok). */
@@ -177,8 +169,6 @@ int wd_timing_segment_is_anomaly(const wd_word_t *words, int n_words);
 
 /* Frees n words and the array; accepts NULL. */
 void wd_timing_words_free(wd_timing_word_t *w, int n);
-/* Frees n segment words and the array; accepts NULL. */
-void wd_words_free(wd_word_t *w, int n);
 
 /* --------------------------------------------------------- building blocks */
 
