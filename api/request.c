@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "languages.h"
+#include "pystr.h"
 
 /* The form fields this server reads; anything else is ignored. */
 typedef enum {
@@ -80,7 +81,7 @@ static char *value_dup(const wd_multipart_part_t *p, int trim) {
   size_t n = p->len;
   const char *s = (const char *)p->data;
   if (trim)
-    s = wd_render_trim(s, n, &n);
+    s = wd_py_strip(s, n, &n);
   char *out = malloc(n + 1);
   if (out) {
     memcpy(out, s, n);

@@ -55,6 +55,7 @@
 #include "error.h"
 #include "log.h"
 #include "taskq.h"
+#include "pystr.h"
 #include "render.h"
 #include "response.h"
 
@@ -408,7 +409,7 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   if (t->stream) {
     if (rc == 0) {
       size_t n = 0;
-      const char *text = t->result.text ? wd_render_trim(t->result.text, strlen(t->result.text),
+      const char *text = t->result.text ? wd_py_strip(t->result.text, strlen(t->result.text),
                                                          &n) : "";
       json_t *tj = json_text(text, n);
       /* OpenAI's done event carries usage as tokens (its SDKs type it so):

@@ -33,6 +33,7 @@
 #include "error.h"
 #include "fault.h"
 #include "filters.h"
+#include "pystr.h"
 #include "search.h"
 #include "timing.h"
 
@@ -155,20 +156,11 @@ static char *tokens_text(const wd_tokenizer_t *tok, const int32_t *ids, int n, i
   return s;
 }
 
-static int is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* [*b, *e) is s without white space at either end (Python's str.strip()
- * for ASCII white space). */
+/* [*b, *e) is s.strip() (Python's, Unicode white space included). */
 static void strip_span(const char *s, const char **b, const char **e) {
-  const char *p = s, *q = s + strlen(s);
-  while (p < q && is_space(*p))
-    p++;
-  while (q > p && is_space(q[-1]))
-    q--;
-  *b = p;
-  *e = q;
+  size_t n;
+  *b = wd_py_strip(s, strlen(s), &n);
+  *e = *b + n;
 }
 
 /* Window-wide values every segment of a window shares. */

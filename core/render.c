@@ -15,6 +15,7 @@
 
 #include "error.h"
 #include "languages.h"
+#include "pystr.h"
 
 int wd_format_parse(const char *s, wd_format_t *ret) {
   static const struct { const char *name; wd_format_t f; } names[] = {
@@ -118,56 +119,6 @@ long wd_render_usage_seconds(double duration_s) {
   return duration_s > 0 && isfinite(duration_s) ? (long)ceil(duration_s - 1e-9) : 0;
 }
 
-const char *wd_render_trim(const char *s, size_t n, size_t *ret_n) {
-  while (n > 0 && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')) {
-    s++;
-    n--;
-  }
-  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-    n--;
-  *ret_n = n;
-  return s;
-}
-
-/*
- * Length of the well-formed UTF-8 sequence at s[0..n), or the negated length
- * of its maximal ill-formed prefix (at least 1 byte), per Unicode 15 section
- * 3.9 "U+FFFD Substitution of Maximal Subparts" (Table 3-7 byte ranges).
- */
-static long utf8_seq(const unsigned char *s, size_t n) {
-  const unsigned char c = s[0];
-  if (c < 0x80)
-    return 1;
-  int need;
-  unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
-  if (c >= 0xC2 && c <= 0xDF)
-    need = 1;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    need = 2;
-    if (c == 0xE0)
-      lo = 0xA0; /* no overlongs */
-    if (c == 0xED)
-      hi = 0x9F; /* no surrogates */
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 3;
-    if (c == 0xF0)
-      lo = 0x90;
-    if (c == 0xF4)
-      hi = 0x8F; /* nothing above U+10FFFF */
-  } else
-    return -1;
-  size_t i = 1;
-  for (; i <= (size_t)need; i++) {
-    if (i >= n)
-      return -(long)i;
-    const unsigned char b = s[i];
-    const unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-    if (b < l || b > h)
-      return -(long)i;
-  }
-  return (long)i;
-}
-
 char *wd_render_utf8_dup(const char *s, size_t n) {
   /* Each replaced byte grows by at most 2 (1 byte -> 3-byte U+FFFD). */
   char *out = malloc(n * 3 + 1);
@@ -176,7 +127,7 @@ char *wd_render_utf8_dup(const char *s, size_t n) {
   const unsigned char *p = (const unsigned char *)s;
   size_t k = 0, i = 0;
   while (i < n) {
-    const long l = utf8_seq(p + i, n - i);
+    const long l = wd_utf8_seq(p + i, n - i);
     if (l > 0) {
       memcpy(out + k, p + i, (size_t)l);
       k += (size_t)l;
@@ -204,7 +155,7 @@ static json_t *word_json(const wd_word_t *w, int api) {
   const char *s = w->word ? w->word : "";
   size_t n = strlen(s);
   if (api) /* OpenAI's words carry no leading space and no probability */
-    s = wd_render_trim(s, n, &n);
+    s = wd_py_strip(s, n, &n);
   json_t *o = json_pack("{s:o?, s:f, s:f}", "word", json_text(s, n), "start", w->start, "end",
                         w->end);
   if (o && !api)
@@ -218,7 +169,7 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
   int rc = root ? 0 : WD_ENOMEM;
   /* The API's "text" has no surrounding space (openai's library keeps it). */
   size_t tn;
-  const char *text = t->text ? wd_render_trim(t->text, strlen(t->text), &tn) : "";
+  const char *text = t->text ? wd_py_strip(t->text, strlen(t->text), &tn) : "";
   if (!t->text)
     tn = 0;
   if (verbose && !rc) {
@@ -301,7 +252,7 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
   switch (fmt) {
   case WD_FMT_TEXT: {
     size_t n = 0;
-    const char *text = t->text ? wd_render_trim(t->text, strlen(t->text), &n) : "";
+    const char *text = t->text ? wd_py_strip(t->text, strlen(t->text), &n) : "";
     sb_printf(&b, "%.*s\n", (int)n, text);
     break;
   }

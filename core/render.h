@@ -53,8 +53,5 @@ long wd_render_usage_seconds(double duration_s);
  * does (openai/whisper decodes tokens that way). NULL only on OOM. */
 char *wd_render_utf8_dup(const char *s, size_t n);
 
-/* s[0..n) without white space (space, tab, CR, LF) at both ends: sets *ret_n
- * and returns the first kept byte. */
-const char *wd_render_trim(const char *s, size_t n, size_t *ret_n);
 
 #endif

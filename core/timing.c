@@ -29,13 +29,13 @@
 #include <strings.h>
 
 #include "error.h"
+#include "pystr.h"
 
 #define WD_TOKENS_PER_SECOND 50.0 /* audio.py TOKENS_PER_SECOND */
 #define WD_FRAMES_PER_SECOND 100.0
 #define WD_HOP_LENGTH 160
 #define WD_SAMPLE_RATE 16000
 #define WD_N_FRAMES 3000
-#define WD_REPLACEMENT 0xfffdu
 
 /* Python's string.punctuation. */
 static const char wd_py_punctuation[] = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
@@ -55,130 +55,6 @@ void wd_timing_opts_default(wd_timing_opts_t *o) {
 
 /* ------------------------------------------------ Python string semantics */
 
-/*
- * Decodes n bytes of UTF-8 into code points as Python's
- * bytes.decode("utf-8", errors="replace"): each maximal ill-formed subpart
- * (a lead byte and the continuation bytes that could still complete it, or a
- * lone invalid byte) becomes one U+FFFD. out needs room for n code points.
- * Returns the number written.
- */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *out) {
-  size_t i = 0, o = 0;
-  while (i < n) {
-    const unsigned c = s[i];
-    if (c < 0x80) {
-      out[o++] = c;
-      i++;
-      continue;
-    }
-    int need;
-    unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-      need = 1;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      need = 2;
-      cp = c & 0x0f;
-      if (c == 0xe0)
-        lo = 0xa0;
-      else if (c == 0xed)
-        hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      need = 3;
-      cp = c & 0x07;
-      if (c == 0xf0)
-        lo = 0x90;
-      else if (c == 0xf4)
-        hi = 0x8f;
-    } else {
-      out[o++] = WD_REPLACEMENT; /* invalid start byte */
-      i++;
-      continue;
-    }
-    size_t j = i + 1;
-    int got = 0;
-    while (got < need && j < n) {
-      const unsigned b = s[j];
-      if (b < lo || b > hi)
-        break;
-      cp = (cp << 6) | (b & 0x3f);
-      lo = 0x80;
-      hi = 0xbf;
-      j++;
-      got++;
-    }
-    out[o++] = got == need ? cp : WD_REPLACEMENT;
-    i = j;
-  }
-  return o;
-}
-
-/* Appends code point cp as UTF-8 to buf; returns the byte count (1..4). */
-static size_t utf8_put(uint32_t cp, char *buf) {
-  unsigned char *b = (unsigned char *)buf;
-  if (cp < 0x80) {
-    b[0] = (unsigned char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    b[0] = (unsigned char)(0xc0 | (cp >> 6));
-    b[1] = (unsigned char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    b[0] = (unsigned char)(0xe0 | (cp >> 12));
-    b[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-    b[2] = (unsigned char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  b[0] = (unsigned char)(0xf0 | (cp >> 18));
-  b[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-  b[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-  b[3] = (unsigned char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* Python's str.isspace() for one code point. */
-static int py_isspace(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-/* Length of the UTF-8 character starting at s[i] (valid UTF-8 assumed). */
-static size_t utf8_len_at(const char *s, size_t i, size_t n) {
-  const unsigned c = (unsigned char)s[i];
-  size_t l = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
-  return i + l <= n ? l : n - i;
-}
-
-/* Python's s.strip() on valid UTF-8: sets [*b, *e) to the stripped span. */
-static void py_strip(const char *s, size_t n, size_t *b, size_t *e) {
-  size_t i = 0;
-  while (i < n) {
-    uint32_t cp;
-    const size_t l = utf8_len_at(s, i, n);
-    utf8_decode((const unsigned char *)s + i, l, &cp);
-    if (!py_isspace(cp))
-      break;
-    i += l;
-  }
-  size_t j = n;
-  while (j > i) {
-    size_t k = j - 1; /* back to the start of the last character */
-    while (k > i && ((unsigned char)s[k] & 0xc0) == 0x80)
-      k--;
-    uint32_t cp;
-    utf8_decode((const unsigned char *)s + k, j - k, &cp);
-    if (!py_isspace(cp))
-      break;
-    j = k;
-  }
-  *b = i;
-  *e = j;
-}
-
 /* Python's `needle in haystack` for str: a substring test, true for "".
  * On valid UTF-8 a byte substring is a code point substring. */
 static int py_in(const char *needle, size_t n, const char *haystack) {
@@ -193,9 +69,9 @@ static int py_in(const char *needle, size_t n, const char *haystack) {
 
 /* Python's `s.strip() in set`. */
 static int py_strip_in(const char *s, const char *set) {
-  size_t b, e;
-  py_strip(s, strlen(s), &b, &e);
-  return py_in(s + b, e - b, set);
+  size_t n;
+  const char *b = wd_py_strip(s, strlen(s), &n);
+  return py_in(b, n, set);
 }
 
 /* Python's max(a, b) and min(a, b): the first argument unless the second
@@ -346,15 +222,15 @@ static int split_on_unicode(const wd_tokenizer_t *tok, const int32_t *ids, int n
     rc = WD_ENOMEM;
     goto done;
   }
-  const size_t n_full = utf8_decode((const unsigned char *)bytes, total, full);
+  const size_t n_full = wd_utf8_decode((const unsigned char *)bytes, total, full);
   size_t unicode_offset = 0;
   int start = 0; /* first token of the current group */
   for (int k = 0; k < n; k++) {
     const size_t b0 = off[start], b1 = off[k + 1];
-    const size_t n_cur = utf8_decode((const unsigned char *)bytes + b0, b1 - b0, cur);
+    const size_t n_cur = wd_utf8_decode((const unsigned char *)bytes + b0, b1 - b0, cur);
     size_t first = n_cur;
     for (size_t i = 0; i < n_cur; i++) {
-      if (cur[i] == WD_REPLACEMENT) {
+      if (cur[i] == WD_PY_REPLACEMENT) {
         first = i;
         break;
       }
@@ -362,12 +238,12 @@ static int split_on_unicode(const wd_tokenizer_t *tok, const int32_t *ids, int n
     /* Past the end of the whole decoding Python would raise IndexError;
      * here the group just goes on. */
     const int emit = first == n_cur || (unicode_offset + first < n_full &&
-                                        full[unicode_offset + first] == WD_REPLACEMENT);
+                                        full[unicode_offset + first] == WD_PY_REPLACEMENT);
     if (!emit)
       continue;
     size_t len = 0;
     for (size_t i = 0; i < n_cur; i++)
-      len += utf8_put(cur[i], text + len);
+      len += wd_utf8_put(cur[i], text + len);
     char *w = malloc(len + 1);
     if (!w) {
       rc = WD_ENOMEM;

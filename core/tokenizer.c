@@ -30,6 +30,7 @@
 #include "error.h"
 #include "languages.h"
 #include "log.h"
+#include "pystr.h"
 
 /*
  * The pre-tokenisation pattern of openai/whisper get_encoding(), with one
@@ -429,39 +430,10 @@ static int wd_bpe_piece(const wd_tokenizer_t *t, const unsigned char *p, size_t 
   return wd_bpe_merge_large(t, p, n, s);
 }
 
-/*
- * Length of the UTF-8 sequence at p[0..n) if it is one valid character, else
- * 0. Valid means what Python's strict decoder accepts: shortest form, no
- * surrogates (U+D800..U+DFFF), nothing above U+10FFFF.
- */
+/* Length of the valid UTF-8 character at p[0..n), else 0 (pystr.h). */
 static size_t wd_utf8_char_len(const unsigned char *p, size_t n) {
-  const unsigned c = p[0];
-  if (c < 0x80)
-    return 1;
-  size_t l;
-  unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-  if (c >= 0xc2 && c <= 0xdf)
-    l = 2;
-  else if (c >= 0xe0 && c <= 0xef) {
-    l = 3;
-    if (c == 0xe0)
-      lo = 0xa0; /* overlong below U+0800 */
-    else if (c == 0xed)
-      hi = 0x9f; /* surrogates */
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    l = 4;
-    if (c == 0xf0)
-      lo = 0x90; /* overlong below U+10000 */
-    else if (c == 0xf4)
-      hi = 0x8f; /* above U+10FFFF */
-  } else
-    return 0; /* continuation byte, C0/C1 overlong lead, F5..FF */
-  if (n < l || p[1] < lo || p[1] > hi)
-    return 0;
-  for (size_t i = 2; i < l; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf)
-      return 0;
-  return l;
+  const long l = wd_utf8_seq(p, n);
+  return l > 0 ? (size_t)l : 0;
 }
 
 /*
