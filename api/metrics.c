@@ -11,7 +11,7 @@
  *   queue_audio_budget_seconds, jobs_running, batch_max_rows       gauges
  *   jobs_total{result="done"|"failed"}       counter
  *   engine_steps_total, engine_step_rows_total, windows_encoded_total
- *   engine_steps_by_rows_total{rows="1".."16"}  counter: batch occupancy
+ *   engine_steps_by_rows_total{rows="1".."16"}  counter: batch occupancy (WD_ENGINE_MAX_SEQS)
  *   batch_rows_mean                          gauge: rows / steps
  *   audio_seconds_total, worker_busy_seconds_total   counters
  *   real_time_factor                         gauge: busy / audio seconds

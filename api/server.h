@@ -67,12 +67,11 @@ typedef struct {
   int multilingual;          /* translations and language need it */
   const char *const *names;
   int n_names;
-  int no_translate;          /* large-v3-turbo cannot translate */
-  /* Decoding defaults (beam_size, best_of, the temperature schedule...),
-   * or NULL for openai transcribe()'s; temperature_inc builds a request's
-   * schedule from its `temperature` (0: that temperature alone). */
+  int no_translate;          /* multilingual but cannot translate (wd_model_can_translate) */
+  /* Decoding defaults (beam_size, best_of, the temperature schedule and
+   * its step, from which a request's `temperature` builds its own), or NULL
+   * for openai transcribe()'s. */
   const wd_decode_opts_t *decode;
-  float temperature_inc;
   long long created;         /* /v1/models `created` (the model file's mtime, so
                               * replicas and restarts agree); 0: server start */
 } wd_server_model_t;

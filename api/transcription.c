@@ -546,8 +546,7 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
     wd_decode_opts_default(&p.decode);
   /* temperature 0 (or none): the configured schedule; T > 0: from T up. */
   if (req->has_temperature && req->temperature > 0)
-    (void)wd_decode_set_temperature(&p.decode, (float)req->temperature,
-                                    s->model.decode ? s->model.temperature_inc : 0.2f);
+    (void)wd_decode_set_temperature(&p.decode, (float)req->temperature, p.decode.temperature_inc);
   /* English-only models take no language token at all. */
   p.decode.language = s->model.multilingual ? req->language : NULL;
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;

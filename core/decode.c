@@ -26,6 +26,7 @@ void wd_decode_opts_default(wd_decode_opts_t *o) {
     .compression_ratio_threshold = 2.4f,
     .temperatures = { 0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f },
     .n_temperatures = 6,
+    .temperature_inc = 0.2f,
     .length_penalty = NAN,
     .hallucination_silence_threshold = NAN,
   };

@@ -42,6 +42,10 @@ typedef struct {
    * unlikely is decoded again at the next one. Default 0, 0.2, ... 1.0. */
   float temperatures[WD_DECODE_MAX_TEMPS];
   int n_temperatures;
+  /* The step of that schedule (openai's temperature_increment_on_fallback,
+   * 0.2): a request that names its own temperature T walks T, T + step, ...
+   * 1 (wd_decode_set_temperature). */
+  float temperature_inc;
   int beam_size;               /* at temperature 0: 0 or 1 greedy, else beam search */
   float patience;              /* beam search: finished candidates = round(beam_size * patience); 0 = 1.0 */
   float length_penalty;        /* ranking: NAN = divide by length (openai's None), else ((5+len)/6)^p */

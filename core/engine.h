@@ -15,12 +15,19 @@
 
 #include <stdint.h>
 
+/* The most sequence slots (and so rows per step) the worker uses: the
+ * ceiling of --max-batch, the size of the worker's per-step tables and of
+ * the occupancy histogram. The Vulkan engine has exactly this many slots at
+ * most (its slot bitmasks are 16 bits); the CPU engine takes more
+ * (WD_CPU_MAX_SEQS), for benchmarks that drive it directly. */
+#define WD_ENGINE_MAX_SEQS 16
+
 typedef struct {
   void *self;
   int n_vocab;
   int n_mels;
   int n_text_ctx;  /* 448: positions per sequence */
-  int max_seqs;    /* sequence slots */
+  int max_seqs;    /* sequence slots, <= WD_ENGINE_MAX_SEQS where a worker drives it */
   int max_audio;   /* audio slots */
 
   /* Encodes mel (n_mels, 3000) row-major into audio slot a and computes its

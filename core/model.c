@@ -434,6 +434,9 @@ int wd_model_load(const char *path, wd_model_t **ret, char *err, size_t err_len)
 const wd_hparams_t *wd_model_hparams(const wd_model_t *m) { return &m->hp; }
 const char *wd_model_name(const wd_model_t *m) { return m->name; }
 int wd_model_is_multilingual(const wd_model_t *m) { return m->hp.n_vocab >= 51865; }
+int wd_model_can_translate(const wd_model_t *m) {
+  return wd_model_is_multilingual(m) && strcmp(m->name, "large-v3-turbo") != 0;
+}
 size_t wd_model_n_tensors(const wd_model_t *m) { return m->n_tensors; }
 
 const wd_tensor_t *wd_model_tensor_at(const wd_model_t *m, size_t i) {

@@ -72,6 +72,10 @@ const wd_hparams_t *wd_model_hparams(const wd_model_t *m);
 const char *wd_model_name(const wd_model_t *m);
 /* 1 when n_vocab >= 51865 (the multilingual layouts), else 0. */
 int wd_model_is_multilingual(const wd_model_t *m);
+/* 1 when the model was trained to translate into English: multilingual,
+ * and not large-v3-turbo, which OpenAI fine-tuned on transcription only
+ * (its <|translate|> token gives transcripts in the spoken language). */
+int wd_model_can_translate(const wd_model_t *m);
 
 /* The tensor with that exact name, or NULL if absent. */
 const wd_tensor_t *wd_model_tensor(const wd_model_t *m, const char *name);

@@ -43,7 +43,7 @@
 #include "log.h"
 #include "pool.h"
 
-#define WD_WORKER_MAX_RUN 16 /* = the engines' sequence slots */
+#define WD_WORKER_MAX_RUN WD_ENGINE_MAX_SEQS
 
 typedef struct wd_job {
   uint64_t id;
@@ -355,7 +355,7 @@ static void run_turn(wd_worker_t *w) {
   pthread_mutex_lock(&w->mu);
   w->st.steps++;
   w->st.rows += (uint64_t)rows;
-  w->st.steps_by_rows[rows <= 16 ? rows : 16]++;
+  w->st.steps_by_rows[rows <= WD_ENGINE_MAX_SEQS ? rows : WD_ENGINE_MAX_SEQS]++;
   w->st.busy_s += dt;
   pthread_mutex_unlock(&w->mu);
   if (rc == 0) {

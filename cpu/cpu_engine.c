@@ -489,7 +489,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     err_len = sizeof dummy;
   }
   err[0] = '\0';
-  if (!m || !o || !ret || o->max_seqs < 1 || o->max_seqs > 256 || o->max_audio < 1 ||
+  if (!m || !o || !ret || o->max_seqs < 1 || o->max_seqs > WD_CPU_MAX_SEQS || o->max_audio < 1 ||
       o->max_audio > 64 || o->n_threads < 0) {
     snprintf(err, err_len, "bad CPU engine options");
     return WD_EINVAL;

@@ -26,6 +26,10 @@
 #include "engine.h"
 #include "model.h"
 
+/* The CPU engine's most sequence slots (the worker uses WD_ENGINE_MAX_SEQS
+ * of them at most; benchmarks drive the engine directly with more). */
+#define WD_CPU_MAX_SEQS 256
+
 typedef struct wd_cpu_engine wd_cpu_engine_t;
 
 /* The arithmetic of the linear layers (--compute-type, as faster-whisper's
@@ -34,7 +38,7 @@ typedef struct wd_cpu_engine wd_cpu_engine_t;
 typedef enum { WD_CPU_COMPUTE_F32, WD_CPU_COMPUTE_BF16, WD_CPU_COMPUTE_INT8 } wd_cpu_compute_t;
 
 typedef struct {
-  int max_seqs;  /* sequence slots (>= 1) */
+  int max_seqs;  /* sequence slots, 1 .. WD_CPU_MAX_SEQS */
   int max_audio; /* audio slots (>= 1) */
   int n_threads; /* 0: the online cores */
   wd_cpu_compute_t compute; /* 0: f32 */

@@ -184,12 +184,11 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   if (wd_decode_cfg(cfg, &dopts, no_clips, 0, err, sizeof err) < 0 ||
       /* A request's temperature T > 0 walks T, T + inc, ... 1: from a T near
        * 0 the schedule is longest, and it must fit too. */
-      (wd_decode_set_temperature(&longest, 0.0f, strtof(cfg->temperature_inc, NULL)) ==
-           WD_ERANGE &&
+      (wd_decode_set_temperature(&longest, 0.0f, dopts.temperature_inc) == WD_ERANGE &&
        snprintf(err, sizeof err,
-                "temperature-inc %s: a request's temperature near 0 would walk more than %d "
+                "temperature-inc %g: a request's temperature near 0 would walk more than %d "
                 "temperatures; at most %d (temperature-inc of at least %.4g)",
-                cfg->temperature_inc, WD_DECODE_MAX_TEMPS, WD_DECODE_MAX_TEMPS,
+                (double)dopts.temperature_inc, WD_DECODE_MAX_TEMPS, WD_DECODE_MAX_TEMPS,
                 1.0 / (WD_DECODE_MAX_TEMPS - 1) + 1e-4) > 0) ||
       (cfg->beam_size > cfg->max_batch &&
        snprintf(err, sizeof err, "beam-size %d is more than max-batch %d sequences",
@@ -233,8 +232,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   const wd_server_model_t sm = {
     .workers = wd_runtime_workers(rt), .tok = wd_runtime_tokenizer(rt),
     .multilingual = wd_model_is_multilingual(m), .names = names,
-    .no_translate = strcmp(wd_model_name(m), "large-v3-turbo") == 0, .decode = &dopts,
-    .temperature_inc = strtof(cfg->temperature_inc, NULL),
+    .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m), .decode = &dopts,
     .n_names = model_names(wd_model_name(m), aliases, names), .created = created,
   };
   dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);

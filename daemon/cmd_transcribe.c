@@ -153,9 +153,9 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
                  opts.translate ? "translate" : "transcribe other languages");
     goto out;
   }
-  if (opts.translate && strcmp(wd_model_name(wd_runtime_model(rt)), "large-v3-turbo") == 0) {
-    wd_log_error("transcribe: '%s' is large-v3-turbo, which was not trained to translate",
-                 cfg->model);
+  if (opts.translate && !wd_model_can_translate(wd_runtime_model(rt))) {
+    wd_log_error("transcribe: '%s' is %s, which was not trained to translate", cfg->model,
+                 wd_model_name(wd_runtime_model(rt)));
     goto out;
   }
   if (!multi)

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine.h"
 #include "error.h"
 
 #include <unistd.h>
@@ -56,7 +57,7 @@ static const wd_option_t wd_options[] = {
     "Compute threads of the native CPU engine, OpenBLAS's included (0: one per online CPU; set it when several daemons share a host)", 0 },
   { "compute-type", 0, WD_OPT_ENUM, OFF(compute_type), "f32", 0, 0, "f32|bf16|int8", "TYPE",
     "Arithmetic of the native CPU engine's linear layers, as faster-whisper's compute_type: f32 (the weights as stored, f32 sums: openai's results); bf16 (weights and activations rounded to bfloat16; needs AVX512-BF16); int8 (weights and activations in int8 with a scale per row; AVX512-VNNI, else AVX2). Refused at start where the CPU lacks them or the device is Vulkan", 0 },
-  { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, 16, NULL, "N",
+  { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, WD_ENGINE_MAX_SEQS, NULL, "N",
     "Sequences (beams and requests) decoded together in one GPU step; 1 turns batching off", 0 },
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",
     "Comma-separated extra names the API accepts in `model` (whisper-1 and the model's own name always work)", 0 },

@@ -69,12 +69,12 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int
   o->word_timestamps = cfg->word_timestamps;
   o->seed = (uint64_t)cfg->seed;
   o->carry_initial_prompt = cfg->carry_prompt;
-  float t = 0.0f, inc = 0.2f;
+  float t = 0.0f, inc = o->temperature_inc;
   int rc = parse_float("temperature", cfg->temperature ? cfg->temperature : "0", &t, err,
                        err_len);
-  if (rc == 0)
-    rc = parse_float("temperature-inc", cfg->temperature_inc ? cfg->temperature_inc : "0.2",
-                     &inc, err, err_len);
+  if (rc == 0 && cfg->temperature_inc)
+    rc = parse_float("temperature-inc", cfg->temperature_inc, &inc, err, err_len);
+  o->temperature_inc = inc;
   if (rc == 0 && cfg->hallucination_silence && cfg->hallucination_silence[0]) {
     float h = 0.0f;
     rc = parse_float("hallucination-silence", cfg->hallucination_silence, &h, err, err_len);

@@ -98,10 +98,11 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
                                      .max_seqs = max_batch, .max_audio = max_batch,
                                      .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
     if ((rc = wd_vk_engine_new(rt->m, &eo, &d->eng, msg, sizeof msg)) < 0) {
-      /* The engine speaks of max_seqs and max_audio; the user sets both
-       * with one option. */
+      /* Out of memory at start is the device's plan at this batch (or the
+       * host's), which a smaller batch shrinks; the engine speaks of
+       * max_seqs and max_audio, and the user sets both with one option. */
       snprintf(err, err_len, "engine: %s%s", msg[0] ? msg : wd_strerror(rc),
-               strstr(msg, "largest batch") ? " (set it with --max-batch)" : "");
+               rc == WD_ENOMEM ? " (a smaller --max-batch needs less memory)" : "");
       return rc;
     }
     d->iface = *wd_vk_engine_iface(d->eng);

@@ -27,7 +27,7 @@
 #include "vk_weights.h"
 
 #define WD_ENG_FRAMES 3000         /* mel frames per window */
-#define WD_ENG_MAX_SEQS 16
+#define WD_ENG_MAX_SEQS WD_ENGINE_MAX_SEQS
 #define WD_ENG_MAX_SETS 16384 /* large-v3 with 16 batch sizes records about 8,600 */
 #define WD_ENG_PROF_MAX 1024       /* profiled operations per recording */
 
