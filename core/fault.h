@@ -15,7 +15,7 @@
  *
  * A real out-of-memory there is a malloc that returns NULL; this makes one
  * happen at a chosen point without starving the whole process.
- * `whisperd serve` arms it from WHISPERD_FAULT_INJECT once it is ready
+ * `whisperd serve` arms it from --fault-inject (WHISPERD_FAULT_INJECT) once it is ready
  * (daemon/runtime.c passes the oom: items here and the rest to gpu/).
  * Disarmed unless armed: one relaxed atomic load per segment.
  *

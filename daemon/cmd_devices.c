@@ -16,7 +16,13 @@
 int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   wd_vk_device_info_t *infos = NULL;
   uint32_t n = 0;
-  int rc = wd_vk_device_list(&infos, &n);
+  wd_vk_limits_t lim;
+  char err[256];
+  if (wd_device_vk_limits(cfg->vk_limits, &lim, err, sizeof err) < 0) {
+    wd_log_error("devices: %s", err);
+    return 1;
+  }
+  int rc = wd_vk_device_list(&lim, &infos, &n);
   if (rc < 0) /* the CPU engine below still runs: a warning, and exit 0 */
     wd_log_warning("devices: cannot enumerate Vulkan devices: %s (is a Vulkan loader and driver "
                    "installed? On Debian: mesa-vulkan-drivers); the CPU engine serves",

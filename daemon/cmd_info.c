@@ -6,7 +6,7 @@
  * the memory each engine --device names would plan for the configured
  * batch (--max-batch): the Vulkan engine's device memory (weights,
  * self-attention KV, cross-attention KV and scratch, checked against the
- * device's limits and WHISPERD_VK_LIMITS), the CPU engine's host memory.
+ * device's limits and --vk-limits), the CPU engine's host memory.
  * Nothing heavy runs: the plans are arithmetic (gpu/vk_plan.c,
  * cpu/cpu_plan.c) over the device list, no device is opened.
  */
@@ -152,7 +152,13 @@ static void wd_info_plan_one(const wd_config_t *cfg, const wd_model_t *m,
   }
   wd_vk_device_info_t *infos = NULL, *dev = NULL;
   uint32_t n = 0;
-  if (wd_vk_device_list(&infos, &n) == 0)
+  wd_vk_limits_t over;
+  char lerr[256];
+  if (wd_device_vk_limits(cfg->vk_limits, &over, lerr, sizeof lerr) < 0) {
+    fprintf(out, "device:          %s\n", lerr);
+    return;
+  }
+  if (wd_vk_device_list(&over, &infos, &n) == 0)
     for (uint32_t i = 0; i < n; i++)
       if (infos[i].usable && (dc.vk_index >= 0 ? (int)i == dc.vk_index
                                                : !dev || wd_vk_class_rank(infos[i].device_class) >

@@ -257,8 +257,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     status = 0;
     goto out;
   }
-  if (wd_runtime_arm_faults() < 0) {
-    wd_log_error("serve: WHISPERD_FAULT_INJECT: cannot parse '%s'", getenv("WHISPERD_FAULT_INJECT"));
+  if (wd_runtime_arm_faults(cfg->fault_inject) < 0) {
+    wd_log_error("serve: fault-inject: cannot parse '%s'", cfg->fault_inject);
     goto out;
   }
   wd_server_set_ready(srv, 1);

@@ -34,6 +34,10 @@ typedef struct {
   int devices[WD_DEVICES_MAX]; /* every entry of --device (cpu,0: CPU, 0) */
   int n_devices;          /* 1 for a single value; a list holds no AUTO or ALL */
   bool vk_validation;
+  char *vk_kv;            /* auto, f32 or f16: the Vulkan engine's KV caches */
+  char *vk_limits;        /* "" or a wd_vk_limits_parse string (tests) */
+  bool vk_force_staging;  /* uploads through the staging ring (tests) */
+  char *fault_inject;     /* "" or a fault list (tests; runtime.h) */
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */
   int threads;            /* CPU engine threads; 0 = the online CPUs */

@@ -40,7 +40,7 @@ static void choose_cpu(wd_device_choice_t *out, const char *how, int list_rc, ui
 static void wd_device_auto(wd_device_choice_t *out) {
   wd_vk_device_info_t *infos = NULL;
   uint32_t n = 0;
-  const int rc = wd_vk_device_list(&infos, &n);
+  const int rc = wd_vk_device_list(NULL, &infos, &n);
   int best = -1, best_rank = 1;
   for (uint32_t i = 0; rc == 0 && i < n; i++) {
     const int rank = wd_vk_class_rank(infos[i].device_class);
@@ -61,7 +61,7 @@ static void wd_device_auto(wd_device_choice_t *out) {
 static int wd_device_all(wd_device_choice_t *out, int max) {
   wd_vk_device_info_t *infos = NULL;
   uint32_t n = 0;
-  const int rc = wd_vk_device_list(&infos, &n);
+  const int rc = wd_vk_device_list(NULL, &infos, &n);
   int k = 0;
   for (uint32_t i = 0; rc == 0 && i < n && k < max; i++)
     if (is_gpu(&infos[i]))
@@ -113,4 +113,15 @@ int wd_device_choose_list(const int *devices, int n, wd_device_choice_t *out, in
   for (int i = 0; i < k && w > 0 && (len += (size_t)w) < summary_len; i++)
     w = snprintf(summary + len, summary_len - len, "%s %s", i ? "," : "", out[i].label);
   return k;
+}
+
+int wd_device_vk_limits(const char *spec, wd_vk_limits_t *ret, char *err, size_t err_len) {
+  *ret = (wd_vk_limits_t){ 0 };
+  if (!spec || !spec[0] || wd_vk_limits_parse(spec, ret) == 0)
+    return 0;
+  snprintf(err, err_len,
+           "vk-limits: '%s' is not a limits override (key=size,... with texels, storage, "
+           "texel_align, storage_align, alloc, heap, sets; or a preset such as nvidia)",
+           spec);
+  return WD_ECONFIG;
 }

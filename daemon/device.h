@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "vk_limits.h"
+
 typedef struct {
   bool cpu;      /* the native CPU engine */
   int vk_index;  /* otherwise the Vulkan device index; -1: the engine's best */
@@ -38,5 +40,9 @@ void wd_device_choose(int device, wd_device_choice_t *out);
  * summary gets one line for the log naming every engine. */
 int wd_device_choose_list(const int *devices, int n, wd_device_choice_t *out, int max,
                           char *summary, size_t summary_len);
+
+/* --vk-limits (gpu/vk_limits.h): *ret is zeroed for an empty spec (no
+ * override). WD_ECONFIG with a message in err for a malformed one. */
+int wd_device_vk_limits(const char *spec, wd_vk_limits_t *ret, char *err, size_t err_len);
 
 #endif

@@ -94,9 +94,17 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
       wd_log_warning("CPU engine: %s", warn);
     d->iface = *wd_cpu_engine_iface(d->cpu);
   } else {
+    wd_vk_limits_t lim;
+    if ((rc = wd_device_vk_limits(cfg->vk_limits, &lim, err, err_len)) < 0)
+      return rc;
+    const wd_vk_kv_type_t kv = !cfg->vk_kv || strcmp(cfg->vk_kv, "auto") == 0 ? WD_VK_KV_AUTO
+                               : strcmp(cfg->vk_kv, "f16") == 0             ? WD_VK_KV_F16
+                                                                            : WD_VK_KV_F32;
     const wd_vk_engine_opts_t eo = { .device = d->dc.vk_index, .validation = cfg->vk_validation,
                                      .max_seqs = max_batch, .max_audio = max_batch,
-                                     .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u };
+                                     .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u,
+                                     .limits = cfg->vk_limits && cfg->vk_limits[0] ? &lim : NULL,
+                                     .kv = kv, .force_staging = cfg->vk_force_staging };
     if ((rc = wd_vk_engine_new(rt->m, &eo, &d->eng, msg, sizeof msg)) < 0) {
       /* Out of memory at start is the device's plan at this batch (or the
        * host's), which a smaller batch shrinks; the engine speaks of
@@ -333,8 +341,7 @@ int wd_runtime_warmup(wd_runtime_t *rt, char *err, size_t err_len) {
   return 0;
 }
 
-int wd_runtime_arm_faults(void) {
-  const char *spec = getenv("WHISPERD_FAULT_INJECT");
+int wd_runtime_arm_faults(const char *spec) {
   if (!spec || !spec[0])
     return 0;
   /* Host items (core/fault.h) go to core, the rest to gpu/vk_fault.h. */

@@ -233,20 +233,11 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
     *ret_family = fam;
 }
 
-/* Lowers info's limits by the environment's and then o's override. */
-static int wd_vk_apply_override(wd_vk_device_info_t *info, const wd_vk_limits_t *o) {
-  wd_vk_limits_t env;
-  int rc = wd_vk_limits_env(&env);
-  if (rc < 0) {
-    wd_log_error("%s is malformed (see gpu/vk_limits.h): '%s'", WD_VK_LIMITS_ENV,
-                 getenv(WD_VK_LIMITS_ENV));
-    return rc;
-  }
-  wd_vk_limits_lower(&info->limits, &env);
+/* Lowers info's limits by override o (NULL: none). */
+static void wd_vk_apply_override(wd_vk_device_info_t *info, const wd_vk_limits_t *o) {
   wd_vk_limits_lower(&info->limits, o);
   info->max_storage_range = info->limits.max_storage_range;
   info->max_texel_elements = (uint32_t)info->limits.max_texel_elements;
-  return 0;
 }
 
 static int wd_vk_enumerate(VkInstance inst, VkPhysicalDevice **ret_pds, uint32_t *ret_n) {
@@ -275,7 +266,8 @@ fail:
   return rc;
 }
 
-int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n) {
+int wd_vk_device_list(const wd_vk_limits_t *override, wd_vk_device_info_t **ret_infos,
+                      uint32_t *ret_n) {
   VkInstance inst = VK_NULL_HANDLE;
   VkPhysicalDevice *pds = NULL;
   uint32_t n = 0;
@@ -290,13 +282,9 @@ int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n) {
     rc = WD_ENOMEM;
     goto out;
   }
-  for (uint32_t i = 0; i < n && rc == 0; i++) {
+  for (uint32_t i = 0; i < n; i++) {
     wd_vk_fill_info(pds[i], i, &infos[i], NULL);
-    rc = wd_vk_apply_override(&infos[i], NULL);
-  }
-  if (rc < 0) {
-    free(infos);
-    goto out;
+    wd_vk_apply_override(&infos[i], override);
   }
   *ret_infos = infos;
   *ret_n = n;
@@ -395,16 +383,14 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   }
   d->phys = pds[chosen];
   wd_vk_device_set_timeout(d, 0);
-  const char *fs = getenv("WHISPERD_VK_FORCE_STAGING");
-  d->force_staging = fs && fs[0] && strcmp(fs, "0") != 0;
+  d->force_staging = opts && opts->force_staging;
   d->queue_family = (uint32_t)chosen_family;
   vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem_props);
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(d->phys, &props);
   d->limits = props.limits;
   /* An override lowers what the binding checks (vk_pipeline.c) see too. */
-  if ((rc = wd_vk_apply_override(&d->info, opts ? opts->limits : NULL)) < 0)
-    goto fail;
+  wd_vk_apply_override(&d->info, opts ? opts->limits : NULL);
   const wd_vk_limits_t *lim = &d->info.limits;
   d->limits.maxStorageBufferRange = (uint32_t)lim->max_storage_range;
   d->limits.maxTexelBufferElements = (uint32_t)lim->max_texel_elements;
@@ -446,7 +432,7 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
 
   /* The first descriptor pool: a 32-layer model recorded for 16 batch
    * sizes needs about 8,000 sets, so one pool of 16,384 usually serves;
-   * more are chained on demand (WHISPERD_VK_LIMITS sets=N makes them small
+   * more are chained on demand (--vk-limits sets=N makes them small
    * to test that). */
   d->desc_pool_sets = WD_VK_DESC_POOL_SETS;
   if (d->info.limits.desc_sets && d->info.limits.desc_sets < d->desc_pool_sets)

@@ -45,7 +45,7 @@ typedef struct {
   uint64_t max_storage_range;
   uint32_t max_texel_elements;
   /* Everything the engine plans against (vk_limits.h), after any override
-   * (WHISPERD_VK_LIMITS, wd_vk_device_opts_t.limits): max_storage_range and
+   * (wd_vk_device_opts_t.limits, --vk-limits): max_storage_range and
    * max_texel_elements above are copies of its first two fields. */
   wd_vk_limits_t limits;
 } wd_vk_device_info_t;
@@ -53,18 +53,21 @@ typedef struct {
 typedef struct {
   int index;         /* -1: choose discrete > integrated > virtual > CPU */
   bool validation;   /* enable VK_LAYER_KHRONOS_validation when installed */
-  /* Pretend the device is smaller (tests): see vk_limits.h. Applied on top
-   * of WHISPERD_VK_LIMITS; NULL for none. */
+  /* Pretend the device is smaller (tests, --vk-limits): see vk_limits.h.
+   * NULL for none. */
   const wd_vk_limits_t *limits;
+  /* Weights up and results back through the staging ring even where
+   * device-local memory is mapped (tests: the path a discrete GPU takes). */
+  bool force_staging;
 } wd_vk_device_opts_t;
 
-/* Lists the physical devices (their limits after WHISPERD_VK_LIMITS).
- * *ret_infos is malloc'd; the caller frees it. */
-int wd_vk_device_list(wd_vk_device_info_t **ret_infos, uint32_t *ret_n);
+/* Lists the physical devices, their limits lowered by override (NULL: the
+ * devices' own). *ret_infos is malloc'd; the caller frees it. */
+int wd_vk_device_list(const wd_vk_limits_t *override, wd_vk_device_info_t **ret_infos,
+                      uint32_t *ret_n);
 
 /* Creates the device. Returns WD_ENODEVICE when nothing usable exists (or
- * opts->index names no usable device), WD_EINVAL when WHISPERD_VK_LIMITS is
- * malformed, WD_EVULKAN for other failures. */
+ * opts->index names no usable device), WD_EVULKAN for other failures. */
 int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev);
 
 /* Waits for the queue to drain, then destroys the device. Accepts NULL. */

@@ -640,7 +640,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
   if ((rc = check_types(m, err, err_len)) < 0)
     goto fail;
   const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation,
-                                       .limits = opts->limits };
+                                       .limits = opts->limits,
+                                       .force_staging = opts->force_staging };
   if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));
     goto fail;
@@ -649,10 +650,7 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
    * uploading anything: a batch that cannot fit is refused here, with the
    * largest one that would. */
   const uint64_t wbytes = wd_vk_plan_weight_bytes(m);
-  wd_vk_kv_type_t kv = opts->kv;
-  const char *kv_env = getenv("WHISPERD_VK_KV"); /* "f32" or "f16" for AUTO (tests) */
-  if (kv == WD_VK_KV_AUTO && kv_env)
-    kv = strcmp(kv_env, "f32") == 0 ? WD_VK_KV_F32 : WD_VK_KV_F16;
+  const wd_vk_kv_type_t kv = opts->kv;
   const wd_vk_limits_t *lim = &wd_vk_device_info(e->dev)->limits;
   rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, kv == WD_VK_KV_F16, &e->plan,
                        err, err_len);

@@ -59,7 +59,7 @@ typedef struct wd_vk_engine wd_vk_engine_t;
  * and base's translation of a German clip changes its first token. So AUTO
  * keeps f32 caches whenever they fit the device's heap at the configured
  * batch and takes f16 only when that is what makes the batch fit (logged).
- * WHISPERD_VK_KV=f32 or f16 decides AUTO instead (tests, comparisons). */
+ * F32 or F16 decide (tests, comparisons; the daemon's --vk-kv). */
 typedef enum {
   WD_VK_KV_AUTO = 0,
   WD_VK_KV_F32 = 1,
@@ -75,9 +75,10 @@ typedef struct {
                       * is reported on a queue without timestamps) */
   unsigned timeout_ms; /* longest GPU wait before the device is taken for lost (a
                         * hang); 0 = WD_VK_TIMEOUT_DEFAULT_NS */
-  /* Plan as if the device were this small (tests; see gpu/vk_limits.h,
-   * which also reads WHISPERD_VK_LIMITS). NULL for the device's own. */
+  /* Plan as if the device were this small (tests, --vk-limits; see
+   * gpu/vk_limits.h). NULL for the device's own. */
   const wd_vk_limits_t *limits;
+  bool force_staging; /* wd_vk_device_opts_t's (tests) */
   wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
 } wd_vk_engine_opts_t;
 

@@ -16,7 +16,7 @@
  *                  finds its pool full (VK_ERROR_OUT_OF_POOL_MEMORY, which
  *                  lavapipe never reports: it ignores maxSets), once
  *
- * `whisperd serve` arms it from WHISPERD_FAULT_INJECT once it is ready (its
+ * `whisperd serve` arms it from --fault-inject (WHISPERD_FAULT_INJECT) once it is ready (its
  * warm-up is not counted); tests call wd_vk_fault_arm() directly. Disarmed
  * unless armed: production never pays more than one atomic load per submit.
  *

@@ -36,7 +36,7 @@ struct wd_vk_device {
   VkPhysicalDeviceLimits limits;
   wd_vk_device_info_t info;
   uint64_t timeout_ns;           /* fence waits (wd_vk_device_set_timeout) */
-  int force_staging;             /* WHISPERD_VK_FORCE_STAGING: device-local memory is
+  int force_staging;             /* --vk-force-staging: device-local memory is
                                   * never mapped, as on a discrete GPU without BAR */
 };
 

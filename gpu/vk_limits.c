@@ -95,14 +95,6 @@ int wd_vk_limits_parse(const char *s, wd_vk_limits_t *ret) {
   return 0;
 }
 
-int wd_vk_limits_env(wd_vk_limits_t *ret) {
-  *ret = (wd_vk_limits_t){ 0 };
-  const char *s = getenv(WD_VK_LIMITS_ENV);
-  if (!s || !*s)
-    return 0;
-  return wd_vk_limits_parse(s, ret);
-}
-
 static void lower(uint64_t *v, uint64_t o) {
   if (o && (*v == 0 || o < *v))
     *v = o;

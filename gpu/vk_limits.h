@@ -14,11 +14,12 @@
  * non-zero field lowers the matching size limit, or raises the matching
  * alignment, before anything is planned or bound. It is for tests (and for
  * "would this plan on an NVIDIA card?" questions); the engine takes it as
- * wd_vk_engine_opts_t.limits or from the environment:
+ * wd_vk_engine_opts_t.limits, which the daemon parses from --vk-limits
+ * (WHISPERD_VK_LIMITS in the environment, as every option):
  *
- *   WHISPERD_VK_LIMITS="texels=134217728,storage=128M,texel_align=64,
- *                       storage_align=64,alloc=1G,heap=8G,sets=256"
- *   WHISPERD_VK_LIMITS=nvidia        (2^27 texels, 128 MiB storage range,
+ *   --vk-limits texels=134217728,storage=128M,texel_align=64,
+ *               storage_align=64,alloc=1G,heap=8G,sets=256
+ *   --vk-limits nvidia               (2^27 texels, 128 MiB storage range,
  *                                     64-byte alignments, 1 GiB allocations)
  *
  * Sizes take a K, M or G suffix (powers of 1024). Unknown keys are an error.
@@ -39,16 +40,9 @@ typedef struct {
                                  model that needs more gets more pools, chained */
 } wd_vk_limits_t;
 
-/* The environment variable read by wd_vk_limits_env(). */
-#define WD_VK_LIMITS_ENV "WHISPERD_VK_LIMITS"
-
 /* Parses an override string (see above) into *ret (fields not named stay
  * 0). WD_EINVAL on a syntax error or unknown key. */
 int wd_vk_limits_parse(const char *s, wd_vk_limits_t *ret);
-
-/* The override from WHISPERD_VK_LIMITS: 0 with *ret zeroed when unset,
- * WD_EINVAL when set but malformed. */
-int wd_vk_limits_env(wd_vk_limits_t *ret);
 
 /* Applies override o to lim: sizes become min(lim, o), alignments max(lim,
  * o), for every non-zero field of o. Either may be NULL (no-op). */

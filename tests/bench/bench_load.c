@@ -52,7 +52,9 @@ static int run_once(const char *path, double ms[3], double *mib) {
   int rc = wd_model_load(path, &m, err, sizeof err);
   ms[0] = (now_s() - t0) * 1e3;
   wd_vk_device_t *dev = NULL;
-  const wd_vk_device_opts_t dopts = { .index = -1 };
+  const char *fs = getenv("WHISPERD_VK_FORCE_STAGING"); /* this benchmark's switch */
+  const wd_vk_device_opts_t dopts = { .index = -1,
+                                      .force_staging = fs && fs[0] && strcmp(fs, "0") != 0 };
   if (rc == 0) rc = wd_vk_device_new(&dopts, &dev);
   wd_vk_weights_t *w = NULL;
   t0 = now_s();

@@ -4,7 +4,7 @@
  * operations with WD_EDEVLOST until reset() rebuilds the engine, which then
  * computes the same logits as before; a queue without timestamps (profiling
  * reports nothing, nothing fails); device-local memory that is not mapped
- * (WHISPERD_VK_FORCE_STAGING: weights through the staging ring, results
+ * (force_staging: weights through the staging ring, results
  * through the readback copies); a descriptor pool that fills up (another
  * is chained).
  *
@@ -30,15 +30,18 @@ static float *g_ref; /* logits of token 1 after encoding g_mel, the first engine
 static char g_dir[] = "/tmp/wd_test_devloss.XXXXXX";
 static char g_path[64];
 
-static int new_engine(int profile, wd_vk_engine_t **e) {
+static int new_engine_opts(int profile, bool force_staging, wd_vk_engine_t **e) {
   char err[256] = "";
   const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 2, .max_audio = 1,
-                                  .profile = profile, .timeout_ms = 30000 };
+                                  .profile = profile, .timeout_ms = 30000,
+                                  .force_staging = force_staging };
   const int rc = wd_vk_engine_new(g_model, &o, e, err, sizeof err);
   if (rc < 0)
     fprintf(stderr, "  engine: %s: %s\n", wd_strerror(rc), err);
   return rc;
 }
+
+static int new_engine(int profile, wd_vk_engine_t **e) { return new_engine_opts(profile, 0, e); }
 
 /* encode + seq_reset + one step of token 1 on slot 0; the logits into out. */
 static int run_step(const wd_engine_t *it, float *out) {
@@ -196,10 +199,8 @@ WD_TEST(no_timestamps_profile_reports_nothing) {
 }
 
 WD_TEST(unmapped_device_memory_gives_the_same_logits) {
-  setenv("WHISPERD_VK_FORCE_STAGING", "1", 1);
   wd_vk_engine_t *e = NULL;
-  int rc = new_engine(0, &e);
-  unsetenv("WHISPERD_VK_FORCE_STAGING");
+  int rc = new_engine_opts(0, 1, &e);
   if (rc == WD_ENODEVICE)
     wd_test_skip("no Vulkan device");
   WD_CHECK_EQ_INT(rc, 0);

@@ -195,7 +195,7 @@ WD_TEST(too_big_a_batch_is_refused_with_the_largest_that_fits) {
 
 /* The override reaches the device: its info, and the binding checks
  * (gpu/vk_pipeline.c), which then refuse offsets the lowered device would
- * not take and ranges it could not bind. WHISPERD_VK_LIMITS applies too. */
+ * not take and ranges it could not bind. The device list applies it too. */
 WD_TEST(binding_checks_obey_lowered_limits) {
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   const wd_vk_limits_t lo = limits("texel_align=64,storage_align=64,storage=1M,texels=64K");
@@ -235,18 +235,17 @@ WD_TEST(binding_checks_obey_lowered_limits) {
   wd_vk_buffer_free(b);
   wd_vk_attn_free(at);
   wd_vk_device_free(dev);
-  /* The environment's override, seen by the device list as by the device. */
-  setenv(WD_VK_LIMITS_ENV, "texels=1M,heap=512M", 1);
+  /* The override, seen by the device list as by the device. */
+  const wd_vk_limits_t small = limits("texels=1M,heap=512M");
   wd_vk_device_info_t *infos = NULL;
   uint32_t n = 0;
-  WD_CHECK_EQ_INT(wd_vk_device_list(&infos, &n), 0);
+  WD_CHECK_EQ_INT(wd_vk_device_list(&small, &infos, &n), 0);
   for (uint32_t i = 0; i < n; i++)
     WD_CHECK(infos[i].limits.max_texel_elements <= 1u << 20 &&
              infos[i].limits.heap_bytes <= 512u << 20 && infos[i].max_texel_elements <= 1u << 20);
   free(infos);
-  setenv(WD_VK_LIMITS_ENV, "texels=lots", 1);
-  WD_CHECK_EQ_INT(wd_vk_device_list(&infos, &n), WD_EINVAL);
-  unsetenv(WD_VK_LIMITS_ENV);
+  wd_vk_limits_t bad;
+  WD_CHECK_EQ_INT(wd_vk_limits_parse("texels=lots", &bad), WD_EINVAL);
 }
 
 /* ---- with a device: large shapes under lowered limits -------------------- */

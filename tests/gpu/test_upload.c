@@ -3,7 +3,7 @@
  * (a few bytes, several segments' worth) to two device buffers, in an order
  * that switches destination often, arrive byte for byte, with one submit
  * per filled segment. Device-local memory is forced unmapped
- * (WHISPERD_VK_FORCE_STAGING) so lavapipe takes the staged path a discrete
+ * (force_staging) so lavapipe takes the staged path a discrete
  * GPU takes; a mapped destination is written directly, without a submit.
  * Unforced, whether device-local memory is mapped is the device's choice:
  * lavapipe's is, an NVIDIA H200's (no resizable BAR there) is not, so the
@@ -33,13 +33,10 @@ static uint8_t *pattern(uint64_t n, unsigned seed) {
 }
 
 static void upload_and_check(int force_staging) {
-  if (force_staging)
-    setenv("WHISPERD_VK_FORCE_STAGING", "1", 1);
   wd_vk_device_t *dev = NULL;
-  const wd_vk_device_opts_t opts = { .index = -1 };
+  const wd_vk_device_opts_t opts = { .index = -1, .force_staging = force_staging };
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   const int rc = wd_vk_device_new(&opts, &dev);
-  unsetenv("WHISPERD_VK_FORCE_STAGING");
   if (rc == WD_ENODEVICE)
     wd_test_skip("no Vulkan device");
   WD_CHECK_EQ_INT(rc, 0);
