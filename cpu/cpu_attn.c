@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 
-void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y) {
+void wd_cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y) {
   double mean = 0.0, var = 0.0;
   for (int i = 0; i < d; i++)
     mean += x[i];
@@ -23,7 +23,7 @@ void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, fl
     y[i] = (x[i] - m) * inv * g[i] + b[i];
 }
 
-void cpu_softmax_row(float *s, int n) {
+void wd_cpu_softmax_row(float *s, int n) {
   float mx = -INFINITY;
   for (int j = 0; j < n; j++)
     mx = s[j] > mx ? s[j] : mx;
@@ -95,7 +95,7 @@ static float dot8_f16(const float *a, const uint16_t *b, const float *lut, int n
 
 static void attend_portable_f16(const float *q, const uint16_t *K, const uint16_t *V, int n,
                                 int ld, int dh, float scale, float *s, float *o, float *keep) {
-  const float *lut = cpu_f16_lut();
+  const float *lut = wd_cpu_f16_lut();
   float mx = -INFINITY;
   for (int j = 0; j < n; j++) {
     s[j] = dot8_f16(q, K + (size_t)j * (size_t)ld, lut, dh) * scale;
@@ -208,10 +208,10 @@ attend_avx2_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int
 
 #endif
 
-void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
-                    float scale, float *s, float *o, float *keep) {
+void wd_cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
+                       float scale, float *s, float *o, float *keep) {
 #if CPU_X86
-  if (dh == 8 * ATTN_NV && cpu_use_avx2()) {
+  if (dh == 8 * ATTN_NV && wd_cpu_use_avx2()) {
     attend_avx2(q, K, V, n, ld, scale, s, o, keep);
     return;
   }
@@ -219,10 +219,10 @@ void cpu_attend_one(const float *q, const float *K, const float *V, int n, int l
   attend_portable(q, K, V, n, ld, dh, scale, s, o, keep);
 }
 
-void cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
-                        int dh, float scale, float *s, float *o, float *keep) {
+void wd_cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
+                           int dh, float scale, float *s, float *o, float *keep) {
 #if CPU_X86
-  if (dh == 8 * ATTN_NV && cpu_use_avx2()) {
+  if (dh == 8 * ATTN_NV && wd_cpu_use_avx2()) {
     attend_avx2_f16(q, K, V, n, ld, scale, s, o, keep);
     return;
   }

@@ -12,19 +12,19 @@
 
 /* y (d) = LayerNorm(x (d)) * g + b; statistics in double, eps 1e-5 (as the
  * reference). x and y may alias. */
-void cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y);
+void wd_cpu_layernorm_row(const float *x, int d, const float *g, const float *b, float *y);
 
 /* s[0 .. n) = softmax(s) in place, f32. */
-void cpu_softmax_row(float *s, int n);
+void wd_cpu_softmax_row(float *s, int n);
 
 /* One head of one query: q (dh), keys K and values V (n, ld) starting at
  * this head's column; o (dh) = softmax(q.K^T * scale) V. s: n floats of
  * scratch; the pre-softmax scores are left in keep (n) when it is not NULL. */
-void cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
-                    float scale, float *s, float *o, float *keep);
+void wd_cpu_attend_one(const float *q, const float *K, const float *V, int n, int ld, int dh,
+                       float scale, float *s, float *o, float *keep);
 
 /* The same with K and V stored as f16 (the cross-attention cache). */
-void cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
-                        int dh, float scale, float *s, float *o, float *keep);
+void wd_cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
+                           int dh, float scale, float *s, float *o, float *keep);
 
 #endif

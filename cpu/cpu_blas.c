@@ -16,7 +16,7 @@
 #include "cpu_gemv.h" /* CPU_X86 */
 #include "cpu_gemv512.h"
 
-unsigned cpu_blas_features(void) {
+unsigned wd_cpu_blas_features(void) {
   unsigned f = 0;
 #if CPU_X86
   /* Safe before constructors run: it fills libgcc's CPU model itself.
@@ -29,7 +29,7 @@ unsigned cpu_blas_features(void) {
       CPU_HAS("avx512dq", CPU_F_AVX512DQ) | CPU_HAS("avx512vl", CPU_F_AVX512VL) |
       CPU_HAS("avx512bf16", CPU_F_AVX512BF16) | CPU_HAS("avx512vnni", CPU_F_AVX512VNNI);
 #undef CPU_HAS
-  if (cpu_no_avx512_env())
+  if (wd_cpu_no_avx512_env())
     f &= ~(unsigned)(CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ |
                      CPU_F_AVX512VL | CPU_F_AVX512BF16 | CPU_F_AVX512VNNI);
 #endif
@@ -38,7 +38,7 @@ unsigned cpu_blas_features(void) {
 
 #define F_512 (CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ | CPU_F_AVX512VL)
 
-cpu_tier_t cpu_blas_features_tier(unsigned f) {
+cpu_tier_t wd_cpu_blas_features_tier(unsigned f) {
   if ((f & F_512) == F_512)
     return CPU_TIER_AVX512;
   if ((f & (CPU_F_AVX2 | CPU_F_FMA)) == (CPU_F_AVX2 | CPU_F_FMA))
@@ -48,8 +48,8 @@ cpu_tier_t cpu_blas_features_tier(unsigned f) {
   return CPU_TIER_SSE;
 }
 
-const char *cpu_blas_pick(unsigned f) {
-  switch (cpu_blas_features_tier(f)) {
+const char *wd_cpu_blas_pick(unsigned f) {
+  switch (wd_cpu_blas_features_tier(f)) {
   case CPU_TIER_AVX512:
     return (f & CPU_F_AVX512BF16) ? "Cooperlake" : "SkylakeX";
   case CPU_TIER_AVX2:
@@ -61,7 +61,7 @@ const char *cpu_blas_pick(unsigned f) {
   }
 }
 
-cpu_tier_t cpu_blas_core_tier(const char *core) {
+cpu_tier_t wd_cpu_blas_core_tier(const char *core) {
   static const struct {
     const char *name;
     cpu_tier_t tier;
@@ -78,7 +78,7 @@ cpu_tier_t cpu_blas_core_tier(const char *core) {
   return CPU_TIER_SSE;
 }
 
-const char *cpu_tier_name(cpu_tier_t t) {
+const char *wd_cpu_tier_name(cpu_tier_t t) {
   static const char *const names[] = { "SSE", "AVX", "AVX2", "AVX-512" };
   return names[t];
 }
@@ -116,13 +116,13 @@ __attribute__((constructor)) static void blas_hook(int argc, char **argv, char *
     g_how = 2;
     return;
   }
-  const unsigned f = cpu_blas_features();
-  const char *pick = cpu_blas_pick(f);
+  const unsigned f = wd_cpu_blas_features();
+  const char *pick = wd_cpu_blas_pick(f);
   if (!pick) {
     g_how = 3;
     return;
   }
-  if (cpu_blas_core_tier(openblas_get_corename()) == cpu_blas_features_tier(f)) {
+  if (wd_cpu_blas_core_tier(openblas_get_corename()) == wd_cpu_blas_features_tier(f)) {
     g_how = 5;
     return;
   }
@@ -158,9 +158,9 @@ static void report(void) {
     memcpy(lib, cfg, n);
     lib[n] = 0;
   }
-  const cpu_tier_t have = cpu_blas_core_tier(core);
-  const unsigned f = cpu_blas_features();
-  const cpu_tier_t can = cpu_blas_features_tier(f);
+  const cpu_tier_t have = wd_cpu_blas_core_tier(core);
+  const unsigned f = wd_cpu_blas_features();
+  const cpu_tier_t can = wd_cpu_blas_features_tier(f);
   const char *env = getenv("OPENBLAS_CORETYPE");
   static const char *const how[] = { "the library's own pick", "picked from CPU features",
                                      "OPENBLAS_CORETYPE from the environment",
@@ -168,7 +168,7 @@ static void report(void) {
                                      "the library's own pick (re-exec failed)",
                                      "OpenBLAS's own pick, of the tier the CPU's features allow" };
   snprintf(g_path, sizeof g_path, "%s sgemm, %s kernels (%s), %s", lib, core ? core : "unknown",
-           cpu_tier_name(have), how[g_how]);
+           wd_cpu_tier_name(have), how[g_how]);
   /* sgemm speed by tier, relative to SSE, OpenBLAS 0.3.21 at the
    * encoder's shapes: AVX-512 4.5x SSE3 (issue #22, a Xeon: 286 against 63
    * GFLOP/s), AVX-512 2x AVX2 (an EPYC with AVX-512: 257 against 131 on one
@@ -183,17 +183,17 @@ static void report(void) {
     snprintf(g_warn, sizeof g_warn,
              "the encoder's GEMM runs %s kernels (%s) on a CPU with %s: expect the encoder to "
              "take about %.1fx as long (%s%s%s)",
-             core ? core : "unknown", cpu_tier_name(have), cpu_tier_name(can),
+             core ? core : "unknown", wd_cpu_tier_name(have), wd_cpu_tier_name(can),
              speed[can] / speed[have], why, g_how == 2 ? ": " : "", g_how == 2 && env ? env : "");
   }
 }
 
-const char *cpu_blas_path(void) {
+const char *wd_cpu_blas_path(void) {
   pthread_once(&g_once, report);
   return g_path;
 }
 
-const char *cpu_blas_warning(void) {
+const char *wd_cpu_blas_warning(void) {
   pthread_once(&g_once, report);
   return g_warn[0] ? g_warn : NULL;
 }

@@ -31,7 +31,7 @@
 #ifndef WD_CPU_BLAS_H
 #define WD_CPU_BLAS_H
 
-/* CPU feature bits, as cpu_blas_features reads them. */
+/* CPU feature bits, as wd_cpu_blas_features reads them. */
 enum {
   CPU_F_AVX = 1u << 0,
   CPU_F_AVX2 = 1u << 1,
@@ -51,23 +51,23 @@ typedef enum { CPU_TIER_SSE, CPU_TIER_AVX, CPU_TIER_AVX2, CPU_TIER_AVX512 } cpu_
 
 /* This host's features (0 off x86); WHISPERD_CPU_NO_AVX512 clears the
  * AVX-512 bits. */
-unsigned cpu_blas_features(void);
+unsigned wd_cpu_blas_features(void);
 /* The OpenBLAS kernel set for features f, or NULL (leave it to the
  * library). Pure: tests call it with masked feature sets. */
-const char *cpu_blas_pick(unsigned f);
+const char *wd_cpu_blas_pick(unsigned f);
 /* The tier of an OpenBLAS core name (as openblas_get_corename prints it,
  * any case): SSE for names it does not know. */
-cpu_tier_t cpu_blas_core_tier(const char *core);
+cpu_tier_t wd_cpu_blas_core_tier(const char *core);
 /* The tier the features allow. */
-cpu_tier_t cpu_blas_features_tier(unsigned f);
-const char *cpu_tier_name(cpu_tier_t t);
+cpu_tier_t wd_cpu_blas_features_tier(unsigned f);
+const char *wd_cpu_tier_name(cpu_tier_t t);
 
 /* One line naming the GEMM path and ISA actually used, e.g.
  * "OpenBLAS 0.3.21 sgemm, Cooperlake kernels (AVX-512), picked from CPU
  * features". Static storage, built once. */
-const char *cpu_blas_path(void);
+const char *wd_cpu_blas_path(void);
 /* NULL, or one line when the kernels use less than the CPU has (what it
  * costs, and why). */
-const char *cpu_blas_warning(void);
+const char *wd_cpu_blas_warning(void);
 
 #endif

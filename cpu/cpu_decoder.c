@@ -49,8 +49,8 @@ static void attn_task(void *arg, int t) {
     float *o = e->d_o + (size_t)r * (size_t)d + (size_t)(h * dh);
     if (!a->cross) {
       const size_t base = ((size_t)e->r_buf[r] * nl + (size_t)a->l) * nc * (size_t)d;
-      cpu_attend_one(q, e->kc + base + (size_t)(h * dh), e->vc + base + (size_t)(h * dh),
-                     e->r_pos[r] + 1, d, dh, scale, s, o, NULL);
+      wd_cpu_attend_one(q, e->kc + base + (size_t)(h * dh), e->vc + base + (size_t)(h * dh),
+                        e->r_pos[r] + 1, d, dh, scale, s, o, NULL);
       continue;
     }
     float *keep = NULL;
@@ -58,8 +58,8 @@ static void attn_task(void *arg, int t) {
       if (a->keep->heads[k][0] == a->l && a->keep->heads[k][1] == h)
         keep = a->keep->qk + ((size_t)k * (size_t)a->n + (size_t)r) * na;
     const size_t base = ((size_t)e->r_audio[r] * nl + (size_t)a->l) * na * (size_t)d;
-    cpu_attend_one_f16(q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh),
-                       (int)na, d, dh, scale, s, o, keep);
+    wd_cpu_attend_one_f16(q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh),
+                          (int)na, d, dh, scale, s, o, keep);
   }
 }
 
@@ -67,19 +67,19 @@ static void attention(wd_cpu_engine_t *e, int n, int l, int cross, const keep_t 
   const int pairs = n * e->hp.n_text_head;
   attn_task_t a = { .e = e, .n = n, .l = l, .cross = cross, .keep = keep,
                     .tasks = pairs < CPU_ATTN_TASKS ? pairs : CPU_ATTN_TASKS };
-  cpu_parallel(e, a.tasks, attn_task, &a);
+  wd_cpu_parallel(e, a.tasks, attn_task, &a);
 }
 
 static void ln_rows(const float *x, float *y, int n, int d, const float *g, const float *b) {
   for (int r = 0; r < n; r++)
-    cpu_layernorm_row(x + (size_t)r * (size_t)d, d, g, b, y + (size_t)r * (size_t)d);
+    wd_cpu_layernorm_row(x + (size_t)r * (size_t)d, d, g, b, y + (size_t)r * (size_t)d);
 }
 
 static void gemv(wd_cpu_engine_t *e, const cpu_mat_t *w, const float *b, int n, const float *x,
                  int ldx, float *y, int ldy, cpu_gemv_op_t op) {
   const cpu_gemv_t g = { .w = w, .b = b, .n_rows = n, .x = x, .ldx = ldx, .y = y, .ldy = ldy,
                          .op = op };
-  cpu_gemv_run(e, &g);
+  wd_cpu_gemv_run(e, &g);
 }
 
 /* A prompt of at least this many rows runs its linear layers on sgemm
@@ -91,7 +91,7 @@ static void gemv(wd_cpu_engine_t *e, const cpu_mat_t *w, const float *b, int n, 
 static void linear(wd_cpu_engine_t *e, int gemm, const cpu_mat_t *w, const float *b, int n,
                    const float *x, int ldx, float *y, int ldy, cpu_gemv_op_t op) {
   if (gemm)
-    cpu_linear_rows(e, n, x, ldx, w, b, op, y, ldy);
+    wd_cpu_linear_rows(e, n, x, ldx, w, b, op, y, ldy);
   else
     gemv(e, w, b, n, x, ldx, y, ldy, op);
 }
@@ -111,7 +111,7 @@ static void run_rows(wd_cpu_engine_t *e, int n, const int32_t *tok, const keep_t
   for (int r = 0; r < n; r++) {
     float *xr = x + (size_t)r * ud;
     const float *pe = e->dec_pos + (size_t)e->r_pos[r] * ud;
-    cpu_mat_row(&e->emb, tok[r], xr);
+    wd_cpu_mat_row(&e->emb, tok[r], xr);
     for (int c = 0; c < d; c++)
       xr[c] += pe[c];
   }
@@ -145,8 +145,8 @@ static void logits(wd_cpu_engine_t *e, int n, const float *h, float *out) {
   gemv(e, &e->emb, NULL, n, h, e->hp.n_text_state, out, e->hp.n_vocab, CPU_GEMV_SET);
 }
 
-int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
-             const float **ret_logits) {
+int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                const float **ret_logits) {
   wd_cpu_engine_t *e = self;
   if (n < 1 || n > e->max_seqs || !seqs || !tokens || !ret_logits)
     return WD_EINVAL;
@@ -159,7 +159,7 @@ int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
       if (seqs[j] == s)
         return WD_EINVAL; /* core/engine.h: slots are distinct */
   }
-  const double t0 = cpu_now_ms();
+  const double t0 = wd_cpu_now_ms();
   for (int i = 0; i < n; i++) {
     e->r_buf[i] = e->phys[seqs[i]];
     e->r_pos[i] = e->len[seqs[i]];
@@ -170,7 +170,7 @@ int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
   for (int i = 0; i < n; i++)
     e->len[seqs[i]]++;
   *ret_logits = e->d_logits;
-  e->step_ms_sum += cpu_now_ms() - t0;
+  e->step_ms_sum += wd_cpu_now_ms() - t0;
   e->n_steps++;
   return 0;
 }
@@ -182,7 +182,7 @@ static int tokens_ok(const wd_cpu_engine_t *e, int n, const int32_t *tokens) {
   return 1;
 }
 
-int cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits) {
+int wd_cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits) {
   wd_cpu_engine_t *e = self;
   if (s < 0 || s >= e->max_seqs || n < 1 || n > CPU_MAX_PREFILL || !tokens || !ret_logits ||
       e->len[s] + n > e->hp.n_text_ctx || !tokens_ok(e, n, tokens))
@@ -200,8 +200,8 @@ int cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **r
   return 0;
 }
 
-int cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
-              const int (*heads)[2], float *qk, float *probs) {
+int wd_cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
+                 const int (*heads)[2], float *qk, float *probs) {
   wd_cpu_engine_t *e = self;
   const wd_hparams_t *hp = &e->hp;
   if (a < 0 || a >= e->max_audio || n < 1 || n > CPU_MAX_PREFILL || n > hp->n_text_ctx ||

@@ -23,7 +23,7 @@
 /* y (rows, n_out) = beta * y + x . W^T, W as stored (cpu_gemm.h). */
 static void sgemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                       float beta, float *y, int ldy) {
-  cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, beta, y, ldy);
+  wd_cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, beta, y, ldy);
 }
 
 /* ---- row-parallel element-wise passes ---- */
@@ -39,14 +39,14 @@ static void ln_task(void *arg, int i) {
   const ln_task_t *t = arg;
   const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
   for (int r = r0; r < r1; r++)
-    cpu_layernorm_row(t->x + (size_t)r * (size_t)t->d, t->d, t->g, t->b,
-                      t->y + (size_t)r * (size_t)t->d);
+    wd_cpu_layernorm_row(t->x + (size_t)r * (size_t)t->d, t->d, t->g, t->b,
+                         t->y + (size_t)r * (size_t)t->d);
 }
 
 static void ln_rows(wd_cpu_engine_t *e, const float *x, float *y, int rows, int d, const float *g,
                     const float *b) {
   ln_task_t t = { .x = x, .y = y, .d = d, .rows = rows, .g = g, .b = b };
-  cpu_parallel(e, cpu_row_chunks(e, rows, &t.rows_per), ln_task, &t);
+  wd_cpu_parallel(e, wd_cpu_row_chunks(e, rows, &t.rows_per), ln_task, &t);
 }
 
 typedef struct {
@@ -58,7 +58,7 @@ static void sm_task(void *arg, int i) {
   const sm_task_t *t = arg;
   const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->n ? r0 + t->rows_per : t->n;
   for (int r = r0; r < r1; r++)
-    cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
+    wd_cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
 }
 
 /* f32 -> f16 in F16_CHUNKS pieces. */
@@ -73,7 +73,7 @@ static void f16_task(void *arg, int i) {
   const f16_task_t *t = arg;
   const size_t per = (t->n + F16_CHUNKS - 1) / F16_CHUNKS, a = (size_t)i * per;
   if (a < t->n)
-    cpu_f32_to_f16_vec(t->x + a, t->y + a, a + per < t->n ? per : t->n - a);
+    wd_cpu_f32_to_f16_vec(t->x + a, t->y + a, a + per < t->n ? per : t->n - a);
 }
 
 /* ---- the encoder ---- */
@@ -105,53 +105,53 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const float scale = (float)(1.0 / sqrt((double)dh));
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
   sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
-  cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
+  wd_cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
   for (int h = 0; h < nh; h++) {
     /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh, ld,
                 e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
     sm_task_t t = { .s = e->e_s, .n = n };
-    cpu_parallel(e, cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
+    wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
                 e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
   }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
-  cpu_bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
+  wd_cpu_bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);
 }
 
 static void enc_mlp(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
   ln_rows(e, e->e_x, e->e_h, n, d, L->mlp_g, L->mlp_b);
   sgemm_xwt(e, n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
-  cpu_bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
+  wd_cpu_bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
   sgemm_xwt(e, n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
-  cpu_bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
+  wd_cpu_bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
 }
 
-int cpu_encode(void *self, int a, const float *mel) {
+int wd_cpu_encode(void *self, int a, const float *mel) {
   wd_cpu_engine_t *e = self;
   if (a < 0 || a >= e->max_audio || !mel)
     return WD_EINVAL;
   const wd_hparams_t *hp = &e->hp;
   const int nm = hp->n_mels, n = hp->n_audio_ctx, T = 2 * n, da = hp->n_audio_state;
-  const double t0 = cpu_now_ms();
+  const double t0 = wd_cpu_now_ms();
   /* The mel is (n_mels, frames); the convolution wants frames as rows. */
   for (int i = 0; i < nm; i++)
     for (int t = 0; t < T; t++)
       e->e_melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
   im2col3(e->e_melT, T, nm, 1, e->e_col, T);
   sgemm_xwt(e, T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
-  cpu_bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
+  wd_cpu_bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
   im2col3(e->e_x1, T, da, 2, e->e_col, n);
   sgemm_xwt(e, n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
-  cpu_bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
+  wd_cpu_bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
   for (int l = 0; l < hp->n_audio_layer; l++) {
     enc_attention(e, &e->enc[l]);
     enc_mlp(e, &e->enc[l]);
   }
   ln_rows(e, e->e_x, e->e_x, n, da, e->enc_ln_g, e->enc_ln_b);
-  const double t1 = cpu_now_ms();
+  const double t1 = wd_cpu_now_ms();
   /* Cross K/V of every decoder layer: K (n, d) = enc . Wk^T and V (n, d) =
    * enc . Wv^T + bv in f32 (one product each, reading the stacked
    * matrix's halves), then stored as f16 in the audio slot. */
@@ -160,17 +160,17 @@ int cpu_encode(void *self, int a, const float *mel) {
   float *K = e->e_qkv, *V = e->e_qkv + slab; /* (n, 3 d_a) of scratch holds both */
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_dec_layer_t *L = &e->dec[l];
-    cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, 0, d, 0.0f, K, d);
-    cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, d, d, 0.0f, V, d);
-    cpu_bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
+    wd_cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, 0, d, 0.0f, K, d);
+    wd_cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, d, d, 0.0f, V, d);
+    wd_cpu_bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
     const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
     f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };
-    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
+    wd_cpu_parallel(e, F16_CHUNKS, f16_task, &t);
     t = (f16_task_t){ .x = V, .y = e->xv + at, .n = slab };
-    cpu_parallel(e, F16_CHUNKS, f16_task, &t);
+    wd_cpu_parallel(e, F16_CHUNKS, f16_task, &t);
   }
   e->audio_ok[a] = 1;
   e->encode_ms = t1 - t0;
-  e->cross_ms = cpu_now_ms() - t1;
+  e->cross_ms = wd_cpu_now_ms() - t1;
   return 0;
 }

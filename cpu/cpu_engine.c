@@ -16,19 +16,19 @@
 #include "error.h"
 #include "quant.h"
 
-double cpu_now_ms(void) {
+double wd_cpu_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-int cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
+int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
   const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
   *rows_per = n > 0 ? (rows + n - 1) / n : 1;
   return n > 0 ? (rows + *rows_per - 1) / *rows_per : 0;
 }
 
-void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg) {
+void wd_cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg) {
   if (n <= 0)
     return;
   if (n == 1 || e->n_threads == 1) {
@@ -48,12 +48,12 @@ static void gemv_task(void *arg, int i) {
   const gemv_task_t *t = arg;
   const int n = t->g->w->n_out, o0 = i * t->chunk;
   const int o1 = o0 + t->chunk < n ? o0 + t->chunk : n;
-  cpu_gemv_range(t->g, o0, o1);
+  wd_cpu_gemv_range(t->g, o0, o1);
 }
 
-void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
+void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
   if (g->w->ct) { /* --compute-type bf16 / int8 */
-    cpu_rgemm_run(e, g->n_rows, g->x, g->ldx, g->w, 0, g->w->n_out, g->b, g->op, g->y, g->ldy);
+    wd_cpu_rgemm_run(e, g->n_rows, g->x, g->ldx, g->w, 0, g->w->n_out, g->b, g->op, g->y, g->ldy);
     return;
   }
   /* Chunks of outputs, a few per thread so that uneven threads even out;
@@ -66,18 +66,20 @@ void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
   if (chunk < 16)
     chunk = 16;
   gemv_task_t t = { g, chunk };
-  cpu_parallel(e, (n + chunk - 1) / chunk, gemv_task, &t);
+  wd_cpu_parallel(e, (n + chunk - 1) / chunk, gemv_task, &t);
 }
 
 static void free_enc_layer(cpu_enc_layer_t *L) {
-  cpu_mat_free(&L->qkv), cpu_mat_free(&L->o), cpu_mat_free(&L->fc1), cpu_mat_free(&L->fc2);
+  wd_cpu_mat_free(&L->qkv), wd_cpu_mat_free(&L->o);
+  wd_cpu_mat_free(&L->fc1), wd_cpu_mat_free(&L->fc2);
   free(L->bqkv), free(L->bo), free(L->b1), free(L->b2);
   free(L->attn_g), free(L->attn_b), free(L->mlp_g), free(L->mlp_b);
 }
 
 static void free_dec_layer(cpu_dec_layer_t *L) {
-  cpu_mat_free(&L->qkv), cpu_mat_free(&L->o), cpu_mat_free(&L->xq), cpu_mat_free(&L->xo);
-  cpu_mat_free(&L->fc1), cpu_mat_free(&L->fc2), cpu_mat_free(&L->xkv);
+  wd_cpu_mat_free(&L->qkv), wd_cpu_mat_free(&L->o), wd_cpu_mat_free(&L->xq);
+  wd_cpu_mat_free(&L->xo);
+  wd_cpu_mat_free(&L->fc1), wd_cpu_mat_free(&L->fc2), wd_cpu_mat_free(&L->xkv);
   free(L->bqkv), free(L->bo), free(L->bxq), free(L->bxo), free(L->bxkv), free(L->b1);
   free(L->b2), free(L->attn_g), free(L->attn_b), free(L->x_g), free(L->x_b), free(L->mlp_g);
   free(L->mlp_b);
@@ -87,7 +89,7 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   if (!e)
     return;
   wd_pool_free(e->pool);
-  cpu_mat_free(&e->conv1), cpu_mat_free(&e->conv2), cpu_mat_free(&e->emb);
+  wd_cpu_mat_free(&e->conv1), wd_cpu_mat_free(&e->conv2), wd_cpu_mat_free(&e->emb);
   free(e->conv1_b), free(e->conv2_b), free(e->enc_pos), free(e->enc_ln_g), free(e->enc_ln_b);
   free(e->dec_pos), free(e->dec_ln_g), free(e->dec_ln_b);
   for (int l = 0; e->enc && l < e->hp.n_audio_layer; l++)
@@ -108,21 +110,21 @@ void wd_cpu_engine_free(wd_cpu_engine_t *e) {
   free(e);
 }
 
-/* cpu_parallel as cpu_rgemm.h's cpu_par_fn. */
+/* wd_cpu_parallel as cpu_rgemm.h's cpu_par_fn. */
 static void engine_par(void *ctx, int n, void (*fn)(void *arg, int i), void *arg) {
-  cpu_parallel(ctx, n, fn, arg);
+  wd_cpu_parallel(ctx, n, fn, arg);
 }
 
-/* cpu_mat_load, then the conversion of --compute-type bf16 / int8
+/* wd_cpu_mat_load, then the conversion of --compute-type bf16 / int8
  * (cpu_rgemm.h) at once, the model's pages of the tensors released after
  * each matrix: the peak holds one matrix twice, not the model. */
 static int mat_load(wd_cpu_engine_t *e, cpu_mat_t *w, const char *const *names, const int *rows,
                     int n, int n_in, char *err, size_t el) {
   const wd_model_t *m = e->m;
-  int rc = cpu_mat_load(w, m, names, rows, n, n_in, 0, err, el);
+  int rc = wd_cpu_mat_load(w, m, names, rows, n, n_in, 0, err, el);
   if (rc < 0 || e->compute == WD_CPU_COMPUTE_F32)
     return rc;
-  if ((rc = cpu_mat_reduce(w, e->compute, engine_par, e)) < 0)
+  if ((rc = wd_cpu_mat_reduce(w, e->compute, engine_par, e)) < 0)
     return rc;
   for (int i = 0; i < n; i++)
     (void)wd_model_release(m, wd_model_tensor(m, names[i]));
@@ -152,10 +154,10 @@ static int load_attn(wd_cpu_engine_t *e, const char *p, int d, int d_in,
   snprintf(nq, sizeof nq, "%s.query.bias", p);
   snprintf(nv, sizeof nv, "%s.value.bias", p);
   snprintf(no, sizeof no, "%s.out.bias", p);
-  *bqkv = cpu_alloc(3 * (size_t)d * sizeof(float));
-  bq = cpu_vec_load(m, nq, (size_t)d, err, el);
-  bv = cpu_vec_load(m, nv, (size_t)d, err, el);
-  *bo = cpu_vec_load(m, no, (size_t)d, err, el);
+  *bqkv = wd_cpu_alloc(3 * (size_t)d * sizeof(float));
+  bq = wd_cpu_vec_load(m, nq, (size_t)d, err, el);
+  bv = wd_cpu_vec_load(m, nv, (size_t)d, err, el);
+  *bo = wd_cpu_vec_load(m, no, (size_t)d, err, el);
   if (*bqkv && bq && bv) {
     memcpy(*bqkv, bq, (size_t)d * sizeof(float));
     memcpy(*bqkv + 2 * (size_t)d, bv, (size_t)d * sizeof(float));
@@ -181,12 +183,12 @@ static int load_mlp(wd_cpu_engine_t *e, const char *p, int d, cpu_mat_t *fc1,
     return rc;
   snprintf(n1, sizeof n1, "%s.mlp.0.bias", p);
   snprintf(n2, sizeof n2, "%s.mlp.2.bias", p);
-  *b1 = cpu_vec_load(m, n1, 4 * (size_t)d, err, el);
-  *b2 = cpu_vec_load(m, n2, (size_t)d, err, el);
+  *b1 = wd_cpu_vec_load(m, n1, 4 * (size_t)d, err, el);
+  *b2 = wd_cpu_vec_load(m, n2, (size_t)d, err, el);
   snprintf(n1, sizeof n1, "%s.mlp_ln.weight", p);
   snprintf(n2, sizeof n2, "%s.mlp_ln.bias", p);
-  *g = cpu_vec_load(m, n1, (size_t)d, err, el);
-  *b = cpu_vec_load(m, n2, (size_t)d, err, el);
+  *g = wd_cpu_vec_load(m, n1, (size_t)d, err, el);
+  *b = wd_cpu_vec_load(m, n2, (size_t)d, err, el);
   return (*b1 && *b2 && *g && *b) ? 0 : WD_EMODEL;
 }
 
@@ -194,9 +196,9 @@ static int load_ln(const wd_model_t *m, const char *p, int d, float **g, float *
                    size_t el) {
   char n[160];
   snprintf(n, sizeof n, "%s.weight", p);
-  *g = cpu_vec_load(m, n, (size_t)d, err, el);
+  *g = wd_cpu_vec_load(m, n, (size_t)d, err, el);
   snprintf(n, sizeof n, "%s.bias", p);
-  *b = cpu_vec_load(m, n, (size_t)d, err, el);
+  *b = wd_cpu_vec_load(m, n, (size_t)d, err, el);
   return (*g && *b) ? 0 : WD_EMODEL;
 }
 
@@ -216,15 +218,15 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   {
     const char *c1[1] = { "encoder.conv1.weight" }, *c2[1] = { "encoder.conv2.weight" };
     const int r[1] = { da };
-    if ((rc = cpu_mat_load(&e->conv1, m, c1, r, 1, hp->n_mels * 3, conv_f32(m, c1[0]), err,
-                           el)) < 0 ||
-        (rc = cpu_mat_load(&e->conv2, m, c2, r, 1, da * 3, conv_f32(m, c2[0]), err, el)) < 0)
+    if ((rc = wd_cpu_mat_load(&e->conv1, m, c1, r, 1, hp->n_mels * 3, conv_f32(m, c1[0]), err,
+                              el)) < 0 ||
+        (rc = wd_cpu_mat_load(&e->conv2, m, c2, r, 1, da * 3, conv_f32(m, c2[0]), err, el)) < 0)
       return rc;
   }
-  e->conv1_b = cpu_vec_load(m, "encoder.conv1.bias", (size_t)da, err, el);
-  e->conv2_b = cpu_vec_load(m, "encoder.conv2.bias", (size_t)da, err, el);
-  e->enc_pos = cpu_vec_load(m, "encoder.positional_embedding",
-                            (size_t)hp->n_audio_ctx * (size_t)da, err, el);
+  e->conv1_b = wd_cpu_vec_load(m, "encoder.conv1.bias", (size_t)da, err, el);
+  e->conv2_b = wd_cpu_vec_load(m, "encoder.conv2.bias", (size_t)da, err, el);
+  e->enc_pos = wd_cpu_vec_load(m, "encoder.positional_embedding",
+                               (size_t)hp->n_audio_ctx * (size_t)da, err, el);
   if (!e->conv1_b || !e->conv2_b || !e->enc_pos)
     return WD_EMODEL;
   if ((rc = load_ln(m, "encoder.ln_post", da, &e->enc_ln_g, &e->enc_ln_b, err, el)) < 0)
@@ -272,10 +274,10 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
     snprintf(nq, sizeof nq, "%s.query.bias", p);
     snprintf(nv, sizeof nv, "%s.value.bias", p);
     snprintf(no, sizeof no, "%s.out.bias", p);
-    L->bxq = cpu_vec_load(m, nq, (size_t)d, err, el);
-    L->bxo = cpu_vec_load(m, no, (size_t)d, err, el);
-    L->bxkv = cpu_alloc(2 * (size_t)d * sizeof(float));
-    float *bv = cpu_vec_load(m, nv, (size_t)d, err, el);
+    L->bxq = wd_cpu_vec_load(m, nq, (size_t)d, err, el);
+    L->bxo = wd_cpu_vec_load(m, no, (size_t)d, err, el);
+    L->bxkv = wd_cpu_alloc(2 * (size_t)d * sizeof(float));
+    float *bv = wd_cpu_vec_load(m, nv, (size_t)d, err, el);
     if (L->bxkv && bv)
       memcpy(L->bxkv + d, bv, (size_t)d * sizeof(float));
     const int ok = L->bxq && L->bxo && L->bxkv && bv;
@@ -294,8 +296,8 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
   const int er[1] = { hp->n_vocab };
   if ((rc = mat_load(e, &e->emb, en, er, 1, d, err, el)) < 0)
     return rc;
-  e->dec_pos = cpu_vec_load(m, "decoder.positional_embedding",
-                            (size_t)hp->n_text_ctx * (size_t)d, err, el);
+  e->dec_pos = wd_cpu_vec_load(m, "decoder.positional_embedding",
+                               (size_t)hp->n_text_ctx * (size_t)d, err, el);
   if (!e->dec_pos)
     return WD_EMODEL;
   if ((rc = load_ln(m, "decoder.ln", d, &e->dec_ln_g, &e->dec_ln_b, err, el)) < 0)
@@ -308,44 +310,44 @@ static int load_weights(wd_cpu_engine_t *e, char *err, size_t el) {
 static void count_weights(wd_cpu_engine_t *e) {
   const wd_hparams_t *hp = &e->hp;
   /* What the matrices take (vectors are small). */
-  double b = (double)cpu_mat_bytes(&e->conv1) + (double)cpu_mat_bytes(&e->conv2) +
-             (double)cpu_mat_bytes(&e->emb);
+  double b = (double)wd_cpu_mat_bytes(&e->conv1) + (double)wd_cpu_mat_bytes(&e->conv2) +
+             (double)wd_cpu_mat_bytes(&e->emb);
   for (int l = 0; l < hp->n_audio_layer; l++) {
     const cpu_enc_layer_t *L = &e->enc[l];
-    b += (double)(cpu_mat_bytes(&L->qkv) + cpu_mat_bytes(&L->o) + cpu_mat_bytes(&L->fc1) +
-                  cpu_mat_bytes(&L->fc2));
+    b += (double)(wd_cpu_mat_bytes(&L->qkv) + wd_cpu_mat_bytes(&L->o) + wd_cpu_mat_bytes(&L->fc1) +
+                  wd_cpu_mat_bytes(&L->fc2));
   }
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_dec_layer_t *L = &e->dec[l];
-    b += (double)(cpu_mat_bytes(&L->qkv) + cpu_mat_bytes(&L->o) + cpu_mat_bytes(&L->xq) +
-                  cpu_mat_bytes(&L->xo) + cpu_mat_bytes(&L->xkv) + cpu_mat_bytes(&L->fc1) +
-                  cpu_mat_bytes(&L->fc2));
+    b += (double)(wd_cpu_mat_bytes(&L->qkv) + wd_cpu_mat_bytes(&L->o) + wd_cpu_mat_bytes(&L->xq) +
+                  wd_cpu_mat_bytes(&L->xo) + wd_cpu_mat_bytes(&L->xkv) + wd_cpu_mat_bytes(&L->fc1) +
+                  wd_cpu_mat_bytes(&L->fc2));
   }
   e->weight_bytes = b;
   /* Of those, the matrices that read the model's bytes in place: a single
    * tensor kept as stored (cpu_mat.h). */
-  double mb = (double)(cpu_mat_bytes(&e->emb) - cpu_mat_own_bytes(&e->emb)) +
-              (double)(cpu_mat_bytes(&e->conv1) - cpu_mat_own_bytes(&e->conv1)) +
-              (double)(cpu_mat_bytes(&e->conv2) - cpu_mat_own_bytes(&e->conv2));
+  double mb = (double)(wd_cpu_mat_bytes(&e->emb) - wd_cpu_mat_own_bytes(&e->emb)) +
+              (double)(wd_cpu_mat_bytes(&e->conv1) - wd_cpu_mat_own_bytes(&e->conv1)) +
+              (double)(wd_cpu_mat_bytes(&e->conv2) - wd_cpu_mat_own_bytes(&e->conv2));
   for (int l = 0; l < hp->n_audio_layer; l++) {
     const cpu_mat_t *ms[] = { &e->enc[l].qkv, &e->enc[l].o, &e->enc[l].fc1, &e->enc[l].fc2 };
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-      mb += (double)(cpu_mat_bytes(ms[i]) - cpu_mat_own_bytes(ms[i]));
+      mb += (double)(wd_cpu_mat_bytes(ms[i]) - wd_cpu_mat_own_bytes(ms[i]));
   }
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_mat_t *ms[] = { &e->dec[l].qkv, &e->dec[l].o,   &e->dec[l].xq, &e->dec[l].xo,
                               &e->dec[l].xkv, &e->dec[l].fc1, &e->dec[l].fc2 };
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-      mb += (double)(cpu_mat_bytes(ms[i]) - cpu_mat_own_bytes(ms[i]));
+      mb += (double)(wd_cpu_mat_bytes(ms[i]) - wd_cpu_mat_own_bytes(ms[i]));
   }
   e->mapped_bytes = mb;
 }
 
-/* cpu_alloc that counts what the caches and scratch take (stats,
+/* wd_cpu_alloc that counts what the caches and scratch take (stats,
  * checked against wd_cpu_engine_plan by tests/cpu). */
 static void *state_alloc(wd_cpu_engine_t *e, size_t bytes) {
   e->state_bytes += (double)bytes;
-  return cpu_alloc(bytes);
+  return wd_cpu_alloc(bytes);
 }
 
 static int plan_buffers(wd_cpu_engine_t *e) {
@@ -366,7 +368,7 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->t_audio = calloc(ms, sizeof(int)), e->t_copy = calloc(ms, sizeof(int));
   e->t_used = calloc((size_t)e->n_bufs, sizeof(int)), e->t_isdst = calloc(ms, sizeof(int));
   const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3;
-  e->w_f32 = state_alloc(e, cpu_gemm_scratch_elems(hp) * f);
+  e->w_f32 = state_alloc(e, wd_cpu_gemm_scratch_elems(hp) * f);
   e->e_melT = state_alloc(e, 2 * na * nm * f);
   e->e_col = state_alloc(e, (col1 > col2 ? col1 : col2) * f);
   e->e_x1 = state_alloc(e, 2 * na * da * f);
@@ -386,7 +388,7 @@ static int plan_buffers(wd_cpu_engine_t *e) {
   e->d_scores = state_alloc(e, (size_t)CPU_ATTN_TASKS * sc * f);
   if (e->compute != WD_CPU_COMPUTE_F32) {
     const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
-    e->r_xq = state_alloc(e, xr * cpu_rgemm_row_bytes(e->compute, 4 * (int)dmax));
+    e->r_xq = state_alloc(e, xr * wd_cpu_rgemm_row_bytes(e->compute, 4 * (int)dmax));
     e->r_xs = state_alloc(e, xr * f);
     if (!e->r_xq || !e->r_xs)
       return WD_ENOMEM;
@@ -479,7 +481,9 @@ static int cpu_seq_copy(void *self, int n, const int *dst, const int *src) {
 /* The features --compute-type picks its kernels from: none where
  * WHISPERD_CPU_PORTABLE asks for the portable kernels (the arm64 path,
  * which has no int8 or bf16 kernels of its own). */
-static unsigned compute_features(void) { return cpu_force_portable() ? 0u : cpu_blas_features(); }
+static unsigned compute_features(void) {
+  return wd_cpu_force_portable() ? 0u : wd_cpu_blas_features();
+}
 
 int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
                       wd_cpu_engine_t **ret, char *err, size_t err_len) {
@@ -507,12 +511,12 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     return WD_EMODEL;
   }
   const unsigned feat = compute_features();
-  const char *refusal = cpu_rgemm_refusal(o->compute, feat);
+  const char *refusal = wd_cpu_rgemm_refusal(o->compute, feat);
   if (refusal) {
     snprintf(err, err_len, "%s", refusal);
     return WD_EINVAL;
   }
-  cpu_gemv_init();
+  wd_cpu_gemv_init();
   wd_cpu_engine_t *e = calloc(1, sizeof *e);
   if (!e)
     return WD_ENOMEM;
@@ -521,7 +525,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   e->max_seqs = o->max_seqs;
   e->max_audio = o->max_audio;
   e->compute = o->compute;
-  e->rpath = (int)cpu_rgemm_pick(o->compute, feat);
+  e->rpath = (int)wd_cpu_rgemm_pick(o->compute, feat);
   e->max_rows = o->max_seqs > CPU_MAX_PREFILL ? o->max_seqs : CPU_MAX_PREFILL;
   long nc = sysconf(_SC_NPROCESSORS_ONLN);
   e->n_threads = o->n_threads ? o->n_threads : (nc > 0 ? (int)(nc > 64 ? 64 : nc) : 1);
@@ -544,9 +548,9 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   e->iface = (wd_engine_t){
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
     .max_seqs = e->max_seqs, .max_audio = e->max_audio,
-    .encode = cpu_encode, .seq_reset = cpu_seq_reset, .step = cpu_step,
-    .max_prefill = CPU_MAX_PREFILL, .prefill = cpu_prefill, .seq_copy = cpu_seq_copy,
-    .align = cpu_align, .n_audio_ctx = hp->n_audio_ctx,
+    .encode = wd_cpu_encode, .seq_reset = cpu_seq_reset, .step = wd_cpu_step,
+    .max_prefill = CPU_MAX_PREFILL, .prefill = wd_cpu_prefill, .seq_copy = cpu_seq_copy,
+    .align = wd_cpu_align, .n_audio_ctx = hp->n_audio_ctx,
   };
   *ret = e;
   return 0;
@@ -569,16 +573,16 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->n_steps = e->n_steps;
   st->step_ms = e->n_steps ? e->step_ms_sum / (double)e->n_steps : 0.0;
   st->n_threads = e->n_threads;
-  st->kernel = cpu_gemv_kernel();
-  st->gemm = cpu_blas_path();
+  st->kernel = wd_cpu_gemv_kernel();
+  st->gemm = wd_cpu_blas_path();
   st->compute = wd_cpu_compute_name(e->compute);
-  st->compute_path = e->compute ? cpu_rpath_name((cpu_rpath_t)e->rpath) : NULL;
+  st->compute_path = e->compute ? wd_cpu_rpath_name((cpu_rpath_t)e->rpath) : NULL;
   st->weight_mib = e->weight_bytes / (1024.0 * 1024.0);
   st->mapped_mib = e->mapped_bytes / (1024.0 * 1024.0);
   st->state_mib = e->state_bytes / (1024.0 * 1024.0);
 }
 
-const char *wd_cpu_engine_kernel(void) { return cpu_gemv_kernel(); }
+const char *wd_cpu_engine_kernel(void) { return wd_cpu_gemv_kernel(); }
 
 const char *wd_cpu_compute_name(wd_cpu_compute_t c) {
   return c == WD_CPU_COMPUTE_BF16 ? "bf16" : c == WD_CPU_COMPUTE_INT8 ? "int8" : "f32";
@@ -598,13 +602,13 @@ int wd_cpu_compute_parse(const char *name, wd_cpu_compute_t *ret) {
 }
 
 const char *wd_cpu_compute_refusal(wd_cpu_compute_t c) {
-  return cpu_rgemm_refusal(c, compute_features());
+  return wd_cpu_rgemm_refusal(c, compute_features());
 }
 
 const char *wd_cpu_compute_path(wd_cpu_compute_t c) {
-  return c ? cpu_rpath_name(cpu_rgemm_pick(c, compute_features())) : NULL;
+  return c ? wd_cpu_rpath_name(wd_cpu_rgemm_pick(c, compute_features())) : NULL;
 }
 
-const char *wd_cpu_engine_gemm(void) { return cpu_blas_path(); }
+const char *wd_cpu_engine_gemm(void) { return wd_cpu_blas_path(); }
 
-const char *wd_cpu_engine_gemm_warning(void) { return cpu_blas_warning(); }
+const char *wd_cpu_engine_gemm_warning(void) { return wd_cpu_blas_warning(); }

@@ -10,7 +10,7 @@
 #include "cpu_rgemm.h"
 #include "cpu_vmath.h"
 
-size_t cpu_gemm_scratch_elems(const wd_hparams_t *hp) {
+size_t wd_cpu_gemm_scratch_elems(const wd_hparams_t *hp) {
   const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
   const size_t nm = (size_t)hp->n_mels;
   /* Encoder fc1/fc2 (4 da x da) and Q K V (3 da x da), conv2 (da x 3 da),
@@ -39,11 +39,11 @@ static void widen_task(void *arg, int i) {
     return;
   if (t->w->type == WD_DTYPE_F16) { /* rows are contiguous: one run */
     const unsigned char *src = (const unsigned char *)t->w->data + (size_t)(t->o0 + a) * k * 2;
-    cpu_f16_to_f32_vec(src, t->out + (size_t)a * k, (size_t)(b - a) * k);
+    wd_cpu_f16_to_f32_vec(src, t->out + (size_t)a * k, (size_t)(b - a) * k);
     return;
   }
   for (int r = a; r < b; r++)
-    cpu_mat_row(t->w, t->o0 + r, t->out + (size_t)r * k);
+    wd_cpu_mat_row(t->w, t->o0 + r, t->out + (size_t)r * k);
 }
 
 /* W[o0 .. o0 + n) as f32: the matrix itself, or the scratch widened. */
@@ -51,7 +51,7 @@ static const float *widen(wd_cpu_engine_t *e, const cpu_mat_t *w, int o0, int n)
   if (w->type == WD_DTYPE_F32)
     return (const float *)w->data + (size_t)o0 * (size_t)w->n_in;
   widen_task_t t = { .w = w, .o0 = o0, .n = n, .out = e->w_f32 };
-  cpu_parallel(e, cpu_row_chunks(e, n, &t.per), widen_task, &t);
+  wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.per), widen_task, &t);
   return e->w_f32;
 }
 
@@ -65,16 +65,16 @@ typedef struct {
 static void rgemm_prep_task(void *arg, int i) {
   const rgemm_task_t *t = arg;
   const int a = i * t->per, b = a + t->per < t->g->n_rows ? a + t->per : t->g->n_rows;
-  cpu_rgemm_prep(t->g, a, b);
+  wd_cpu_rgemm_prep(t->g, a, b);
 }
 
 static void rgemm_range_task(void *arg, int i) {
   const rgemm_task_t *t = arg;
   const int a = i * t->per, b = a + t->per < t->g->n ? a + t->per : t->g->n;
-  cpu_rgemm_range(t->g, a, b);
+  wd_cpu_rgemm_range(t->g, a, b);
 }
 
-/* raw: the products alone, bias and GELU after (cpu_linear_rows). */
+/* raw: the products alone, bias and GELU after (wd_cpu_linear_rows). */
 static void rgemm(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                   int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy, int raw) {
   const cpu_rgemm_t g = { .w = w, .o0 = o0, .n = n, .b = b, .n_rows = rows, .x = x, .ldx = ldx,
@@ -83,23 +83,23 @@ static void rgemm(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const c
   rgemm_task_t t = { .g = &g };
   /* A step's few rows are converted on this thread; a window's over all. */
   if (rows <= 16)
-    cpu_rgemm_prep(&g, 0, rows);
+    wd_cpu_rgemm_prep(&g, 0, rows);
   else
-    cpu_parallel(e, cpu_row_chunks(e, rows, &t.per), rgemm_prep_task, &t);
+    wd_cpu_parallel(e, wd_cpu_row_chunks(e, rows, &t.per), rgemm_prep_task, &t);
   /* Outputs in chunks, a few a thread, whole tiles of 32 (two packed
    * blocks, cpu_rgemm.c). */
   int chunk = (n + e->n_threads * 4 - 1) / (e->n_threads * 4);
   t.per = (chunk + 31) / 32 * 32;
-  cpu_parallel(e, (n + t.per - 1) / t.per, rgemm_range_task, &t);
+  wd_cpu_parallel(e, (n + t.per - 1) / t.per, rgemm_range_task, &t);
 }
 
-void cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                   int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy) {
+void wd_cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                      int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy) {
   rgemm(e, rows, x, ldx, w, o0, n, b, op, y, ldy, 0);
 }
 
-void cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                  int o0, int n, float beta, float *y, int ldy) {
+void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                     int o0, int n, float beta, float *y, int ldy) {
   if (w->ct) {
     rgemm(e, rows, x, ldx, w, o0, n, NULL, beta != 0.0f ? CPU_GEMV_ADD : CPU_GEMV_SET, y, ldy, 1);
     return;
@@ -127,7 +127,7 @@ static void bias_task(void *arg, int i) {
   for (int r = r0; r < r1; r++) {
     float *y = t->y + (size_t)r * (size_t)t->ld;
     if (t->gelu)
-      cpu_bias_gelu_vec(y, t->b, t->n);
+      wd_cpu_bias_gelu_vec(y, t->b, t->n);
     else if (t->b)
       for (int c = 0; c < t->n; c++)
         y[c] += t->b[c];
@@ -137,24 +137,24 @@ static void bias_task(void *arg, int i) {
   }
 }
 
-void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b, int gelu,
-                   const float *add) {
+void wd_cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b,
+                      int gelu, const float *add) {
   if (!b && !gelu && !add)
     return;
   bias_task_t t = { .y = y, .ld = ld, .n = n, .b = b, .gelu = gelu, .add = add, .rows = rows };
-  cpu_parallel(e, cpu_row_chunks(e, rows, &t.rows_per), bias_task, &t);
+  wd_cpu_parallel(e, wd_cpu_row_chunks(e, rows, &t.rows_per), bias_task, &t);
 }
 
-void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                     const float *b, cpu_gemv_op_t op, float *y, int ldy) {
+void wd_cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                        const float *b, cpu_gemv_op_t op, float *y, int ldy) {
   if (w->ct) {
     /* Many rows: the products, then the bias and GELU over all rows at
      * once as the sgemm path does (vectorized, not per output). */
     rgemm(e, rows, x, ldx, w, 0, w->n_out, NULL, op == CPU_GEMV_ADD ? op : CPU_GEMV_SET, y, ldy,
           1);
-    cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+    wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
     return;
   }
-  cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
-  cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+  wd_cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
+  wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
 }

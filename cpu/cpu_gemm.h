@@ -26,28 +26,28 @@ typedef struct wd_cpu_engine wd_cpu_engine_t;
 
 /* Elements of the engine's f32 widening scratch: the largest matrix (or
  * half of the cross K/V stack) a product may widen. */
-size_t cpu_gemm_scratch_elems(const wd_hparams_t *hp);
+size_t wd_cpu_gemm_scratch_elems(const wd_hparams_t *hp);
 
 /* y (rows, n) = beta y + x (rows, w->n_in) . W[o0 .. o0 + n)^T. */
-void cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                  int o0, int n, float beta, float *y, int ldy);
+void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                     int o0, int n, float beta, float *y, int ldy);
 
 /* The linear layer of cpu_gemv_op_t on sgemm: y = x W^T + b (SET),
  * gelu(x W^T + b) (GELU), y += x W^T + b (ADD); b may be NULL. */
-void cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                     const float *b, cpu_gemv_op_t op, float *y, int ldy);
+void wd_cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                        const float *b, cpu_gemv_op_t op, float *y, int ldy);
 
 /* The same on a matrix converted by --compute-type bf16 or int8
  * (cpu_rgemm.h): y[r][o - o0] (op)= x[r] . W[o] + b[o - o0] for o0 <= o <
  * o0 + n, the activations converted into the engine's scratch first. The
- * GEMV (cpu_gemv_run) and the two calls above come here for such a matrix,
+ * GEMV (wd_cpu_gemv_run) and the two calls above come here for such a matrix,
  * whatever the row count. */
-void cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                   int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy);
+void wd_cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                      int o0, int n, const float *b, cpu_gemv_op_t op, float *y, int ldy);
 
 /* y (rows, n, row stride ld) += b, then gelu when asked, then += add
  * (rows, n) when not NULL; over the engine's threads. */
-void cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b, int gelu,
-                   const float *add);
+void wd_cpu_bias_rows(wd_cpu_engine_t *e, float *y, int rows, int ld, int n, const float *b,
+                      int gelu, const float *add);
 
 #endif

@@ -20,12 +20,12 @@
 #include "cpu_qgemv.h"
 #include "f16.h"
 
-int cpu_force_portable(void) {
+int wd_cpu_force_portable(void) {
   const char *v = getenv("WHISPERD_CPU_PORTABLE");
   return v && v[0] && strcmp(v, "0") != 0;
 }
 
-float cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+float wd_cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 /* f16 -> f32 for the portable kernel: one load instead of the branchy
  * conversion (256 KiB, built once, shared by every engine). */
@@ -37,9 +37,9 @@ static void f16_table_build(void) {
     g_f16_table[i] = wd_f16_to_f32((uint16_t)i);
 }
 
-void cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
+void wd_cpu_gemv_init(void) { (void)pthread_once(&g_f16_once, f16_table_build); }
 
-const float *cpu_f16_lut(void) { return g_f16_table; }
+const float *wd_cpu_f16_lut(void) { return g_f16_table; }
 
 /* Weight element i of a row as f32. Rows may sit at any byte address: a
  * matrix read in place from a ggml file (cpu_mat.h) starts where the file
@@ -155,7 +155,7 @@ static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, flo
   }
 }
 
-int cpu_gemv_simd_available(void) {
+int wd_cpu_gemv_simd_available(void) {
   /* Pool threads may race to fill the cache; all compute the same value, and
    * relaxed atomics make that race defined (a plain int was a C11 data race,
    * which TSan reports). */
@@ -170,41 +170,41 @@ int cpu_gemv_simd_available(void) {
   return v;
 }
 #else
-int cpu_gemv_simd_available(void) { return 0; }
+int wd_cpu_gemv_simd_available(void) { return 0; }
 #endif
 
-int cpu_use_avx2(void) {
+int wd_cpu_use_avx2(void) {
   static _Atomic int cached = -1; /* as above */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
-    v = cpu_gemv_simd_available() && !cpu_force_portable();
+    v = wd_cpu_gemv_simd_available() && !wd_cpu_force_portable();
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return v;
 }
 
-/* The path cpu_gemv_range takes: 2 AVX-512 (f16 and f32 weights; block
+/* The path wd_cpu_gemv_range takes: 2 AVX-512 (f16 and f32 weights; block
  * types stay on AVX2), 1 AVX2, 0 portable. */
-static int widest_path(void) { return cpu_use_avx2() ? (cpu_avx512_available() ? 2 : 1) : 0; }
+static int widest_path(void) { return wd_cpu_use_avx2() ? (wd_cpu_avx512_available() ? 2 : 1) : 0; }
 
-const char *cpu_gemv_kernel(void) {
+const char *wd_cpu_gemv_kernel(void) {
   static const char *const names[] = { "portable", "avx2+fma+f16c", "avx512f+avx2+fma+f16c" };
   return names[widest_path()];
 }
 
 /* simd as asked, lowered to what the CPU has. */
 static int path_available(int simd) {
-  if (simd >= 2 && !cpu_avx512_available())
+  if (simd >= 2 && !wd_cpu_avx512_available())
     simd = 1;
-  return simd && cpu_gemv_simd_available() ? simd : 0;
+  return simd && wd_cpu_gemv_simd_available() ? simd : 0;
 }
 
-/* The dot kernel for w's type on the chosen path (never NULL: cpu_mat_load
+/* The dot kernel for w's type on the chosen path (never NULL: wd_cpu_mat_load
  * makes f32, f16 and block types only). */
 static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
   simd = path_available(simd);
-  if (simd == 2 && cpu_gemv512_dot(type))
-    return cpu_gemv512_dot(type);
+  if (simd == 2 && wd_cpu_gemv512_dot(type))
+    return wd_cpu_gemv512_dot(type);
 #if CPU_X86
   if (simd && type == WD_DTYPE_F16)
     return dot_avx2_f16;
@@ -215,28 +215,28 @@ static cpu_dot_fn pick_dot(wd_dtype_t type, int simd) {
     return dot_portable_f16;
   if (type == WD_DTYPE_F32)
     return dot_portable_f32;
-  return cpu_qgemv_dot(type, simd);
+  return wd_cpu_qgemv_dot(type, simd);
 }
 
-void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
-  cpu_gemv_range_path(g, o0, o1, widest_path());
+void wd_cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
+  wd_cpu_gemv_range_path(g, o0, o1, widest_path());
 }
 
 /* Block rows staged as f32 when more than 4 activation rows read them:
  * the widest decoder row (large's fc2, 5120) fits. */
 enum { STAGE_MAX = 8192 };
 
-void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
+void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
   const cpu_mat_t *w = g->w;
   const int k = w->n_in;
   simd = path_available(simd);
   cpu_dot_fn dot = pick_dot(w->type, simd);
-  const size_t row_bytes = cpu_mat_row_bytes(w);
+  const size_t row_bytes = wd_cpu_mat_row_bytes(w);
   /* A block row read by more than one group of 4 rows is dequantized once
    * into L1 and the f32 kernel runs over it: the same sums, bit for bit
    * (cpu_qgemv.h), without dequantizing it again for every 4 rows. */
   float stage[STAGE_MAX];
-  const cpu_deq_fn deq = g->n_rows > 4 && k <= STAGE_MAX ? cpu_qgemv_deq(w->type, simd) : NULL;
+  const cpu_deq_fn deq = g->n_rows > 4 && k <= STAGE_MAX ? wd_cpu_qgemv_deq(w->type, simd) : NULL;
   if (deq)
     dot = pick_dot(WD_DTYPE_F32, simd);
   for (int o = o0; o < o1; o++) {
@@ -256,7 +256,7 @@ void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
       for (int r = 0; r < R; r++) {
         float *y = g->y + (size_t)(r0 + r) * (size_t)g->ldy + o;
         const float v = res[r] + bias;
-        *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? cpu_gelu(v) : v;
+        *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(v) : v;
       }
     }
   }

@@ -45,35 +45,35 @@ typedef struct {
   cpu_gemv_op_t op;
 } cpu_gemv_t;
 
-/* Builds the portable kernel's f16 table; call before cpu_gemv_range
+/* Builds the portable kernel's f16 table; call before wd_cpu_gemv_range
  * (thread-safe, idempotent). */
-void cpu_gemv_init(void);
-/* That table: f16 bits -> f32, 65536 entries (valid after cpu_gemv_init). */
-const float *cpu_f16_lut(void);
+void wd_cpu_gemv_init(void);
+/* That table: f16 bits -> f32, 65536 entries (valid after wd_cpu_gemv_init). */
+const float *wd_cpu_f16_lut(void);
 
 /* Outputs [o0, o1) of g, every row. */
-void cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
+void wd_cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
 /* The same on a chosen path: simd 0 the portable kernels, 1 the AVX2 ones
- * where cpu_gemv_simd_available (the portable ones elsewhere), 2 the
+ * where wd_cpu_gemv_simd_available (the portable ones elsewhere), 2 the
  * AVX-512 ones for f16/f32 weights where the CPU has them (else as 1),
  * whatever WHISPERD_CPU_PORTABLE says; tests compare them in one process. */
-void cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
+void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
 /* 1 where the AVX2 kernels are compiled in and the CPU has AVX2, FMA and
  * F16C (WHISPERD_CPU_PORTABLE aside). */
-int cpu_gemv_simd_available(void);
+int wd_cpu_gemv_simd_available(void);
 /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable": the kernels
- * cpu_gemv_range runs (the AVX-512 ones serve f16 and f32 weights). */
-const char *cpu_gemv_kernel(void);
+ * wd_cpu_gemv_range runs (the AVX-512 ones serve f16 and f32 weights). */
+const char *wd_cpu_gemv_kernel(void);
 
-float cpu_gelu(float x);
+float wd_cpu_gelu(float x);
 
 /* 1 when the AVX2+FMA+F16C kernels run (the CPU has them and
  * WHISPERD_CPU_PORTABLE is not set): the one switch the GEMV, attention and
  * vector kernels all follow. Cached; safe from any thread. */
-int cpu_use_avx2(void);
+int wd_cpu_use_avx2(void);
 
 /* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
  * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
-int cpu_force_portable(void);
+int wd_cpu_force_portable(void);
 
 #endif

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cpu_no_avx512_env(void) {
+int wd_cpu_no_avx512_env(void) {
   const char *v = getenv("WHISPERD_CPU_NO_AVX512");
   return v && v[0] && strcmp(v, "0") != 0;
 }
@@ -24,20 +24,20 @@ int cpu_no_avx512_env(void) {
 #define CPU512_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
 #include "cpu_gemv512_kern.h"
 
-int cpu_avx512_available(void) {
+int wd_cpu_avx512_available(void) {
   static _Atomic int cached = -1; /* relaxed: every thread computes the same */
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     __builtin_cpu_init();
     /* libgcc sets avx512f only when the OS saves the ZMM state (XCR0). */
     v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !cpu_no_avx512_env();
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !wd_cpu_no_avx512_env();
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return v;
 }
 
-cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type) {
+cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
   if (type == WD_DTYPE_F16)
     return cpu512_dot_f16;
   if (type == WD_DTYPE_F32)
@@ -45,8 +45,8 @@ cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type) {
   return NULL;
 }
 #else
-int cpu_avx512_available(void) { return 0; }
-cpu_dot_fn cpu_gemv512_dot(wd_dtype_t type) {
+int wd_cpu_avx512_available(void) { return 0; }
+cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
   (void)type;
   return NULL;
 }

@@ -67,7 +67,7 @@ struct wd_cpu_engine {
   int *t_phys, *t_len, *t_audio, *t_used, *t_isdst, *t_copy; /* seq_copy scratch */
 
   /* ---- products of many rows (cpu_gemm.h) ---- */
-  float *w_f32; /* cpu_gemm_scratch_elems: the matrix being multiplied, widened to f32 */
+  float *w_f32; /* wd_cpu_gemm_scratch_elems: the matrix being multiplied, widened to f32 */
   /* --compute-type (cpu_rgemm.h): the linear layers' arithmetic, its
    * kernels, and the activations converted for one product: (max(n_audio_ctx,
    * max_rows), the widest layer input) rows and their int8 scales. */
@@ -99,20 +99,21 @@ struct wd_cpu_engine {
   unsigned long long n_steps;
 };
 
-double cpu_now_ms(void);
+double wd_cpu_now_ms(void);
 
 /* Splits rows into at most 4 chunks a thread (uneven threads even out):
  * returns the number of chunks, *rows_per the rows of each but the last. */
-int cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);
+int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);
 /* Runs fn(arg, i) for i in [0, n) on the engine's threads. */
-void cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg);
+void wd_cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg);
 /* The GEMV over the pool, outputs split in chunks. */
-void cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g);
+void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g);
 
-int cpu_encode(void *self, int a, const float *mel);
-int cpu_step(void *self, int n, const int *seqs, const int32_t *tokens, const float **ret_logits);
-int cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits);
-int cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
-              const int (*heads)[2], float *qk, float *probs);
+int wd_cpu_encode(void *self, int a, const float *mel);
+int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                const float **ret_logits);
+int wd_cpu_prefill(void *self, int s, int n, const int32_t *tokens, const float **ret_logits);
+int wd_cpu_align(void *self, int a, int n, const int32_t *tokens, int n_text, int n_heads,
+                 const int (*heads)[2], float *qk, float *probs);
 
 #endif

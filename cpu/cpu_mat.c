@@ -17,7 +17,7 @@
  * the caches for every slot costs address space, not time, until a slot is
  * used. The kernels load unaligned, so malloc's 16-byte alignment is all
  * they need. */
-void *cpu_alloc(size_t bytes) { return calloc(bytes ? bytes : 1, 1); }
+void *wd_cpu_alloc(size_t bytes) { return calloc(bytes ? bytes : 1, 1); }
 
 /* Dequantizes every ggml row of t (ne[0] elements) into out. */
 static int tensor_f32(const wd_tensor_t *t, float *out) {
@@ -32,8 +32,8 @@ static int tensor_f32(const wd_tensor_t *t, float *out) {
   return 0;
 }
 
-int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
-                 int n, int n_in, int want_f32, char *err, size_t err_len) {
+int wd_cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
+                    int n, int n_in, int want_f32, char *err, size_t err_len) {
   memset(w, 0, sizeof *w);
   int same = 1, n_out = 0;
   wd_dtype_t type = WD_DTYPE_F32;
@@ -61,12 +61,12 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
                wd_dtype_name(w->type), n_in, WD_QK);
     return WD_EMODEL;
   }
-  const size_t row_bytes = cpu_mat_row_bytes(w);
+  const size_t row_bytes = wd_cpu_mat_row_bytes(w);
   if (keep && n == 1) {
     w->data = wd_model_tensor(m, names[0])->data; /* the file's bytes, not copied */
     return 0;
   }
-  unsigned char *dst = w->own = cpu_alloc((size_t)n_out * row_bytes);
+  unsigned char *dst = w->own = wd_cpu_alloc((size_t)n_out * row_bytes);
   if (!dst)
     return WD_ENOMEM;
   w->data = dst;
@@ -82,7 +82,7 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
       if (err)
         snprintf(err, err_len, "tensor '%s': cannot read type %s", names[i],
                  wd_dtype_name(t->type));
-      cpu_mat_free(w);
+      wd_cpu_mat_free(w);
       return rc;
     }
     dst += bytes;
@@ -93,7 +93,7 @@ int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, co
   return 0;
 }
 
-void cpu_mat_free(cpu_mat_t *w) {
+void wd_cpu_mat_free(cpu_mat_t *w) {
   free(w->own), free(w->scale), free(w->wsum);
   w->own = NULL;
   w->data = NULL;
@@ -102,32 +102,32 @@ void cpu_mat_free(cpu_mat_t *w) {
   w->ct = 0;
 }
 
-size_t cpu_mat_row_bytes(const cpu_mat_t *w) {
+size_t wd_cpu_mat_row_bytes(const cpu_mat_t *w) {
   if (w->ct)
-    return cpu_rgemm_row_bytes((wd_cpu_compute_t)w->ct, w->n_in);
+    return wd_cpu_rgemm_row_bytes((wd_cpu_compute_t)w->ct, w->n_in);
   return wd_dtype_row_bytes(w->type, w->n_in);
 }
 
-size_t cpu_mat_bytes(const cpu_mat_t *w) {
+size_t wd_cpu_mat_bytes(const cpu_mat_t *w) {
   if (w->ct)
-    return cpu_rgemm_mat_bytes((wd_cpu_compute_t)w->ct, w->n_out, w->n_in);
-  return (size_t)w->n_out * cpu_mat_row_bytes(w);
+    return wd_cpu_rgemm_mat_bytes((wd_cpu_compute_t)w->ct, w->n_out, w->n_in);
+  return (size_t)w->n_out * wd_cpu_mat_row_bytes(w);
 }
 
-size_t cpu_mat_own_bytes(const cpu_mat_t *w) { return w->own ? cpu_mat_bytes(w) : 0; }
+size_t wd_cpu_mat_own_bytes(const cpu_mat_t *w) { return w->own ? wd_cpu_mat_bytes(w) : 0; }
 
-void cpu_mat_row(const cpu_mat_t *w, int o, float *out) {
+void wd_cpu_mat_row(const cpu_mat_t *w, int o, float *out) {
   if (w->ct) {
-    cpu_rgemm_weight_row(w, o, out);
+    wd_cpu_rgemm_weight_row(w, o, out);
     return;
   }
-  const unsigned char *src = (const unsigned char *)w->data + (size_t)o * cpu_mat_row_bytes(w);
+  const unsigned char *src = (const unsigned char *)w->data + (size_t)o * wd_cpu_mat_row_bytes(w);
   /* Cannot fail: the type and n_in were checked at load. */
   (void)wd_dequantize_row(w->type, src, out, w->n_in);
 }
 
-float *cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len) {
-  float *v = cpu_alloc(n * sizeof *v);
+float *wd_cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len) {
+  float *v = wd_cpu_alloc(n * sizeof *v);
   if (!v) {
     if (err)
       snprintf(err, err_len, "out of memory");

@@ -48,23 +48,23 @@ typedef struct {
  * type) when all of them share it, and are dequantized to f32 when they do
  * not. WD_EMODEL (err names the tensor; a block type with n_in not a
  * multiple of 32) or WD_ENOMEM. */
-int cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
-                 int n, int n_in, int want_f32, char *err, size_t err_len);
-void cpu_mat_free(cpu_mat_t *w);
+int wd_cpu_mat_load(cpu_mat_t *w, const wd_model_t *m, const char *const *names, const int *rows,
+                    int n, int n_in, int want_f32, char *err, size_t err_len);
+void wd_cpu_mat_free(cpu_mat_t *w);
 /* The bytes data holds (what the kernels read). */
-size_t cpu_mat_bytes(const cpu_mat_t *w);
-/* The bytes the matrix allocated: cpu_mat_bytes for a copy, 0 when it
+size_t wd_cpu_mat_bytes(const cpu_mat_t *w);
+/* The bytes the matrix allocated: wd_cpu_mat_bytes for a copy, 0 when it
  * reads the model's own. */
-size_t cpu_mat_own_bytes(const cpu_mat_t *w);
+size_t wd_cpu_mat_own_bytes(const cpu_mat_t *w);
 /* Bytes of one row. */
-size_t cpu_mat_row_bytes(const cpu_mat_t *w);
+size_t wd_cpu_mat_row_bytes(const cpu_mat_t *w);
 /* Row o as f32 into out (n_in), dequantized as core/quant.c does. */
-void cpu_mat_row(const cpu_mat_t *w, int o, float *out);
+void wd_cpu_mat_row(const cpu_mat_t *w, int o, float *out);
 
 /* A vector tensor of n elements as f32 (malloc'd) or NULL
  * with err set; name NULL gives zeros (the key projection has no bias). */
-float *cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len);
+float *wd_cpu_vec_load(const wd_model_t *m, const char *name, size_t n, char *err, size_t err_len);
 
-void *cpu_alloc(size_t bytes); /* zeroed; free() it */
+void *wd_cpu_alloc(size_t bytes); /* zeroed; free() it */
 
 #endif

@@ -12,23 +12,23 @@
 #include "quant.h"
 
 /* Bytes a weight matrix takes in the kernels' layout, by the rule
- * load_weights applies through cpu_mat_load: every matrix as stored when
+ * load_weights applies through wd_cpu_mat_load: every matrix as stored when
  * f16 or a block type (sgemm's products widen theirs per product,
  * cpu_gemm.h), else f32, and a convolution kernel in a block type in f32.
- * (cpu_mat_load dequantizes a stack of tensors of different types, e.g. a
+ * (wd_cpu_mat_load dequantizes a stack of tensors of different types, e.g. a
  * Q/K/V stack in a hand-mixed file, to f32; no published file mixes them,
  * and the plan counts each tensor by its own type.) */
 static double matrix_bytes(const wd_tensor_t *t, wd_cpu_compute_t ct) {
   const double n = (double)wd_tensor_n_elements(t);
   if (ct != WD_CPU_COMPUTE_F32 && !strstr(t->name, ".conv")) /* converted (cpu_rgemm.h) */
-    return (double)cpu_rgemm_mat_bytes(ct, (int)(wd_tensor_n_elements(t) / t->ne[0]),
-                                       (int)t->ne[0]);
+    return (double)wd_cpu_rgemm_mat_bytes(ct, (int)(wd_tensor_n_elements(t) / t->ne[0]),
+                                          (int)t->ne[0]);
   if (t->type == WD_DTYPE_F32 || (strstr(t->name, ".conv") && wd_dtype_is_quant(t->type)))
     return 4.0 * n;
   return (double)wd_dtype_row_bytes(t->type, t->ne[0]) * (n / (double)t->ne[0]);
 }
 
-/* Read in place from the model by cpu_mat_load: kept as stored (not
+/* Read in place from the model by wd_cpu_mat_load: kept as stored (not
  * widened to f32 above) and not stacked with others (the self-attention Q,
  * K and V are one matrix, the cross-attention K and V another). */
 static int matrix_mapped(const wd_tensor_t *t, wd_cpu_compute_t ct) {
@@ -40,7 +40,7 @@ static int matrix_mapped(const wd_tensor_t *t, wd_cpu_compute_t ct) {
            strstr(t->name, ".cross_attn.value."));
 }
 
-/* A matrix the engine loads through cpu_mat_load: every tensor with two
+/* A matrix the engine loads through wd_cpu_mat_load: every tensor with two
  * real dimensions (the conv biases are stored (1, d): vectors) but the
  * positional embeddings (kept as f32 vectors). */
 static int is_matrix(const wd_tensor_t *t) {
@@ -69,14 +69,14 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   p->cross_bytes = 2.0 * o->max_audio * nl * na * d * sizeof(uint16_t);
   const double col1 = 2 * na * nm * 3, col2 = na * da * 3;
   const double sc = na > nc ? na : nc;
-  p->scratch_bytes = f * ((double)cpu_gemm_scratch_elems(hp) + 2 * na * nm +
+  p->scratch_bytes = f * ((double)wd_cpu_gemm_scratch_elems(hp) + 2 * na * nm +
                           (col1 > col2 ? col1 : col2) + 2 * na * da + 3 * na * da +
                           na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da + na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
                           ms * hp->n_vocab + CPU_ATTN_TASKS * sc);
   if (o->compute != WD_CPU_COMPUTE_F32) { /* the converted activations and their scales */
     const double xr = na > rows ? na : rows;
     const int dmax = hp->n_audio_state > hp->n_text_state ? hp->n_audio_state : hp->n_text_state;
-    p->scratch_bytes += xr * ((double)cpu_rgemm_row_bytes(o->compute, 4 * dmax) + f);
+    p->scratch_bytes += xr * ((double)wd_cpu_rgemm_row_bytes(o->compute, 4 * dmax) + f);
   }
   p->total_bytes = p->weight_bytes + p->self_bytes + p->cross_bytes + p->scratch_bytes;
 }

@@ -190,7 +190,7 @@ DEF_TYPE(q4_0, 18)
 DEF_TYPE(q4_1, 20)
 #endif
 
-cpu_dot_fn cpu_qgemv_dot(wd_dtype_t type, int simd) {
+cpu_dot_fn wd_cpu_qgemv_dot(wd_dtype_t type, int simd) {
 #if CPU_X86
   if (simd) {
     switch (type) {
@@ -229,7 +229,7 @@ DEF_DEQ_PORTABLE(q5_1, WD_DTYPE_Q5_1)
 DEF_DEQ_PORTABLE(q4_0, WD_DTYPE_Q4_0)
 DEF_DEQ_PORTABLE(q4_1, WD_DTYPE_Q4_1)
 
-cpu_deq_fn cpu_qgemv_deq(wd_dtype_t type, int simd) {
+cpu_deq_fn wd_cpu_qgemv_deq(wd_dtype_t type, int simd) {
 #if CPU_X86
   if (simd) {
     switch (type) {

@@ -25,14 +25,14 @@ typedef void (*cpu_dot_fn)(const void *wrow, int k, const float *const *x, int R
 
 /* The block type's dot: simd 1 the AVX2 one (the caller checked the CPU
  * has it), 0 the portable one. NULL for f32, f16 and unknown types. */
-cpu_dot_fn cpu_qgemv_dot(wd_dtype_t type, int simd);
+cpu_dot_fn wd_cpu_qgemv_dot(wd_dtype_t type, int simd);
 
 /* out[0 .. k) = the row of blocks at wrow as f32, with the values
  * core/quant.c gives (k a multiple of 32). */
 typedef void (*cpu_deq_fn)(const void *wrow, int k, float *out);
 
 /* The block type's row dequantizer (simd as above); NULL for other types. */
-cpu_deq_fn cpu_qgemv_deq(wd_dtype_t type, int simd);
+cpu_deq_fn wd_cpu_qgemv_deq(wd_dtype_t type, int simd);
 
 /* A weight at byte address p, whatever its alignment (matrices read in
  * place from a ggml file start at any address; cpu_mat.h). */

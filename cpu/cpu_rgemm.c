@@ -27,7 +27,7 @@
 #define TR_AVX2 4 /* rows an AVX2 tile takes at most (16 ymm registers) */
 #define OB 16     /* outputs per packed block */
 
-cpu_rpath_t cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f) {
+cpu_rpath_t wd_cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f) {
   const unsigned f512 = CPU_F_AVX512F | CPU_F_AVX512BW;
   if (ct == WD_CPU_COMPUTE_BF16)
     return (f & (f512 | CPU_F_AVX512BF16)) == (f512 | CPU_F_AVX512BF16) ? CPU_RPATH_BF16_512
@@ -40,7 +40,7 @@ cpu_rpath_t cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f) {
   return CPU_RPATH_NONE;
 }
 
-const char *cpu_rpath_name(cpu_rpath_t p) {
+const char *wd_cpu_rpath_name(cpu_rpath_t p) {
   switch (p) {
   case CPU_RPATH_PORTABLE:
     return "portable C";
@@ -55,8 +55,8 @@ const char *cpu_rpath_name(cpu_rpath_t p) {
   }
 }
 
-const char *cpu_rgemm_refusal(wd_cpu_compute_t ct, unsigned f) {
-  if (ct == WD_CPU_COMPUTE_F32 || cpu_rgemm_pick(ct, f) != CPU_RPATH_NONE)
+const char *wd_cpu_rgemm_refusal(wd_cpu_compute_t ct, unsigned f) {
+  if (ct == WD_CPU_COMPUTE_F32 || wd_cpu_rgemm_pick(ct, f) != CPU_RPATH_NONE)
     return NULL;
   if (ct == WD_CPU_COMPUTE_BF16)
     return "--compute-type bf16 needs a CPU with AVX512-BF16 (Intel Cooper Lake, Sapphire "
@@ -65,14 +65,14 @@ const char *cpu_rgemm_refusal(wd_cpu_compute_t ct, unsigned f) {
          "f32";
 }
 
-size_t cpu_rgemm_row_bytes(wd_cpu_compute_t ct, int k) {
+size_t wd_cpu_rgemm_row_bytes(wd_cpu_compute_t ct, int k) {
   return (size_t)cpu_rgemm_kp(k) * (ct == WD_CPU_COMPUTE_BF16 ? 2u : 1u);
 }
 
-size_t cpu_rgemm_mat_bytes(wd_cpu_compute_t ct, int n_out, int k) {
+size_t wd_cpu_rgemm_mat_bytes(wd_cpu_compute_t ct, int n_out, int k) {
   const size_t blocks = (size_t)(n_out + OB - 1) / OB;
   const size_t extra = ct == WD_CPU_COMPUTE_INT8 ? sizeof(float) + sizeof(int32_t) : 0;
-  return blocks * OB * cpu_rgemm_row_bytes(ct, k) + (size_t)n_out * extra;
+  return blocks * OB * wd_cpu_rgemm_row_bytes(ct, k) + (size_t)n_out * extra;
 }
 
 /* Byte offset of weight (o, k) in the packed matrix (kp elements a row). */
@@ -83,7 +83,7 @@ static size_t packed_at(wd_cpu_compute_t ct, int kp, int o, int k) {
   return blk + (size_t)(k / 4) * 4 * OB + (size_t)(o % OB) * 4 + (size_t)(k % 4);
 }
 
-void cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out) {
+void wd_cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out) {
   const unsigned char *d = w->data;
   for (int k = 0; k < w->n_in; k++) {
     const size_t at = packed_at((wd_cpu_compute_t)w->ct, w->kp, o, k);
@@ -156,17 +156,17 @@ static void reduce_task(void *arg, int t) {
   const int o0 = t * r->per, o1 = o0 + r->per < w->n_out ? o0 + r->per : w->n_out;
   float *row = (float *)(void *)(r->scratch + (size_t)t * ((size_t)k * 4 + (size_t)kp * 2));
   uint8_t *q = (uint8_t *)(row + k); /* one row's codes (int8) or bf16 values */
-  const cpu_rpath_t fast = cpu_rgemm_pick(ct, cpu_blas_features());
+  const cpu_rpath_t fast = wd_cpu_rgemm_pick(ct, wd_cpu_blas_features());
   (void)fast; /* x86 only */
   for (int o = o0; o < o1; o++) {
     if (w->type == WD_DTYPE_F16) /* most files: F16C, not the per-element table */
-      cpu_f16_to_f32_vec((const unsigned char *)w->data + (size_t)o * (size_t)k * 2, row,
-                         (size_t)k);
+      wd_cpu_f16_to_f32_vec((const unsigned char *)w->data + (size_t)o * (size_t)k * 2, row,
+                            (size_t)k);
     else
-      cpu_mat_row(w, o, row);
+      wd_cpu_mat_row(w, o, row);
     /* Row o's place in its block: group g of the instruction's k-group
      * (4 int8 or 2 bf16 codes, 4 bytes) at blk + g * 64 + (o % 16) * 4. */
-    unsigned char *at = r->dst + (size_t)(o / OB) * OB * cpu_rgemm_row_bytes(ct, k) +
+    unsigned char *at = r->dst + (size_t)(o / OB) * OB * wd_cpu_rgemm_row_bytes(ct, k) +
                         (size_t)(o % OB) * 4;
     if (ct == WD_CPU_COMPUTE_BF16) {
       uint16_t *h = (uint16_t *)(void *)q;
@@ -194,7 +194,7 @@ static void reduce_task(void *arg, int t) {
   }
 }
 
-int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx) {
+int wd_cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx) {
   if (ct == WD_CPU_COMPUTE_F32)
     return 0;
   if (ct != WD_CPU_COMPUTE_BF16 && ct != WD_CPU_COMPUTE_INT8)
@@ -202,7 +202,7 @@ int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_
   const int k = w->n_in, kp = cpu_rgemm_kp(k);
   const size_t blocks = (size_t)(w->n_out + OB - 1) / OB;
   reduce_task_t r = { .w = w, .ct = ct };
-  r.dst = calloc(blocks * OB, cpu_rgemm_row_bytes(ct, k));
+  r.dst = calloc(blocks * OB, wd_cpu_rgemm_row_bytes(ct, k));
   r.scale = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *r.scale) : NULL;
   r.wsum = ct == WD_CPU_COMPUTE_INT8 ? malloc((size_t)w->n_out * sizeof *r.wsum) : NULL;
   const int tasks = w->n_out < 16 ? 1 : 16; /* rows apart: tasks write disjoint bytes */
@@ -218,7 +218,7 @@ int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_
     for (int t = 0; t * r.per < w->n_out; t++)
       reduce_task(&r, t);
   free(r.scratch);
-  cpu_mat_free(w); /* the f32 or f16 copy, if any */
+  wd_cpu_mat_free(w); /* the f32 or f16 copy, if any */
   w->own = r.dst;
   w->data = r.dst;
   w->ct = (int)ct;
@@ -480,10 +480,10 @@ static tiles_t tiles_of(cpu_rpath_t p, wd_cpu_compute_t ct) {
   }
 }
 
-void cpu_rgemm_prep(const cpu_rgemm_t *g, int r0, int r1) {
+void wd_cpu_rgemm_prep(const cpu_rgemm_t *g, int r0, int r1) {
   const wd_cpu_compute_t ct = (wd_cpu_compute_t)g->w->ct;
   const int k = g->w->n_in, kp = g->w->kp;
-  const size_t rb = cpu_rgemm_row_bytes(ct, k);
+  const size_t rb = wd_cpu_rgemm_row_bytes(ct, k);
   const int off = g->path == CPU_RPATH_AVX2 ? 0 : 128;
   for (int r = r0; r < r1; r++) {
     const float *x = g->x + (size_t)r * (size_t)g->ldx;
@@ -510,11 +510,11 @@ void cpu_rgemm_prep(const cpu_rgemm_t *g, int r0, int r1) {
   }
 }
 
-void cpu_rgemm_range(const cpu_rgemm_t *g, int a, int b) {
+void wd_cpu_rgemm_range(const cpu_rgemm_t *g, int a, int b) {
   const cpu_mat_t *w = g->w;
   const wd_cpu_compute_t ct = (wd_cpu_compute_t)w->ct;
   const tiles_t T = tiles_of(g->path, ct);
-  const size_t rb = cpu_rgemm_row_bytes(ct, w->n_in), bb = rb * OB; /* row, block bytes */
+  const size_t rb = wd_cpu_rgemm_row_bytes(ct, w->n_in), bb = rb * OB; /* row, block bytes */
   /* Rows per block: about 128 KiB of converted activations. */
   int blk = (int)((128u << 10) / rb) / T.tr * T.tr;
   blk = blk < T.tr ? T.tr : blk;
@@ -575,7 +575,7 @@ void cpu_rgemm_range(const cpu_rgemm_t *g, int a, int b) {
           }
           for (int j = 0; j < no; j++) {
             const float u = g->b ? v[j] + g->b[o + j] : v[j];
-            y[j] = g->op == CPU_GEMV_ADD ? y[j] + u : g->op == CPU_GEMV_GELU ? cpu_gelu(u) : u;
+            y[j] = g->op == CPU_GEMV_ADD ? y[j] + u : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(u) : u;
           }
         }
       }

@@ -5,7 +5,7 @@
  * or 1500 (an encoder window) alike. The convolutions and the attention's
  * own products (Q.K, P.V) stay f32.
  *
- * Weights are converted once at load (cpu_mat_reduce), rows padded with
+ * Weights are converted once at load (wd_cpu_mat_reduce), rows padded with
  * zeros to kp, a multiple of 64 elements, so the kernels have no tails,
  * and packed in blocks of 16 outputs interleaved by the instruction's
  * group of k (cpu_rgemm.c):
@@ -56,33 +56,33 @@ typedef enum {
 
 /* The path for ct on a CPU with features f (cpu_blas.h's bits; pure, so
  * tests pass masked feature sets). CPU_RPATH_NONE for f32. */
-cpu_rpath_t cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f);
+cpu_rpath_t wd_cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f);
 /* "int8, AVX512-VNNI", "bf16, AVX512-BF16", ...: what a path runs. */
-const char *cpu_rpath_name(cpu_rpath_t p);
+const char *wd_cpu_rpath_name(cpu_rpath_t p);
 /* Why this CPU cannot run ct (one line), or NULL when it can. */
-const char *cpu_rgemm_refusal(wd_cpu_compute_t ct, unsigned f);
+const char *wd_cpu_rgemm_refusal(wd_cpu_compute_t ct, unsigned f);
 
 /* Elements of a row padded for the kernels. */
 static inline int cpu_rgemm_kp(int k) { return (k + 63) / 64 * 64; }
 /* Bytes of one padded activation or weight row of k elements under ct. */
-size_t cpu_rgemm_row_bytes(wd_cpu_compute_t ct, int k);
+size_t wd_cpu_rgemm_row_bytes(wd_cpu_compute_t ct, int k);
 
 /* Bytes a converted (n_out, k) matrix takes: the packed blocks of 16
  * outputs (n_out rounded up), and int8's scales and sums. */
-size_t cpu_rgemm_mat_bytes(wd_cpu_compute_t ct, int n_out, int k);
+size_t wd_cpu_rgemm_mat_bytes(wd_cpu_compute_t ct, int n_out, int k);
 /* Row o of a converted matrix as f32 (the values the kernels multiply). */
-void cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out);
+void wd_cpu_rgemm_weight_row(const cpu_mat_t *w, int o, float *out);
 
-/* Runs fn(arg, i) for i in [0, n), on threads or not (cpu_parallel). */
+/* Runs fn(arg, i) for i in [0, n), on threads or not (wd_cpu_parallel). */
 typedef void (*cpu_par_fn)(void *ctx, int n, void (*fn)(void *arg, int i), void *arg);
 
-/* Converts w (as cpu_mat_load left it) to ct's layout in place, its rows
+/* Converts w (as wd_cpu_mat_load left it) to ct's layout in place, its rows
  * split over par (NULL: this thread). WD_ENOMEM; WD_EINVAL for another ct. */
-int cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx);
+int wd_cpu_mat_reduce(cpu_mat_t *w, wd_cpu_compute_t ct, cpu_par_fn par, void *par_ctx);
 
 /* One product: y[r][o - o0] (op)= x[r] . W[o] + b[o - o0], rows r < n_rows,
  * outputs o0 <= o < o0 + n. xq and xs hold the converted rows (n_rows rows
- * of cpu_rgemm_row_bytes(ct, n_in) bytes; xs the int8 scales). */
+ * of wd_cpu_rgemm_row_bytes(ct, n_in) bytes; xs the int8 scales). */
 typedef struct {
   const cpu_mat_t *w; /* reduced (w->ct != F32) */
   int o0, n;
@@ -97,13 +97,13 @@ typedef struct {
   float *xs;
   cpu_rpath_t path;
   int raw; /* 1: y (op)= x . W only (op SET or ADD; b and GELU are the
-              caller's, over many rows at once: cpu_bias_rows) */
+              caller's, over many rows at once: wd_cpu_bias_rows) */
 } cpu_rgemm_t;
 
 /* Converts rows [r0, r1) of g->x into g->xq / g->xs. */
-void cpu_rgemm_prep(const cpu_rgemm_t *g, int r0, int r1);
+void wd_cpu_rgemm_prep(const cpu_rgemm_t *g, int r0, int r1);
 /* Outputs [o0 + a, o0 + b) of g, every row (after prep of every row);
  * o0 and a are multiples of 16 (a block). */
-void cpu_rgemm_range(const cpu_rgemm_t *g, int a, int b);
+void wd_cpu_rgemm_range(const cpu_rgemm_t *g, int a, int b);
 
 #endif

@@ -99,7 +99,7 @@ VM_TARGET static void bias_gelu_avx2(float *y, const float *b, int n) {
     _mm256_storeu_ps(y + j, vm_gelu(v));
   }
   for (; j < n; j++)
-    y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
+    y[j] = wd_cpu_gelu(y[j] + (b ? b[j] : 0.0f));
 }
 
 __attribute__((target("avx2,f16c"))) static void f16_avx2(const float *x, uint16_t *y,
@@ -129,30 +129,30 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_avx2(const unsigned 
 
 #endif
 
-void cpu_softmax_vec(float *s, int n) {
+void wd_cpu_softmax_vec(float *s, int n) {
 #if CPU_X86
-  if (cpu_use_avx2()) {
+  if (wd_cpu_use_avx2()) {
     softmax_avx2(s, n);
     return;
   }
 #endif
-  cpu_softmax_row(s, n);
+  wd_cpu_softmax_row(s, n);
 }
 
-void cpu_bias_gelu_vec(float *y, const float *b, int n) {
+void wd_cpu_bias_gelu_vec(float *y, const float *b, int n) {
 #if CPU_X86
-  if (cpu_use_avx2()) {
+  if (wd_cpu_use_avx2()) {
     bias_gelu_avx2(y, b, n);
     return;
   }
 #endif
   for (int j = 0; j < n; j++)
-    y[j] = cpu_gelu(y[j] + (b ? b[j] : 0.0f));
+    y[j] = wd_cpu_gelu(y[j] + (b ? b[j] : 0.0f));
 }
 
-void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
+void wd_cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
 #if CPU_X86
-  if (cpu_use_avx2()) {
+  if (wd_cpu_use_avx2()) {
     f16_avx2(x, y, n);
     return;
   }
@@ -161,10 +161,10 @@ void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n) {
     y[i] = wd_f32_to_f16(x[i]);
 }
 
-void cpu_f16_to_f32_vec(const void *x, float *y, size_t n) {
+void wd_cpu_f16_to_f32_vec(const void *x, float *y, size_t n) {
   const unsigned char *b = x;
 #if CPU_X86
-  if (cpu_use_avx2()) {
+  if (wd_cpu_use_avx2()) {
     f16_to_f32_avx2(b, y, n);
     return;
   }

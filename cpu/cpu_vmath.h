@@ -16,14 +16,14 @@
 #include <stdint.h>
 
 /* s[0 .. n) = softmax(s), in place. */
-void cpu_softmax_vec(float *s, int n);
+void wd_cpu_softmax_vec(float *s, int n);
 /* y[0 .. n) = gelu(y[i] + b[i]) (erf form), in place; b may be NULL. */
-void cpu_bias_gelu_vec(float *y, const float *b, int n);
+void wd_cpu_bias_gelu_vec(float *y, const float *b, int n);
 
 /* y[0 .. n) = x as f16, round to nearest even (F16C where there is one). */
-void cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n);
+void wd_cpu_f32_to_f16_vec(const float *x, uint16_t *y, size_t n);
 
 /* y[0 .. n) = the f16 values at x (any address), widened exactly. */
-void cpu_f16_to_f32_vec(const void *x, float *y, size_t n);
+void wd_cpu_f16_to_f32_vec(const void *x, float *y, size_t n);
 
 #endif

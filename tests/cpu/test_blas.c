@@ -33,32 +33,33 @@ static int same(const char *a, const char *b) {
 }
 
 WD_TEST(pick_from_masked_features) {
-  WD_CHECK(same(cpu_blas_pick(FAVX2 | F512 | CPU_F_AVX512BF16), "Cooperlake"));
-  WD_CHECK(same(cpu_blas_pick(FAVX2 | F512), "SkylakeX"));
+  WD_CHECK(same(wd_cpu_blas_pick(FAVX2 | F512 | CPU_F_AVX512BF16), "Cooperlake"));
+  WD_CHECK(same(wd_cpu_blas_pick(FAVX2 | F512), "SkylakeX"));
   /* AVX-512F without BW/DQ/VL (Knights Landing): OpenBLAS's SkylakeX
    * kernels would fault; the AVX2 ones run. */
-  WD_CHECK(same(cpu_blas_pick(FAVX2 | CPU_F_AVX512F | CPU_F_AVX512CD), "Haswell"));
-  WD_CHECK(same(cpu_blas_pick(FAVX2), "Haswell"));
-  WD_CHECK(same(cpu_blas_pick(CPU_F_AVX | CPU_F_AVX2), "Sandybridge")); /* no FMA */
-  WD_CHECK(same(cpu_blas_pick(CPU_F_AVX), "Sandybridge"));
-  WD_CHECK(cpu_blas_pick(0) == NULL);
-  WD_CHECK_EQ_INT(cpu_blas_features_tier(FAVX2 | F512), CPU_TIER_AVX512);
-  WD_CHECK_EQ_INT(cpu_blas_features_tier(FAVX2), CPU_TIER_AVX2);
-  WD_CHECK_EQ_INT(cpu_blas_features_tier(0), CPU_TIER_SSE);
+  WD_CHECK(same(wd_cpu_blas_pick(FAVX2 | CPU_F_AVX512F | CPU_F_AVX512CD), "Haswell"));
+  WD_CHECK(same(wd_cpu_blas_pick(FAVX2), "Haswell"));
+  WD_CHECK(same(wd_cpu_blas_pick(CPU_F_AVX | CPU_F_AVX2), "Sandybridge")); /* no FMA */
+  WD_CHECK(same(wd_cpu_blas_pick(CPU_F_AVX), "Sandybridge"));
+  WD_CHECK(wd_cpu_blas_pick(0) == NULL);
+  WD_CHECK_EQ_INT(wd_cpu_blas_features_tier(FAVX2 | F512), CPU_TIER_AVX512);
+  WD_CHECK_EQ_INT(wd_cpu_blas_features_tier(FAVX2), CPU_TIER_AVX2);
+  WD_CHECK_EQ_INT(wd_cpu_blas_features_tier(0), CPU_TIER_SSE);
 }
 
 WD_TEST(core_name_tiers) {
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("COOPERLAKE"), CPU_TIER_AVX512);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("SkylakeX"), CPU_TIER_AVX512);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("Haswell"), CPU_TIER_AVX2);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("Zen"), CPU_TIER_AVX2);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("Sandybridge"), CPU_TIER_AVX);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier("Prescott"), CPU_TIER_SSE);
-  WD_CHECK_EQ_INT(cpu_blas_core_tier(NULL), CPU_TIER_SSE);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("COOPERLAKE"), CPU_TIER_AVX512);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("SkylakeX"), CPU_TIER_AVX512);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("Haswell"), CPU_TIER_AVX2);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("Zen"), CPU_TIER_AVX2);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("Sandybridge"), CPU_TIER_AVX);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier("Prescott"), CPU_TIER_SSE);
+  WD_CHECK_EQ_INT(wd_cpu_blas_core_tier(NULL), CPU_TIER_SSE);
   /* Every pick has the tier of the features it was picked for. */
   const unsigned sets[] = { FAVX2 | F512 | CPU_F_AVX512BF16, FAVX2 | F512, FAVX2, CPU_F_AVX };
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
-    WD_CHECK_EQ_INT(cpu_blas_core_tier(cpu_blas_pick(sets[i])), cpu_blas_features_tier(sets[i]));
+    WD_CHECK_EQ_INT(wd_cpu_blas_core_tier(wd_cpu_blas_pick(sets[i])),
+                    wd_cpu_blas_features_tier(sets[i]));
 }
 
 /* C (m, n) = A (m, k) B (n, k)^T on the kernels this process got, against
@@ -91,7 +92,7 @@ static double sgemm_rel_err(int m, int n, int k) {
 
 /* The child: "<corename>|<path>|<rel err>" on stdout. */
 static int child(void) {
-  printf("%s|%s|%g\n", openblas_get_corename(), cpu_blas_path(), sgemm_rel_err(37, 53, 129));
+  printf("%s|%s|%g\n", openblas_get_corename(), wd_cpu_blas_path(), sgemm_rel_err(37, 53, 129));
   return 0;
 }
 
@@ -125,12 +126,12 @@ static int run_child(const char *extra, char *core, char *path, double *err) {
 WD_TEST(startup_pick_is_what_openblas_runs) {
   char core[64], path[256];
   double err = 1;
-  const unsigned f = cpu_blas_features();
+  const unsigned f = wd_cpu_blas_features();
   WD_CHECK_EQ_INT(run_child("WHISPERD_CPU_NO_AVX512=0", core, path, &err), 0);
   /* The kernels run are of the tier the features allow: the library's own
    * pick where it was of that tier, else the re-executed pick. */
-  if (cpu_blas_pick(f)) {
-    WD_CHECK_EQ_INT(cpu_blas_core_tier(core), cpu_blas_features_tier(f));
+  if (wd_cpu_blas_pick(f)) {
+    WD_CHECK_EQ_INT(wd_cpu_blas_core_tier(core), wd_cpu_blas_features_tier(f));
     WD_CHECK(strstr(path, "picked from CPU features") || strstr(path, "OpenBLAS's own pick"));
   }
   WD_CHECK(strstr(path, core) != NULL);
@@ -138,21 +139,21 @@ WD_TEST(startup_pick_is_what_openblas_runs) {
   /* AVX-512 masked: the AVX2 kernels, by re-execution on an AVX-512 host
    * (whose library picked AVX-512 ones); on an AVX2-only host the same. */
   WD_CHECK_EQ_INT(run_child("WHISPERD_CPU_NO_AVX512=1", core, path, &err), 0);
-  if (cpu_blas_features_tier(f) >= CPU_TIER_AVX2)
-    WD_CHECK_EQ_INT(cpu_blas_core_tier(core), CPU_TIER_AVX2);
-  if (cpu_blas_features_tier(f) == CPU_TIER_AVX512)
+  if (wd_cpu_blas_features_tier(f) >= CPU_TIER_AVX2)
+    WD_CHECK_EQ_INT(wd_cpu_blas_core_tier(core), CPU_TIER_AVX2);
+  if (wd_cpu_blas_features_tier(f) == CPU_TIER_AVX512)
     WD_CHECK(same(core, "Haswell") && strstr(path, "picked from CPU features"));
   WD_CHECK(err < 1e-5);
 }
 
 WD_TEST(path_names_the_running_kernels) {
-  const char *core = openblas_get_corename(), *path = cpu_blas_path();
+  const char *core = openblas_get_corename(), *path = wd_cpu_blas_path();
   fprintf(stderr, "  this process: %s\n", path);
   WD_CHECK(strstr(path, "OpenBLAS") != NULL);
   WD_CHECK(core && strstr(path, core) != NULL);
-  WD_CHECK(strstr(path, cpu_tier_name(cpu_blas_core_tier(core))) != NULL);
-  const int less = cpu_blas_core_tier(core) < cpu_blas_features_tier(cpu_blas_features());
-  const char *warn = cpu_blas_warning();
+  WD_CHECK(strstr(path, wd_cpu_tier_name(wd_cpu_blas_core_tier(core))) != NULL);
+  const int less = wd_cpu_blas_core_tier(core) < wd_cpu_blas_features_tier(wd_cpu_blas_features());
+  const char *warn = wd_cpu_blas_warning();
   WD_CHECK_EQ_INT(warn != NULL, less);
   if (warn) {
     fprintf(stderr, "  warning: %s\n", warn);

@@ -7,13 +7,13 @@
  * matrix of pseudo-random weights, quantized with core/quant.c, at an odd
  * address (a tensor read in place from a ggml file starts anywhere), and
  * 37 activation rows at a stride wider than n_in. Checked:
- *   - cpu_gemm_xwt: every output within (n_in / 8 + 8) FLT_EPSILON
+ *   - wd_cpu_gemm_xwt: every output within (n_in / 8 + 8) FLT_EPSILON
  *     sum |w||x| of the double product, and bit-identical to sgemm over the
  *     matrix dequantized up front (the f32 copy the engine held before:
  *     widening per product changes no bit);
  *   - a row range o0 .. o0 + n of the matrix (the cross K/V halves), and
  *     beta 1 (accumulating into the residual);
- *   - cpu_linear_rows: SET, GELU and ADD with the bias, against the same
+ *   - wd_cpu_linear_rows: SET, GELU and ADD with the bias, against the same
  *     reference;
  *   - one and two threads give the same bits.
  */
@@ -100,8 +100,8 @@ static void check_type(wd_dtype_t type, int n_in) {
   const cpu_mat_t w = { .n_out = N_OUT, .n_in = n_in, .type = type, .data = q };
   const double eps = (n_in / 8 + 8) * (double)FLT_EPSILON;
   /* The whole matrix, one and two threads; against the f32 copy. */
-  cpu_gemm_xwt(e1, ROWS, x, ldx, &w, 0, N_OUT, 0.0f, y, ldy);
-  cpu_gemm_xwt(e2, ROWS, x, ldx, &w, 0, N_OUT, 0.0f, y2, ldy);
+  wd_cpu_gemm_xwt(e1, ROWS, x, ldx, &w, 0, N_OUT, 0.0f, y, ldy);
+  wd_cpu_gemm_xwt(e2, ROWS, x, ldx, &w, 0, N_OUT, 0.0f, y2, ldy);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ROWS, N_OUT, n_in, 1.0f, x, ldx, wf, n_in,
               0.0f, yr, ldy);
   WD_CHECK(memcmp(y, y2, sizeof(float) * (size_t)ROWS * (size_t)ldy) == 0);
@@ -116,7 +116,7 @@ static void check_type(wd_dtype_t type, int n_in) {
   WD_CHECK_EQ_INT(bad, 0);
   /* Rows 11 .. 11 + 20 of the matrix, added to what y holds (beta 1). */
   memcpy(y2, y, sizeof(float) * (size_t)ROWS * (size_t)ldy);
-  cpu_gemm_xwt(e2, ROWS, x, ldx, &w, 11, 20, 1.0f, y2, ldy);
+  wd_cpu_gemm_xwt(e2, ROWS, x, ldx, &w, 11, 20, 1.0f, y2, ldy);
   bad = 0;
   for (int r = 0; r < ROWS; r++)
     for (int j = 0; j < 20; j++) {
@@ -130,7 +130,7 @@ static void check_type(wd_dtype_t type, int n_in) {
   for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
     for (int i = 0; i < ROWS * ldy; i++)
       y2[i] = 0.5f;
-    cpu_linear_rows(e2, ROWS, x, ldx, &w, b, ops[k], y2, ldy);
+    wd_cpu_linear_rows(e2, ROWS, x, ldx, &w, b, ops[k], y2, ldy);
     bad = 0;
     for (int r = 0; r < ROWS; r++)
       for (int o = 0; o < N_OUT; o++) {
@@ -171,9 +171,9 @@ WD_TEST(scratch_covers_every_product) {
   /* large-v3's encoder fc1 (4 x 1280 x 1280) is the largest; a decoder
    * wider than the encoder (none is published) would set it instead. */
   const wd_hparams_t hp = { .n_audio_state = 1280, .n_text_state = 1280, .n_mels = 128 };
-  WD_CHECK_EQ_INT(cpu_gemm_scratch_elems(&hp), 4 * 1280 * 1280);
+  WD_CHECK_EQ_INT(wd_cpu_gemm_scratch_elems(&hp), 4 * 1280 * 1280);
   const wd_hparams_t odd = { .n_audio_state = 64, .n_text_state = 96, .n_mels = 80 };
-  WD_CHECK_EQ_INT(cpu_gemm_scratch_elems(&odd), 4 * 96 * 96);
+  WD_CHECK_EQ_INT(wd_cpu_gemm_scratch_elems(&odd), 4 * 96 * 96);
 }
 
 int main(void) { return wd_test_main(); }

@@ -17,7 +17,7 @@
  *   - outputs split over two ranges, and CPU_GEMV_ADD, equal to the plain run;
  *   - the matrix at an odd address (read in place from a ggml file): the
  *     same bits;
- *   - cpu_mat_row equal to wd_dequantize_row, cpu_mat_bytes the real size.
+ *   - wd_cpu_mat_row equal to wd_dequantize_row, wd_cpu_mat_bytes the real size.
  */
 #include <float.h>
 #include <math.h>
@@ -74,7 +74,7 @@ static int fixture_init(fixture_t *t, wd_dtype_t type, int n_in) {
 }
 
 static void fixture_free(fixture_t *t) {
-  cpu_mat_free(&t->q), cpu_mat_free(&t->f), free(t->x), free(t->b);
+  wd_cpu_mat_free(&t->q), wd_cpu_mat_free(&t->f), free(t->x), free(t->b);
 }
 
 /* y (n_rows, N_OUT + 3) = op(W x + b) for rows x0 .. x0 + n_rows. */
@@ -83,8 +83,8 @@ static void run(const cpu_mat_t *w, const fixture_t *t, int x0, int n_rows, floa
   const cpu_gemv_t g = { .w = w, .b = t->b, .n_rows = n_rows,
                          .x = t->x + (size_t)x0 * (size_t)t->ldx, .ldx = t->ldx, .y = y,
                          .ldy = N_OUT + 3, .op = op };
-  cpu_gemv_range_path(&g, 0, 13, simd);
-  cpu_gemv_range_path(&g, 13, N_OUT, simd);
+  wd_cpu_gemv_range_path(&g, 0, 13, simd);
+  wd_cpu_gemv_range_path(&g, 13, N_OUT, simd);
 }
 
 static void check_type(wd_dtype_t type, int n_in, int simd) {
@@ -141,7 +141,7 @@ static void check_type(wd_dtype_t type, int n_in, int simd) {
    * in place (cpu_mat.h): the same bits, and no misaligned typed load
    * (UBSan checks that in the ASan build). */
   {
-    const size_t bytes = cpu_mat_bytes(&t.q);
+    const size_t bytes = wd_cpu_mat_bytes(&t.q);
     unsigned char *buf = malloc(bytes + 1);
     WD_CHECK(buf != NULL);
     if (buf) {
@@ -167,16 +167,16 @@ static void check_type(wd_dtype_t type, int n_in, int simd) {
       add_ok &= y[at] == yf[at] + alone[at];
     }
   WD_CHECK(add_ok);
-  /* cpu_mat_row and cpu_mat_bytes. */
+  /* wd_cpu_mat_row and wd_cpu_mat_bytes. */
   float *row = malloc((size_t)n_in * sizeof *row);
   WD_CHECK(row != NULL);
   for (int o = 0; row && o < N_OUT; o += 7) {
-    cpu_mat_row(&t.q, o, row);
+    wd_cpu_mat_row(&t.q, o, row);
     WD_CHECK(memcmp(row, (const float *)t.f.data + (size_t)o * (size_t)n_in,
                     (size_t)n_in * sizeof *row) == 0);
   }
   free(row);
-  WD_CHECK(cpu_mat_bytes(&t.q) == (size_t)N_OUT * wd_dtype_row_bytes(type, n_in));
+  WD_CHECK(wd_cpu_mat_bytes(&t.q) == (size_t)N_OUT * wd_dtype_row_bytes(type, n_in));
   fprintf(stderr, "  %-4s n_in %4d %-8s worst |err| / sum|wx| %.2g\n", wd_dtype_name(type), n_in,
           simd ? "simd" : "portable", worst);
 out:
@@ -185,10 +185,10 @@ out:
 }
 
 static void check_all(wd_dtype_t type) {
-  cpu_gemv_init();
+  wd_cpu_gemv_init();
   static const int widths[] = { 32, 96, 384, 1536 };
   for (int simd = 0; simd < 2; simd++) {
-    if (simd && !cpu_gemv_simd_available()) {
+    if (simd && !wd_cpu_gemv_simd_available()) {
       fprintf(stderr, "  no AVX2+FMA+F16C here: the portable path only\n");
       continue;
     }

@@ -7,7 +7,7 @@
  * gemv512_simde.c, against SIMDe's portable AVX-512 (libsimde-dev; 256-bit
  * native halves under that file's -mavx2 -mfma -mf16c): the loop, the lane order, the
  * fold and the tail are then what is checked, against the AVX2 kernels of
- * cpu/cpu_gemv.c (cpu_gemv_range_path, path 1). The one line SIMDe lacks,
+ * cpu/cpu_gemv.c (wd_cpu_gemv_range_path, path 1). The one line SIMDe lacks,
  * the 16-wide f16 load (vcvtph2ps zmm), is two 8-wide conversions here;
  * the conversion is exact either way. Where the CPU has AVX-512, the
  * native kernels (path 2) are compared with path 1 as well.
@@ -58,11 +58,11 @@ static void fill(case_t *c, wd_dtype_t type, int n_in) {
 static void gemv(const case_t *c, int n_rows, int simd, float *y) {
   const cpu_gemv_t g = { .w = &c->w, .n_rows = n_rows, .x = &c->x[0][0], .ldx = 1536,
                          .y = y, .ldy = N_OUT, .op = CPU_GEMV_SET };
-  cpu_gemv_range_path(&g, 0, N_OUT, simd);
+  wd_cpu_gemv_range_path(&g, 0, N_OUT, simd);
 }
 
 WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
-  if (!CPU_X86 || !cpu_gemv_simd_available())
+  if (!CPU_X86 || !wd_cpu_gemv_simd_available())
     wd_test_skip("no AVX2 on this host: nothing to compare with");
   static case_t c;
   static const int widths[] = { 16, 48, 384, 389, 1536 };
@@ -84,7 +84,7 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
            * calls them; + 0.0f as the GEMV adds its (absent) bias. */
           const cpu_dot_fn dot = types[ti] == WD_DTYPE_F16 ? simde_f16 : simde_f32;
           for (int o = 0; o < N_OUT; o++) {
-            const void *wrow = (const char *)c.w.data + (size_t)o * cpu_mat_row_bytes(&c.w);
+            const void *wrow = (const char *)c.w.data + (size_t)o * wd_cpu_mat_row_bytes(&c.w);
             for (int r0 = 0; r0 < n; r0 += 4) {
               const int R = n - r0 < 4 ? n - r0 : 4;
               const float *x[4];
@@ -99,18 +99,18 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
           WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
           compared++;
         }
-        if (cpu_avx512_available()) { /* the native kernels */
+        if (wd_cpu_avx512_available()) { /* the native kernels */
           gemv(&c, n, 2, y);
           WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
           compared++;
         }
       }
-      cpu_mat_free(&c.w);
+      wd_cpu_mat_free(&c.w);
     }
   if (compared == 0)
     wd_test_skip("no AVX-512 here and SIMDe (libsimde-dev) missing: nothing compared");
   fprintf(stderr, "  %d comparisons (%s, native AVX-512 %s)\n", compared,
-          have_simde ? "SIMDe" : "no SIMDe", cpu_avx512_available() ? "yes" : "no");
+          have_simde ? "SIMDe" : "no SIMDe", wd_cpu_avx512_available() ? "yes" : "no");
 }
 
 int main(void) { return wd_test_main(); }

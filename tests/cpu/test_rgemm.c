@@ -8,7 +8,7 @@
  * rows of activations at a stride wider than n_in are multiplied on every
  * path this CPU has (portable, AVX2, AVX512-VNNI, AVX512-BF16). Checked:
  *   - against a double-precision product of the converted values (the
- *     weights as cpu_rgemm_weight_row gives them, the activations
+ *     weights as wd_cpu_rgemm_weight_row gives them, the activations
  *     converted by the same rule): within the f32 rounding of the sum;
  *   - against the f32 product of the unconverted values: within what the
  *     precision allows (1 % of sum |w||x| for int8, 2 % for bf16);
@@ -49,29 +49,30 @@ static int make_mat(mat_t *m, wd_cpu_compute_t ct, int n_out, int n_in) {
   for (size_t i = 0; i < (size_t)n_out * (size_t)n_in; i++)
     m->wf[i] = own[i] = 0.3f * rnd() + (i % 97 == 0 ? 2.0f * rnd() : 0.0f);
   m->w = (cpu_mat_t){ .n_out = n_out, .n_in = n_in, .type = WD_DTYPE_F32, .data = own, .own = own };
-  return cpu_mat_reduce(&m->w, ct, NULL, NULL);
+  return wd_cpu_mat_reduce(&m->w, ct, NULL, NULL);
 }
 
 static void free_mat(mat_t *m) {
-  cpu_mat_free(&m->w);
+  wd_cpu_mat_free(&m->w);
   free(m->wf);
 }
 
 /* Runs g (rows 0 .. n_rows of x) on path p. */
 static void run(cpu_rgemm_t *g, cpu_rpath_t p) {
   g->path = p;
-  cpu_rgemm_prep(g, 0, g->n_rows);
-  cpu_rgemm_range(g, 0, g->n);
+  wd_cpu_rgemm_prep(g, 0, g->n_rows);
+  wd_cpu_rgemm_range(g, 0, g->n);
 }
 
 static int paths_of(wd_cpu_compute_t ct, cpu_rpath_t *out) {
-  const unsigned f = cpu_blas_features();
+  const unsigned f = wd_cpu_blas_features();
   int n = 0;
   out[n++] = CPU_RPATH_PORTABLE;
   if (ct == WD_CPU_COMPUTE_INT8 && (f & CPU_F_AVX2))
     out[n++] = CPU_RPATH_AVX2;
-  if (cpu_rgemm_pick(ct, f) == CPU_RPATH_VNNI512 || cpu_rgemm_pick(ct, f) == CPU_RPATH_BF16_512)
-    out[n++] = cpu_rgemm_pick(ct, f);
+  const cpu_rpath_t widest = wd_cpu_rgemm_pick(ct, f);
+  if (widest == CPU_RPATH_VNNI512 || widest == CPU_RPATH_BF16_512)
+    out[n++] = wd_cpu_rgemm_pick(ct, f);
   return n;
 }
 
@@ -81,7 +82,7 @@ static void check_shape(wd_cpu_compute_t ct, int n_out, int n_in, int rows) {
   mat_t m;
   WD_CHECK_EQ_INT(make_mat(&m, ct, n_out, n_in), 0);
   const int ldx = n_in + 5, ldy = n_out + 3;
-  const size_t rb = cpu_rgemm_row_bytes(ct, n_in);
+  const size_t rb = wd_cpu_rgemm_row_bytes(ct, n_in);
   float *x = malloc((size_t)rows * (size_t)ldx * sizeof *x);
   float *b = malloc((size_t)n_out * sizeof *b);
   float *y0 = malloc((size_t)rows * (size_t)ldy * sizeof *y0);
@@ -122,7 +123,7 @@ static void check_shape(wd_cpu_compute_t ct, int n_out, int n_in, int rows) {
         const float *xr = x + (size_t)r * ldx;
         const unsigned char *q = (const unsigned char *)xq + (size_t)r * rb;
         for (int o = 0; o < n_out; o++) {
-          cpu_rgemm_weight_row(&m.w, o, wrow);
+          wd_cpu_rgemm_weight_row(&m.w, o, wrow);
           double sc = 0, sf = 0, mag = 0;
           for (int k = 0; k < n_in; k++) {
             double xc;
@@ -152,7 +153,7 @@ static void check_shape(wd_cpu_compute_t ct, int n_out, int n_in, int rows) {
           if (!(fabs(got - want_c) <= tol_c)) {
             if (conv_ok)
               fprintf(stderr, "  %s path %s op %d r %d o %d: %.9g vs converted %.9g (tol %.3g)\n",
-                      wd_cpu_compute_name(ct), cpu_rpath_name(paths[pi]), op, r, o, got, want_c,
+                      wd_cpu_compute_name(ct), wd_cpu_rpath_name(paths[pi]), op, r, o, got, want_c,
                       tol_c);
             conv_ok = 0;
           }
@@ -216,9 +217,9 @@ WD_TEST(int8_products) {
   const int shapes[][3] = { { 45, 100, 37 }, { 64, 384, 9 }, { 33, 130, 1 }, { 80, 64, 20 } };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     check_shape(WD_CPU_COMPUTE_INT8, shapes[i][0], shapes[i][1], shapes[i][2]);
-  const unsigned f = cpu_blas_features();
+  const unsigned f = wd_cpu_blas_features();
   fprintf(stderr, "  int8 paths here: portable%s%s\n", (f & CPU_F_AVX2) ? ", AVX2" : "",
-          cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f) == CPU_RPATH_VNNI512 ? ", AVX512-VNNI" : "");
+          wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f) == CPU_RPATH_VNNI512 ? ", AVX512-VNNI" : "");
 }
 
 WD_TEST(bf16_products) {
@@ -232,18 +233,20 @@ WD_TEST(path_from_features) {
   const unsigned f512 = CPU_F_AVX | CPU_F_AVX2 | CPU_F_FMA | CPU_F_F16C | CPU_F_AVX512F |
                         CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ | CPU_F_AVX512VL;
   const unsigned avx2 = CPU_F_AVX | CPU_F_AVX2 | CPU_F_FMA | CPU_F_F16C;
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f512 | CPU_F_AVX512VNNI), CPU_RPATH_VNNI512);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f512), CPU_RPATH_AVX2);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, avx2), CPU_RPATH_AVX2);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, CPU_F_AVX), CPU_RPATH_NONE);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, f512 | CPU_F_AVX512BF16), CPU_RPATH_BF16_512);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, f512 | CPU_F_AVX512VNNI), CPU_RPATH_NONE);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, avx2), CPU_RPATH_NONE);
-  WD_CHECK_EQ_INT(cpu_rgemm_pick(WD_CPU_COMPUTE_F32, f512 | CPU_F_AVX512BF16), CPU_RPATH_NONE);
-  WD_CHECK(cpu_rgemm_refusal(WD_CPU_COMPUTE_BF16, avx2) != NULL);
-  WD_CHECK(strstr(cpu_rgemm_refusal(WD_CPU_COMPUTE_BF16, avx2), "AVX512-BF16") != NULL);
-  WD_CHECK(cpu_rgemm_refusal(WD_CPU_COMPUTE_INT8, 0) != NULL);
-  WD_CHECK(cpu_rgemm_refusal(WD_CPU_COMPUTE_INT8, avx2) == NULL);
-  WD_CHECK(cpu_rgemm_refusal(WD_CPU_COMPUTE_F32, 0) == NULL);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f512 | CPU_F_AVX512VNNI),
+                  CPU_RPATH_VNNI512);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f512), CPU_RPATH_AVX2);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, avx2), CPU_RPATH_AVX2);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, CPU_F_AVX), CPU_RPATH_NONE);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, f512 | CPU_F_AVX512BF16),
+                  CPU_RPATH_BF16_512);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, f512 | CPU_F_AVX512VNNI), CPU_RPATH_NONE);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_BF16, avx2), CPU_RPATH_NONE);
+  WD_CHECK_EQ_INT(wd_cpu_rgemm_pick(WD_CPU_COMPUTE_F32, f512 | CPU_F_AVX512BF16), CPU_RPATH_NONE);
+  WD_CHECK(wd_cpu_rgemm_refusal(WD_CPU_COMPUTE_BF16, avx2) != NULL);
+  WD_CHECK(strstr(wd_cpu_rgemm_refusal(WD_CPU_COMPUTE_BF16, avx2), "AVX512-BF16") != NULL);
+  WD_CHECK(wd_cpu_rgemm_refusal(WD_CPU_COMPUTE_INT8, 0) != NULL);
+  WD_CHECK(wd_cpu_rgemm_refusal(WD_CPU_COMPUTE_INT8, avx2) == NULL);
+  WD_CHECK(wd_cpu_rgemm_refusal(WD_CPU_COMPUTE_F32, 0) == NULL);
 }
 int main(void) { return wd_test_main(); }
