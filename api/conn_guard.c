@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 
@@ -39,17 +40,11 @@ struct wd_conn_guard {
   double header_s, idle_s;
 };
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *guard_main(void *arg) {
   wd_conn_guard_t *g = arg;
   pthread_mutex_lock(&g->mu);
   while (!g->stop) {
-    const double now = mono_now();
+    const double now = wd_now_s();
     int cut = 0;
     for (wd_conn_entry_t *e = g->head; e; e = e->next) {
       if (e->cut || e->deadline <= 0 || now < e->deadline)
@@ -143,7 +138,7 @@ wd_conn_entry_t *wd_conn_guard_open(wd_conn_guard_t *g, int fd) {
     return NULL;
   }
   e->fd = fd;
-  e->deadline = mono_now() + g->header_s;
+  e->deadline = wd_now_s() + g->header_s;
   pthread_mutex_lock(&g->mu);
   e->next = g->head;
   if (g->head)
@@ -167,7 +162,7 @@ void wd_conn_guard_idle(wd_conn_guard_t *g, wd_conn_entry_t *e) {
     return;
   const double wait = g->header_s > g->idle_s ? g->header_s : g->idle_s;
   pthread_mutex_lock(&g->mu);
-  e->deadline = mono_now() + wait;
+  e->deadline = wd_now_s() + wait;
   pthread_mutex_unlock(&g->mu);
 }
 

@@ -51,6 +51,7 @@
 #include <jansson.h>
 
 #include "api_error.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "response.h"
@@ -73,12 +74,6 @@ typedef struct {
   wd_transcription_t *tr;    /* audio routes */
   int deferred;              /* no body: answer on the next call */
 } wd_req_t;
-
-double wd__server_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int wd__server_retry_after(wd_server_t *s) {
   if (!atomic_load_explicit(&s->attached, memory_order_acquire))
@@ -325,7 +320,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r = calloc(1, sizeof *r);
     if (!r)
       return MHD_NO;
-    r->t_start = wd__server_now();
+    r->t_start = wd_now_s();
     wd_conn_guard_busy(s->guard, guard_entry(c)); /* headers complete */
     snprintf(r->method, sizeof r->method, "%s", method);
     r->path = strdup(url);
@@ -367,7 +362,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
    * left, 0 when we closed (timeout, error). */
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && status == 0)
     status = toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? 499 : 0;
-  const double dt = wd__server_now() - r->t_start;
+  const double dt = wd_now_s() - r->t_start;
   wd_metrics_request(s->metrics, r->route, status, dt);
   const int audio = r->route == WD_ROUTE_TRANSCRIPTIONS || r->route == WD_ROUTE_TRANSLATIONS;
   wd_log(audio ? WD_LOG_INFO : WD_LOG_DEBUG, "api: %s %s -> %d in %.3f s%s", r->method,
@@ -588,7 +583,7 @@ void wd_server_quiesce(wd_server_t *s) {
 /* Waits on s->cv until *count is 0 or the deadline passes. Under s->mu. */
 static void wait_zero(wd_server_t *s, const int *count, double deadline) {
   while (*count > 0) {
-    const double now = wd__server_now();
+    const double now = wd_now_s();
     if (now >= deadline)
       break;
     struct timespec ts;
@@ -607,7 +602,7 @@ int wd_server_free(wd_server_t *s, double wait_s) {
   if (s->mhd) {
     wd_server_quiesce(s);
     pthread_mutex_lock(&s->mu);
-    wait_zero(s, &s->n_active, wd__server_now() + (wait_s > 0 ? wait_s : 0));
+    wait_zero(s, &s->n_active, wd_now_s() + (wait_s > 0 ? wait_s : 0));
     pthread_mutex_unlock(&s->mu);
     /* Uploads still decoding finish (a decode is bounded by max_audio_s)
      * and resume their connections, which then submit or answer. */
@@ -625,7 +620,7 @@ int wd_server_free(wd_server_t *s, double wait_s) {
       wd_transcription_cancel_all(s);
     }
     pthread_mutex_lock(&s->mu);
-    wait_zero(s, &s->n_jobs, wd__server_now() + (wait_s > 0 ? wait_s : 0) + 10.0);
+    wait_zero(s, &s->n_jobs, wd_now_s() + (wait_s > 0 ? wait_s : 0) + 10.0);
     const int left = s->n_jobs;
     pthread_mutex_unlock(&s->mu);
     if (left > 0) {

@@ -55,9 +55,6 @@ struct wd_server {
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
-/* CLOCK_MONOTONIC in seconds. */
-double wd__server_now(void);
-
 /* Seconds a client refused with 429 should wait, from the worker's pace. */
 int wd__server_retry_after(wd_server_t *s);
 

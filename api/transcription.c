@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "audio.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "taskq.h"
@@ -228,7 +229,7 @@ static enum MHD_Result answer_early(wd_transcription_t *t, const wd_api_error_t 
     return MHD_NO;
   t->answered_early = 1;
   t->early_seen = t->seen;
-  t->early_t = wd__server_now();
+  t->early_t = wd_now_s();
   return MHD_YES;
 }
 
@@ -240,12 +241,12 @@ static enum MHD_Result on_data(wd_transcription_t *t, const char *data, size_t n
   t->seen += n;
   if (t->answered_early) {
     /* Linger: drop what the client sent before it read the answer. */
-    if (t->seen - t->early_seen <= WD_LINGER_BYTES && wd__server_now() - t->early_t < WD_LINGER_S)
+    if (t->seen - t->early_seen <= WD_LINGER_BYTES && wd_now_s() - t->early_t < WD_LINGER_S)
       return MHD_YES;
     return MHD_NO;
   }
   wd_api_error_t e;
-  if (wd__server_now() - t->t_start > body_timeout_s(s)) {
+  if (wd_now_s() - t->t_start > body_timeout_s(s)) {
     wd_log_notice("api: request body not received within %d s (%" PRIu64 " bytes so far), "
                   "answering 408", body_timeout_s(s), t->seen);
     wd_api_error_set(&e, 408, NULL, "request_timeout",

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "decoder.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "pool.h"
@@ -91,17 +92,7 @@ struct wd_worker {
   atomic_llong rebuild_ns; /* CLOCK_MONOTONIC start of the running reset(), 0 when none */
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void beat(wd_worker_t *w) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  atomic_store(&w->heartbeat_ns, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
-}
+static void beat(wd_worker_t *w) { atomic_store(&w->heartbeat_ns, wd_now_ns()); }
 
 /* Calls on_done and frees the job; the job is unlinked (and counted in
  * n_ending), no lock held. A drain returns only after this. */
@@ -226,12 +217,12 @@ static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
 /* A window's alignment-head attention, for its word timestamps. */
 static int job_align(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   int rc = e->align ? eng_rc(w, e->align(e->self, j->audio, wk->n_align, wk->align,
                                          wk->align_n_text, wk->n_heads, wk->heads, wk->qk,
                                          wk->probs))
                     : WD_EUNSUP;
-  const double dt = now_s() - t0;
+  const double dt = wd_now_s() - t0;
   beat(w);
   pthread_mutex_lock(&w->mu);
   w->st.aligns++;
@@ -244,9 +235,9 @@ static int job_align(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
 static int job_prefill(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
   const float *lg = NULL;
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   int rc = eng_rc(w, e->prefill(e->self, j->seq[0], wk->n_prefill, wk->prefill, &lg));
-  const double dt = now_s() - t0;
+  const double dt = wd_now_s() - t0;
   beat(w);
   pthread_mutex_lock(&w->mu);
   w->st.prefills++;
@@ -262,11 +253,11 @@ static void run_turn(wd_worker_t *w) {
   pthread_mutex_lock(&w->mu);
   const int n = w->n_running;
   memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
-  const int shutdown = w->draining && now_s() >= w->grace_deadline;
+  const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
   pthread_mutex_unlock(&w->mu);
 
   /* Cancelled, timed out, or past the drain's grace. */
-  const double now = now_s();
+  const double now = wd_now_s();
   int live = 0;
   for (int i = 0; i < n; i++) {
     wd_job_t *j = jobs[i];
@@ -286,9 +277,9 @@ static void run_turn(wd_worker_t *w) {
         (!enc || jobs[i]->last_encode < enc->last_encode))
       enc = jobs[i];
   if (enc) {
-    const double t0 = now_s();
+    const double t0 = wd_now_s();
     int rc = eng_rc(w, e->encode(e->self, enc->audio, wd_decoder_window(enc->dec)));
-    const double dt = now_s() - t0;
+    const double dt = wd_now_s() - t0;
     beat(w);
     enc->last_encode = ++w->encode_clock;
     if (rc == 0)
@@ -348,9 +339,9 @@ static void run_turn(wd_worker_t *w) {
   if (rows == 0)
     return;
   const float *lg = NULL;
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   const int rc = eng_rc(w, e->step(e->self, rows, seqs, tokens, &lg));
-  const double dt = now_s() - t0;
+  const double dt = wd_now_s() - t0;
   beat(w);
   pthread_mutex_lock(&w->mu);
   w->st.steps++;
@@ -408,7 +399,7 @@ static void try_reset(wd_worker_t *w) {
     return;
   }
   wd_log_warning("worker: GPU device lost: rebuilding the engine");
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   beat(w);
   atomic_store(&w->rebuild_ns, (long long)(t0 * 1e9));
   const int rc = e->reset(e->self);
@@ -417,7 +408,7 @@ static void try_reset(wd_worker_t *w) {
   if (rc < 0) {
     wd_log_error("worker: engine rebuild failed (%s); next try in %.0f s", wd_strerror(rc),
                  w->reset_backoff);
-    w->reset_at = now_s() + w->reset_backoff;
+    w->reset_at = wd_now_s() + w->reset_backoff;
     w->reset_backoff = w->reset_backoff * 2 < 30.0 ? w->reset_backoff * 2 : 30.0;
     return;
   }
@@ -426,7 +417,7 @@ static void try_reset(wd_worker_t *w) {
   w->st.device_resets++;
   w->st.device_lost = 0;
   pthread_mutex_unlock(&w->mu);
-  wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (now_s() - t0) * 1e3);
+  wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (wd_now_s() - t0) * 1e3);
 }
 
 /* Lowest clear bit of mask below n, or -1. */
@@ -454,7 +445,7 @@ static void *worker_main(void *arg) {
     /* Queued jobs that end without running: looked for after a cancel, during
      * a drain, and four times a second for deadlines (not every turn: the
      * queue may be long and a turn may be one short GPU step). */
-    const double now = now_s();
+    const double now = wd_now_s();
     wd_job_t *ended[64];
     int ended_rc[64], n_ended = 0;
     if (w->cancels || w->draining || now >= w->next_sweep) {
@@ -635,7 +626,7 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
     free(samples);
     return rc;
   }
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   wd_mel_pcm_t *audio = NULL;
   if ((rc = wd_mel_pcm_new(w->o.mel, samples, n_samples, 1, &audio)) < 0)
     return rc;
@@ -715,7 +706,7 @@ double wd_worker_heartbeat(wd_worker_t *w) {
    * WD_WORKER_REBUILD_GRACE_S, then as stuck since it began. */
   const long long rb = atomic_load(&w->rebuild_ns);
   if (rb != 0) {
-    const double since = (double)rb * 1e-9, now = now_s();
+    const double since = (double)rb * 1e-9, now = wd_now_s();
     return now - since < WD_WORKER_REBUILD_GRACE_S ? now : since;
   }
   return (double)atomic_load(&w->heartbeat_ns) * 1e-9;
@@ -728,7 +719,7 @@ void wd_worker_drain(wd_worker_t *w, double grace_s) {
   if (!w->draining) {
     w->accepting = 0;
     w->draining = 1;
-    w->grace_deadline = now_s() + (grace_s > 0 ? grace_s : 0.0);
+    w->grace_deadline = wd_now_s() + (grace_s > 0 ? grace_s : 0.0);
   }
   pthread_cond_broadcast(&w->wake);
   while (w->n_queued > 0 || w->n_running > 0 || w->n_ending > 0)

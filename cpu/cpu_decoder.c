@@ -18,6 +18,7 @@
 #include "cpu_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
+#include "clock.h"
 #include "error.h"
 
 /* What align keeps: the scores of heads (layer, head) per row. */
@@ -159,7 +160,7 @@ int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
       if (seqs[j] == s)
         return WD_EINVAL; /* core/engine.h: slots are distinct */
   }
-  const double t0 = wd_cpu_now_ms();
+  const double t0 = wd_now_ms();
   for (int i = 0; i < n; i++) {
     e->r_buf[i] = e->phys[seqs[i]];
     e->r_pos[i] = e->len[seqs[i]];
@@ -170,7 +171,7 @@ int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,
   for (int i = 0; i < n; i++)
     e->len[seqs[i]]++;
   *ret_logits = e->d_logits;
-  e->step_ms_sum += wd_cpu_now_ms() - t0;
+  e->step_ms_sum += wd_now_ms() - t0;
   e->n_steps++;
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
+#include "clock.h"
 #include "error.h"
 
 /* y (rows, n_out) = beta * y + x . W^T, W as stored (cpu_gemm.h). */
@@ -135,7 +136,7 @@ int wd_cpu_encode(void *self, int a, const float *mel) {
     return WD_EINVAL;
   const wd_hparams_t *hp = &e->hp;
   const int nm = hp->n_mels, n = hp->n_audio_ctx, T = 2 * n, da = hp->n_audio_state;
-  const double t0 = wd_cpu_now_ms();
+  const double t0 = wd_now_ms();
   /* The mel is (n_mels, frames); the convolution wants frames as rows. */
   for (int i = 0; i < nm; i++)
     for (int t = 0; t < T; t++)
@@ -151,7 +152,7 @@ int wd_cpu_encode(void *self, int a, const float *mel) {
     enc_mlp(e, &e->enc[l]);
   }
   ln_rows(e, e->e_x, e->e_x, n, da, e->enc_ln_g, e->enc_ln_b);
-  const double t1 = wd_cpu_now_ms();
+  const double t1 = wd_now_ms();
   /* Cross K/V of every decoder layer: K (n, d) = enc . Wk^T and V (n, d) =
    * enc . Wv^T + bv in f32 (one product each, reading the stacked
    * matrix's halves), then stored as f16 in the audio slot. */
@@ -171,6 +172,6 @@ int wd_cpu_encode(void *self, int a, const float *mel) {
   }
   e->audio_ok[a] = 1;
   e->encode_ms = t1 - t0;
-  e->cross_ms = wd_cpu_now_ms() - t1;
+  e->cross_ms = wd_now_ms() - t1;
   return 0;
 }

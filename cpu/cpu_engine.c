@@ -16,12 +16,6 @@
 #include "error.h"
 #include "quant.h"
 
-double wd_cpu_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per) {
   const int n = e->n_threads * 4 < rows ? e->n_threads * 4 : rows;
   *rows_per = n > 0 ? (rows + n - 1) / n : 1;

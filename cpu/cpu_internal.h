@@ -99,8 +99,6 @@ struct wd_cpu_engine {
   unsigned long long n_steps;
 };
 
-double wd_cpu_now_ms(void);
-
 /* Splits rows into at most 4 chunks a thread (uneven threads even out):
  * returns the number of chunks, *rows_per the rows of each but the last. */
 int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);

@@ -29,6 +29,7 @@
 
 #include "commands.h"
 #include "decode_cfg.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -36,12 +37,6 @@
 #include "server.h"
 
 #define WD_SERVE_MAX_NAMES 16
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Points stderr (where every log line goes) at the log file, if any. */
 static int open_log(const char *path) {
@@ -215,7 +210,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
 
   /* 3. The model, the engine, the worker. */
   notify_status("Loading model", cfg->model);
-  const double t0 = now_s();
+  const double t0 = wd_now_s();
   wd_runtime_t *rt = NULL;
   int status = 1;
   char *aliases = strdup(cfg->model_alias ? cfg->model_alias : "");
@@ -238,7 +233,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);
   wd_server_attach(srv, &sm);
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),
-              (now_s() - t0) * 1e3);
+              (wd_now_s() - t0) * 1e3);
 
   if (stop_pending(&sigs)) {
     status = 0;
@@ -263,7 +258,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   }
   wd_server_set_ready(srv, 1);
   sd_notifyf(0, "READY=1\nSTATUS=Ready: %s, max batch %d", wd_model_name(m), cfg->max_batch);
-  wd_log_info("serve: ready in %.0f ms", (now_s() - t0) * 1e3);
+  wd_log_info("serve: ready in %.0f ms", (wd_now_s() - t0) * 1e3);
 
   uint64_t wd_usec = 0;
   const int watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
@@ -282,7 +277,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     }
     wd_worker_stats_t st;
     wd_workers_stats(sm.workers, &st);
-    const double age = now_s() - wd_workers_heartbeat(sm.workers);
+    const double age = wd_now_s() - wd_workers_heartbeat(sm.workers);
     if (watchdog && age < wd_fresh)
       sd_notify(0, "WATCHDOG=1");
     else if (watchdog)

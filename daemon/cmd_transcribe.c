@@ -16,16 +16,11 @@
 #include "commands.h"
 #include "decode.h"
 #include "decode_cfg.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "render.h"
 #include "runtime.h"
-
-static double wd_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One file's job; the callbacks fill it on the worker thread. */
 typedef struct {
