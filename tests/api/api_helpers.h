@@ -21,15 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "tokenizer.h"
 
 /* ---- time ---------------------------------------------------------------- */
 
-static inline double th_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static inline double th_now(void) { return wd_now_s(); }
 
 static inline void th_sleep_ms(int ms) {
   struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

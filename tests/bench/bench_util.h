@@ -4,14 +4,10 @@
 #ifndef WD_BENCH_UTIL_H
 #define WD_BENCH_UTIL_H
 
-#include <time.h>
+#include "clock.h"
 
 /* Monotonic wall time in seconds. */
-static inline double bench_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static inline double bench_now_s(void) { return wd_now_s(); }
 
 /* qsort comparator for doubles, ascending (medians of timings). */
 static inline int bench_cmp_double(const void *a, const void *b) {

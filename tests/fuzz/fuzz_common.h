@@ -213,9 +213,25 @@ static inline int fuzz_zrun_at(const uint8_t *d, size_t n, size_t i, uint32_t *c
   return 1;
 }
 
-/* Walks d's expansion: with out, writes its literal bytes there (with
- * clear, zeroes them instead); returns the expanded length. */
-static inline size_t fuzz_zrun_walk(const uint8_t *d, size_t n, uint8_t *out, int clear) {
+/* What to do with one run of literal bytes of an expansion: they go at
+ * offset o of the expanded input. Returns 0 to go on. */
+typedef enum { FUZZ_ZRUN_COUNT, FUZZ_ZRUN_COPY, FUZZ_ZRUN_CLEAR, FUZZ_ZRUN_FILE } fuzz_zrun_op_t;
+
+static inline int fuzz_zrun_span(fuzz_zrun_op_t op, void *to, size_t o, const uint8_t *p,
+                                 size_t len) {
+  switch (op) {
+  case FUZZ_ZRUN_COPY: memcpy((uint8_t *)to + o, p, len); return 0;
+  case FUZZ_ZRUN_CLEAR: memset((uint8_t *)to + o, 0, len); return 0;
+  case FUZZ_ZRUN_FILE:
+    return fseek(to, (long)o, SEEK_SET) == 0 && fwrite(p, 1, len, to) == len ? 0 : -1;
+  default: return 0;
+  }
+}
+
+/* Walks d's expansion, handing each run of literal bytes to op (the zero
+ * runs are skipped: the arena is zero there, a file has holes); returns the
+ * expanded length, or 0 when op failed. */
+static inline size_t fuzz_zrun_walk(const uint8_t *d, size_t n, fuzz_zrun_op_t op, void *to) {
   size_t o = 0, zeros = 0;
   for (size_t i = 0; i < n;) {
     uint32_t c;
@@ -232,12 +248,8 @@ static inline size_t fuzz_zrun_walk(const uint8_t *d, size_t n, uint8_t *out, in
     size_t j = i + 1;
     while (j < n && d[j] != 'Z')
       j++;
-    if (out) {
-      if (clear)
-        memset(out + o, 0, j - i);
-      else
-        memcpy(out + o, d + i, j - i);
-    }
+    if (fuzz_zrun_span(op, to, o, d + i, j - i) != 0)
+      return 0;
     o += j - i;
     i = j;
   }
@@ -246,7 +258,7 @@ static inline size_t fuzz_zrun_walk(const uint8_t *d, size_t n, uint8_t *out, in
 
 /* The expansion of d[0..n), in the arena (valid until the release). */
 static inline uint8_t *fuzz_expand_zruns(const uint8_t *d, size_t n, size_t *ret_len) {
-  const size_t len = fuzz_zrun_walk(d, n, NULL, 0);
+  const size_t len = fuzz_zrun_walk(d, n, FUZZ_ZRUN_COUNT, NULL);
   const size_t need = (len ? len : 1);
   if (need > fuzz_zrun_cap) {
     if (fuzz_zrun_arena) {
@@ -260,7 +272,7 @@ static inline uint8_t *fuzz_expand_zruns(const uint8_t *d, size_t n, size_t *ret
   }
   FUZZ_UNPOISON(fuzz_zrun_arena, len);
   FUZZ_POISON(fuzz_zrun_arena + len, fuzz_zrun_cap - len);
-  fuzz_zrun_walk(d, n, fuzz_zrun_arena, 0);
+  fuzz_zrun_walk(d, n, FUZZ_ZRUN_COPY, fuzz_zrun_arena);
   *ret_len = len;
   return fuzz_zrun_arena;
 }
@@ -273,28 +285,10 @@ static inline const char *fuzz_tmp_write_zruns(const char *name, const uint8_t *
   if (fuzz_tmp_same(name, fuzz_hash(d, n, FUZZ_HASH_INIT ^ 0x5a52554eu)))
     return path;
   FILE *f = fopen(path, "wb");
-  size_t o = 0, zeros = 0;
-  int ok = f != NULL;
-  for (size_t i = 0; ok && i < n;) {
-    uint32_t c;
-    if (fuzz_zrun_at(d, n, i, &c)) {
-      size_t z = c;
-      if (z > FUZZ_ZRUN_MAX - zeros)
-        z = FUZZ_ZRUN_MAX - zeros;
-      o += z;
-      zeros += z;
-      i += 8;
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < n && d[j] != 'Z')
-      j++;
-    ok = fseek(f, (long)o, SEEK_SET) == 0 && fwrite(d + i, 1, j - i, f) == j - i;
-    o += j - i;
-    i = j;
-  }
+  const size_t len = fuzz_zrun_walk(d, n, FUZZ_ZRUN_COUNT, NULL);
+  const int ok = f && (len == 0 || fuzz_zrun_walk(d, n, FUZZ_ZRUN_FILE, f) == len);
   /* The file ends where the expansion does, holes included. */
-  if (!ok || fflush(f) != 0 || ftruncate(fileno(f), (off_t)o) != 0 || fclose(f) != 0) {
+  if (!ok || fflush(f) != 0 || ftruncate(fileno(f), (off_t)len) != 0 || fclose(f) != 0) {
     perror("fuzz: write temp file");
     abort();
   }
@@ -304,7 +298,7 @@ static inline const char *fuzz_tmp_write_zruns(const char *name, const uint8_t *
 /* Zeroes back what fuzz_expand_zruns(d, n) wrote. */
 static inline void fuzz_zruns_release(const uint8_t *d, size_t n) {
   FUZZ_UNPOISON(fuzz_zrun_arena, fuzz_zrun_cap);
-  fuzz_zrun_walk(d, n, fuzz_zrun_arena, 1);
+  fuzz_zrun_walk(d, n, FUZZ_ZRUN_CLEAR, fuzz_zrun_arena);
 }
 
 /* ------------------------------------------------------------ byte reader */
