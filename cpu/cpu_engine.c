@@ -344,56 +344,38 @@ static void *state_alloc(wd_cpu_engine_t *e, size_t bytes) {
   return wd_cpu_alloc(bytes);
 }
 
-static int plan_buffers(wd_cpu_engine_t *e) {
-  const wd_hparams_t *hp = &e->hp;
-  const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
-  const size_t na = (size_t)hp->n_audio_ctx, nl = (size_t)hp->n_text_layer;
-  const size_t nc = (size_t)hp->n_text_ctx, nm = (size_t)hp->n_mels, f = sizeof(float);
-  const size_t rows = (size_t)e->max_rows, ms = (size_t)e->max_seqs;
-  e->n_bufs = e->max_seqs + 2;
-  e->xk = state_alloc(e, (size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
-  e->xv = state_alloc(e, (size_t)e->max_audio * nl * na * d * sizeof(uint16_t));
+/* The caches and scratch of wd_cpu_buffers' table, and the small
+ * per-slot and per-row bookkeeping arrays beside them. */
+static int plan_buffers(wd_cpu_engine_t *e, const wd_cpu_engine_opts_t *o) {
+  cpu_buf_t b[CPU_BUF_N];
+  wd_cpu_buffers(&e->hp, o, b, &e->n_bufs, &e->max_rows);
+  void *p[CPU_BUF_N] = { 0 };
+  int ok = 1;
+  for (int i = 0; i < CPU_BUF_N; i++)
+    if (b[i].bytes)
+      ok &= (p[i] = state_alloc(e, b[i].bytes)) != NULL;
+  e->xk = p[CPU_BUF_XK], e->xv = p[CPU_BUF_XV];
+  e->kc = p[CPU_BUF_KC], e->vc = p[CPU_BUF_VC];
+  e->w_f32 = p[CPU_BUF_W_F32];
+  e->e_melT = p[CPU_BUF_E_MELT], e->e_col = p[CPU_BUF_E_COL], e->e_x1 = p[CPU_BUF_E_X1];
+  e->e_x = p[CPU_BUF_E_X], e->e_h = p[CPU_BUF_E_H], e->e_o = p[CPU_BUF_E_O];
+  e->e_qkv = p[CPU_BUF_E_QKV], e->e_f = p[CPU_BUF_E_F], e->e_s = p[CPU_BUF_E_S];
+  e->d_x = p[CPU_BUF_D_X], e->d_h = p[CPU_BUF_D_H], e->d_o = p[CPU_BUF_D_O];
+  e->d_qkv = p[CPU_BUF_D_QKV], e->d_f = p[CPU_BUF_D_F], e->d_logits = p[CPU_BUF_D_LOGITS];
+  e->d_scores = p[CPU_BUF_D_SCORES];
+  e->r_xq = p[CPU_BUF_R_XQ], e->r_xs = p[CPU_BUF_R_XS];
+  const size_t ms = (size_t)e->max_seqs, rows = (size_t)e->max_rows;
   e->audio_ok = calloc((size_t)e->max_audio, sizeof(int));
-  e->kc = state_alloc(e, (size_t)e->n_bufs * nl * nc * d * f);
-  e->vc = state_alloc(e, (size_t)e->n_bufs * nl * nc * d * f);
   e->phys = calloc(ms, sizeof(int)), e->len = calloc(ms, sizeof(int));
   e->audio = calloc(ms, sizeof(int));
   e->t_phys = calloc(ms, sizeof(int)), e->t_len = calloc(ms, sizeof(int));
   e->t_audio = calloc(ms, sizeof(int)), e->t_copy = calloc(ms, sizeof(int));
   e->t_used = calloc((size_t)e->n_bufs, sizeof(int)), e->t_isdst = calloc(ms, sizeof(int));
-  const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3;
-  e->w_f32 = state_alloc(e, wd_cpu_gemm_scratch_elems(hp) * f);
-  e->e_melT = state_alloc(e, 2 * na * nm * f);
-  e->e_col = state_alloc(e, (col1 > col2 ? col1 : col2) * f);
-  e->e_x1 = state_alloc(e, 2 * na * da * f);
-  e->e_x = state_alloc(e, na * da * f), e->e_h = state_alloc(e, na * da * f);
-  e->e_o = state_alloc(e, na * da * f);
-  /* (n, 3 d_a) for the encoder's Q K V, and the f32 cross K and V (2 x
-   * (n, d)) before they are stored as f16. */
-  e->e_qkv = state_alloc(e, na * (3 * da > 2 * d ? 3 * da : 2 * d) * f);
-  e->e_f = state_alloc(e, na * 4 * da * f);
-  e->e_s = state_alloc(e, na * na * f);
-  e->d_x = state_alloc(e, rows * d * f), e->d_h = state_alloc(e, rows * d * f);
-  e->d_o = state_alloc(e, rows * d * f);
-  e->d_qkv = state_alloc(e, rows * 3 * d * f);
-  e->d_f = state_alloc(e, rows * 4 * d * f);
-  e->d_logits = state_alloc(e, ms * (size_t)hp->n_vocab * f);
-  const size_t sc = na > nc ? na : nc;
-  e->d_scores = state_alloc(e, (size_t)CPU_ATTN_TASKS * sc * f);
-  if (e->compute != WD_CPU_COMPUTE_F32) {
-    const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
-    e->r_xq = state_alloc(e, xr * wd_cpu_rgemm_row_bytes(e->compute, 4 * (int)dmax));
-    e->r_xs = state_alloc(e, xr * f);
-    if (!e->r_xq || !e->r_xs)
-      return WD_ENOMEM;
-  }
   e->r_buf = calloc(rows, sizeof(int)), e->r_pos = calloc(rows, sizeof(int));
   e->r_audio = calloc(rows, sizeof(int));
-  if (!(e->xk && e->xv && e->audio_ok && e->kc && e->vc && e->phys && e->len && e->audio &&
-        e->t_phys && e->t_len && e->t_audio && e->t_copy && e->t_used && e->t_isdst &&
-        e->w_f32 && e->e_melT && e->e_col && e->e_x1 && e->e_x && e->e_h && e->e_o && e->e_qkv &&
-        e->e_f && e->e_s && e->d_x && e->d_h && e->d_o && e->d_qkv && e->d_f && e->d_logits &&
-        e->d_scores && e->r_buf && e->r_pos && e->r_audio))
+  if (!(ok && e->audio_ok && e->phys && e->len && e->audio && e->t_phys && e->t_len &&
+        e->t_audio && e->t_copy && e->t_used && e->t_isdst && e->r_buf && e->r_pos &&
+        e->r_audio))
     return WD_ENOMEM;
   for (int s = 0; s < e->max_seqs; s++)
     e->phys[s] = s;
@@ -529,7 +511,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
   if (rc == 0)
     count_weights(e);
   if (rc == 0)
-    rc = plan_buffers(e);
+    rc = plan_buffers(e, o);
   if (rc < 0) {
     if (!err[0])
       snprintf(err, err_len, "%s", rc == WD_ENOMEM ? "out of memory" : "cannot plan the CPU engine");

@@ -99,6 +99,34 @@ struct wd_cpu_engine {
   unsigned long long n_steps;
 };
 
+/* The engine's caches and scratch, one row each: plan_buffers (cpu_engine.c)
+ * allocates from this table and wd_cpu_engine_plan (cpu_plan.c) sums it, so
+ * the plan `whisperd info` prints and what the engine takes cannot differ. */
+typedef enum {
+  CPU_BUF_XK, CPU_BUF_XV,                                     /* cross K/V, f16 */
+  CPU_BUF_KC, CPU_BUF_VC,                                     /* self K/V, f32 */
+  CPU_BUF_W_F32,                                              /* the rest: scratch */
+  CPU_BUF_E_MELT, CPU_BUF_E_COL, CPU_BUF_E_X1, CPU_BUF_E_X, CPU_BUF_E_H, CPU_BUF_E_O,
+  CPU_BUF_E_QKV, CPU_BUF_E_F, CPU_BUF_E_S,
+  CPU_BUF_D_X, CPU_BUF_D_H, CPU_BUF_D_O, CPU_BUF_D_QKV, CPU_BUF_D_F, CPU_BUF_D_LOGITS,
+  CPU_BUF_D_SCORES,
+  CPU_BUF_R_XQ, CPU_BUF_R_XS,                                 /* --compute-type int8/bf16 only */
+  CPU_BUF_N
+} cpu_buf_id_t;
+
+typedef enum { CPU_PLAN_CROSS, CPU_PLAN_SELF, CPU_PLAN_SCRATCH } cpu_plan_line_t;
+
+typedef struct {
+  size_t bytes; /* 0: not allocated for these options */
+  cpu_plan_line_t line;
+} cpu_buf_t;
+
+/* Every buffer's size for a model of shape hp under these options (see the
+ * engine struct for each one's shape). Also the self-attention buffer count
+ * (max_seqs + 2: seq_copy's spares) and the decoder's rows. */
+void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_buf_t b[CPU_BUF_N],
+                    int *ret_n_self_bufs, int *ret_max_rows);
+
 /* Splits rows into at most 4 chunks a thread (uneven threads even out):
  * returns the number of chunks, *rows_per the rows of each but the last. */
 int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);

@@ -1,8 +1,9 @@
 /*
  * cpu_plan.c - the CPU engine's host memory, as arithmetic over the model's
  * tensor table (see wd_cpu_engine_plan in cpu_engine.h): what `whisperd
- * info` prints, without converting a weight. tests/cpu checks it against
- * what wd_cpu_engine_new really allocates.
+ * info` prints, without converting a weight; and the table of the engine's
+ * caches and scratch (wd_cpu_buffers), which the engine allocates from.
+ * tests/cpu checks the plan against what wd_cpu_engine_new really takes.
  */
 #include <string.h>
 
@@ -60,23 +61,59 @@ void wd_cpu_engine_plan(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
         p->mapped_bytes += matrix_bytes(t, o->compute);
     }
   }
-  /* As plan_buffers allocates them (cpu_engine.c). */
-  const double da = hp->n_audio_state, d = hp->n_text_state, na = hp->n_audio_ctx;
-  const double nl = hp->n_text_layer, nc = hp->n_text_ctx, nm = hp->n_mels, f = sizeof(float);
-  const double ms = o->max_seqs, rows = o->max_seqs > CPU_MAX_PREFILL ? ms : CPU_MAX_PREFILL;
-  p->n_self_bufs = o->max_seqs + 2;
-  p->self_bytes = 2.0 * p->n_self_bufs * nl * nc * d * f;
-  p->cross_bytes = 2.0 * o->max_audio * nl * na * d * sizeof(uint16_t);
-  const double col1 = 2 * na * nm * 3, col2 = na * da * 3;
-  const double sc = na > nc ? na : nc;
-  p->scratch_bytes = f * ((double)wd_cpu_gemm_scratch_elems(hp) + 2 * na * nm +
-                          (col1 > col2 ? col1 : col2) + 2 * na * da + 3 * na * da +
-                          na * (3 * da > 2 * d ? 3 * da : 2 * d) + na * 4 * da + na * na + rows * d * 3 + rows * 3 * d + rows * 4 * d +
-                          ms * hp->n_vocab + CPU_ATTN_TASKS * sc);
-  if (o->compute != WD_CPU_COMPUTE_F32) { /* the converted activations and their scales */
-    const double xr = na > rows ? na : rows;
-    const int dmax = hp->n_audio_state > hp->n_text_state ? hp->n_audio_state : hp->n_text_state;
-    p->scratch_bytes += xr * ((double)wd_cpu_rgemm_row_bytes(o->compute, 4 * dmax) + f);
+  cpu_buf_t b[CPU_BUF_N];
+  int rows = 0;
+  wd_cpu_buffers(hp, o, b, &p->n_self_bufs, &rows);
+  for (int i = 0; i < CPU_BUF_N; i++) {
+    double *line = b[i].line == CPU_PLAN_CROSS  ? &p->cross_bytes
+                   : b[i].line == CPU_PLAN_SELF ? &p->self_bytes
+                                                : &p->scratch_bytes;
+    *line += (double)b[i].bytes;
   }
   p->total_bytes = p->weight_bytes + p->self_bytes + p->cross_bytes + p->scratch_bytes;
+}
+
+void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_buf_t b[CPU_BUF_N],
+                    int *ret_n_self_bufs, int *ret_max_rows) {
+  const size_t da = (size_t)hp->n_audio_state, d = (size_t)hp->n_text_state;
+  const size_t na = (size_t)hp->n_audio_ctx, nl = (size_t)hp->n_text_layer;
+  const size_t nc = (size_t)hp->n_text_ctx, nm = (size_t)hp->n_mels, f = sizeof(float);
+  const int max_rows = o->max_seqs > CPU_MAX_PREFILL ? o->max_seqs : CPU_MAX_PREFILL;
+  const size_t rows = (size_t)max_rows, ms = (size_t)o->max_seqs;
+  const size_t n_self = ms + 2, ma = (size_t)o->max_audio;
+  const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3, sc = na > nc ? na : nc;
+  const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
+  const int conv = o->compute != WD_CPU_COMPUTE_F32;
+  const size_t bytes[CPU_BUF_N] = {
+    [CPU_BUF_XK] = ma * nl * na * d * sizeof(uint16_t),
+    [CPU_BUF_XV] = ma * nl * na * d * sizeof(uint16_t),
+    [CPU_BUF_KC] = n_self * nl * nc * d * f,
+    [CPU_BUF_VC] = n_self * nl * nc * d * f,
+    [CPU_BUF_W_F32] = wd_cpu_gemm_scratch_elems(hp) * f,
+    [CPU_BUF_E_MELT] = 2 * na * nm * f,
+    [CPU_BUF_E_COL] = (col1 > col2 ? col1 : col2) * f,
+    [CPU_BUF_E_X1] = 2 * na * da * f,
+    [CPU_BUF_E_X] = na * da * f,
+    [CPU_BUF_E_H] = na * da * f,
+    [CPU_BUF_E_O] = na * da * f,
+    /* the encoder's Q K V, then the f32 cross K and V before they are f16 */
+    [CPU_BUF_E_QKV] = na * (3 * da > 2 * d ? 3 * da : 2 * d) * f,
+    [CPU_BUF_E_F] = na * 4 * da * f,
+    [CPU_BUF_E_S] = na * na * f,
+    [CPU_BUF_D_X] = rows * d * f,
+    [CPU_BUF_D_H] = rows * d * f,
+    [CPU_BUF_D_O] = rows * d * f,
+    [CPU_BUF_D_QKV] = rows * 3 * d * f,
+    [CPU_BUF_D_F] = rows * 4 * d * f,
+    [CPU_BUF_D_LOGITS] = ms * (size_t)hp->n_vocab * f,
+    [CPU_BUF_D_SCORES] = (size_t)CPU_ATTN_TASKS * sc * f,
+    [CPU_BUF_R_XQ] = conv ? xr * wd_cpu_rgemm_row_bytes(o->compute, 4 * (int)dmax) : 0,
+    [CPU_BUF_R_XS] = conv ? xr * f : 0,
+  };
+  for (int i = 0; i < CPU_BUF_N; i++)
+    b[i] = (cpu_buf_t){ bytes[i], i <= CPU_BUF_XV   ? CPU_PLAN_CROSS
+                                  : i <= CPU_BUF_VC ? CPU_PLAN_SELF
+                                                    : CPU_PLAN_SCRATCH };
+  *ret_n_self_bufs = (int)n_self;
+  *ret_max_rows = max_rows;
 }
