@@ -163,6 +163,10 @@ int wd__eng_buf(wd_vk_engine_t *e, uint64_t n_floats, wd_vk_mem_t mem, wd_vk_buf
   return buf(e, n_floats, mem, ret);
 }
 
+int wd__eng_act(wd_vk_engine_t *e, wd_vk_act_t id, wd_vk_mem_t mem, wd_vk_buffer_t **ret) {
+  return buf(e, e->plan.act_floats[id], mem, ret);
+}
+
 int wd__eng_wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l) {
   return wt(e, a, fmt, l);
 }
@@ -682,31 +686,32 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     snprintf(err, err_len, "building pipelines failed: %s", wd_strerror(rc));
     goto fail;
   }
-  /* Buffers, sized once for the maxima. */
-  const uint64_t d = (uint64_t)hp->n_audio_state, n = (uint64_t)hp->n_audio_ctx;
-  const uint64_t T = WD_ENG_FRAMES, nm = (uint64_t)hp->n_mels;
+  /* Buffers, sized once for the maxima: the plan's (vk_plan.h). */
   const uint64_t S = (uint64_t)e->max_seqs, A = (uint64_t)e->max_audio;
-  /* Decoder rows: a step's sequences or a prefill's tokens. */
-  const uint64_t R = S > WD_ENG_MAX_PREFILL ? S : WD_ENG_MAX_PREFILL;
-  const uint64_t group = e->plan.score_group;
-  const uint64_t col = T * nm * 3 > n * d * 3 ? T * nm * 3 : n * d * 3;
   const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST;
-  if ((rc = buf(e, 64, D, &e->dummy)) || (rc = buf(e, nm * T, H, &e->mel)) ||
-      (rc = buf(e, col, D, &e->col)) || (rc = buf(e, T * d, D, &e->x1)) ||
-      (rc = buf(e, n * d, D, &e->xa)) || (rc = buf(e, n * d, D, &e->ha)) ||
-      (rc = buf(e, n * d, D, &e->qa)) || (rc = buf(e, n * d, D, &e->ka)) ||
-      (rc = buf(e, n * d, D, &e->va)) || (rc = buf(e, n * d, D, &e->oa)) ||
-      (rc = buf(e, n * d, D, &e->vt)) || (rc = buf(e, group * n * n, D, &e->scores)) ||
-      (rc = buf(e, n * 4 * d, D, &e->fa)) ||
+  if ((rc = wd__eng_act(e, WD_ACT_DUMMY, D, &e->dummy)) ||
+      (rc = wd__eng_act(e, WD_ACT_MEL, H, &e->mel)) ||
+      (rc = wd__eng_act(e, WD_ACT_COL, D, &e->col)) ||
+      (rc = wd__eng_act(e, WD_ACT_X1, D, &e->x1)) ||
+      (rc = wd__eng_act(e, WD_ACT_XA, D, &e->xa)) ||
+      (rc = wd__eng_act(e, WD_ACT_HA, D, &e->ha)) ||
+      (rc = wd__eng_act(e, WD_ACT_QA, D, &e->qa)) ||
+      (rc = wd__eng_act(e, WD_ACT_KA, D, &e->ka)) ||
+      (rc = wd__eng_act(e, WD_ACT_VA, D, &e->va)) ||
+      (rc = wd__eng_act(e, WD_ACT_OA, D, &e->oa)) ||
+      (rc = wd__eng_act(e, WD_ACT_VT, D, &e->vt)) ||
+      (rc = wd__eng_act(e, WD_ACT_SCORES, D, &e->scores)) ||
+      (rc = wd__eng_act(e, WD_ACT_FA, D, &e->fa)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xk)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xv)) ||
-      (rc = buf(e, R * sizeof(wd_seq_t) / 4, H, &e->step)) || (rc = buf(e, R * d, D, &e->x)) ||
-      (rc = buf(e, R * d, D, &e->h)) || (rc = buf(e, R * d, D, &e->o)) ||
-      (rc = buf(e, S * d, D, &e->q)) || (rc = buf(e, R * 3 * d, D, &e->qkv)) ||
-      (rc = buf(e, R * 4 * d, D, &e->f)) ||
+      (rc = wd__eng_act(e, WD_ACT_STEP, H, &e->step)) ||
+      (rc = wd__eng_act(e, WD_ACT_X, D, &e->x)) || (rc = wd__eng_act(e, WD_ACT_H, D, &e->h)) ||
+      (rc = wd__eng_act(e, WD_ACT_O, D, &e->o)) || (rc = wd__eng_act(e, WD_ACT_Q, D, &e->q)) ||
+      (rc = wd__eng_act(e, WD_ACT_QKV, D, &e->qkv)) ||
+      (rc = wd__eng_act(e, WD_ACT_F, D, &e->f)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
-      (rc = buf(e, S * (uint64_t)hp->n_vocab, D, &e->logits)) || (rc = wd__eng_io_new(e))) {
+      (rc = wd__eng_act(e, WD_ACT_LOGITS, D, &e->logits)) || (rc = wd__eng_io_new(e))) {
     snprintf(err, err_len, "allocating %.1f MiB of activations and caches failed: %s",
              (double)(e->plan.total - e->plan.weights) / 1048576.0, wd_strerror(rc));
     goto fail;
@@ -747,9 +752,15 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
     goto fail;
   }
-  if (e->act_bytes + wbytes != e->plan.total)
-    wd_log_warning("vk_engine: allocated %llu bytes, planned %llu (gpu/vk_plan.c is out of date)",
-                (unsigned long long)(e->act_bytes + wbytes), (unsigned long long)e->plan.total);
+  /* Every buffer was sized from the plan's entries, so the sums agree; a
+   * buffer allocated outside the table would break this. */
+  if (e->act_bytes + wbytes != e->plan.total) {
+    snprintf(err, err_len, "allocated %llu device bytes where the plan says %llu: a buffer is "
+             "missing from gpu/vk_plan.h's table", (unsigned long long)(e->act_bytes + wbytes),
+             (unsigned long long)e->plan.total);
+    rc = WD_EINTERNAL;
+    goto fail;
+  }
   wd_log_debug("vk_engine: %s on %s: weights %.1f MiB, activations %.1f MiB, %d sets",
                wd_model_name(m), wd_vk_device_info(e->dev)->name,
                (double)wd_vk_weights_bytes(e->w) / 1048576.0, (double)e->act_bytes / 1048576.0,

@@ -34,8 +34,8 @@
 /* Prefill and align (vk_engine_rows.c). */
 #define WD_ENG_MAX_PREFILL WD_PLAN_PREFILL /* rows of the largest prefill recording */
 #define WD_ENG_N_BUCKETS 5      /* prefill recordings of 16, 32, 64, 128, 256 rows */
-#define WD_ENG_LG_ROWS 32u      /* align: rows per chunk of the all-row logits */
-#define WD_ENG_QK_ROWS 1024u    /* align: (head, token) rows of qk per submit */
+#define WD_ENG_LG_ROWS WD_PLAN_LG_ROWS /* align: rows per chunk of the all-row logits */
+#define WD_ENG_QK_ROWS WD_PLAN_QK_ROWS /* align: (head, token) rows of qk per submit */
 
 /* Profile marks of one recording: timestamp slot 2 + i ends operation i. */
 typedef struct {
@@ -134,6 +134,8 @@ static inline wd_vk_arg_t wd__eng_slice(wd_vk_buffer_t *b, uint64_t off_floats,
  * bias; GPU milliseconds between a recording's timestamps 0 and 1. */
 int wd__eng_keep(wd_vk_engine_t *e, int rc, wd_vk_dset_t **ps);
 int wd__eng_buf(wd_vk_engine_t *e, uint64_t n_floats, wd_vk_mem_t mem, wd_vk_buffer_t **ret);
+/* Activation buffer `id` of the plan, at the plan's size (vk_plan.h). */
+int wd__eng_act(wd_vk_engine_t *e, wd_vk_act_t id, wd_vk_mem_t mem, wd_vk_buffer_t **ret);
 int wd__eng_wt(const wd_vk_engine_t *e, wd_vk_arg_t *a, const char *fmt, int l)
     __attribute__((format(printf, 3, 0)));
 int wd__eng_norm_args(const wd_vk_engine_t *e, const char *fmt, int l, wd_vk_arg_t *g,

@@ -335,19 +335,18 @@ static int new_copies(wd_vk_engine_t *e) {
 int wd__eng_rows_new(wd_vk_engine_t *e) {
   const wd_hparams_t *hp = &e->hp;
   const uint64_t d = (uint64_t)hp->n_text_state, L = (uint64_t)hp->n_text_layer;
-  const uint64_t P = WD_ENG_MAX_PREFILL, na = (uint64_t)hp->n_audio_ctx;
-  const uint64_t rec = sizeof(wd_seq_t) / 4 * (uint64_t)e->max_seqs;
   const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST, R = D; /* read back by copies */
   int rc;
-  if ((rc = wd__eng_buf(e, L * P * d, D, &e->qall)) ||
+  if ((rc = wd__eng_act(e, WD_ACT_QALL, D, &e->qall)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.scratch, &e->kx)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.scratch, &e->vx)) ||
-      (rc = wd__eng_buf(e, rec, H, &e->cp_in)) || (rc = wd__eng_buf(e, rec, H, &e->cp_out)) ||
-      (rc = wd__eng_buf(e, WD_ENG_LG_ROWS * (uint64_t)ldv(e), D, &e->lgc)) ||
-      (rc = wd__eng_buf(e, (uint64_t)hp->n_vocab, H, &e->mask)) ||
-      (rc = wd__eng_buf(e, P * sizeof(wd_argmax_out_t) / 4, R, &e->stats)) ||
-      (rc = wd__eng_buf(e, P, R, &e->tgt)) ||
-      (rc = wd__eng_buf(e, WD_ENG_QK_ROWS * na, R, &e->qk)))
+      (rc = wd__eng_act(e, WD_ACT_CP_IN, H, &e->cp_in)) ||
+      (rc = wd__eng_act(e, WD_ACT_CP_OUT, H, &e->cp_out)) ||
+      (rc = wd__eng_act(e, WD_ACT_LGC, D, &e->lgc)) ||
+      (rc = wd__eng_act(e, WD_ACT_MASK, H, &e->mask)) ||
+      (rc = wd__eng_act(e, WD_ACT_STATS, R, &e->stats)) ||
+      (rc = wd__eng_act(e, WD_ACT_TGT, R, &e->tgt)) ||
+      (rc = wd__eng_act(e, WD_ACT_QK, R, &e->qk)))
     return rc;
   e->act_bytes += wd_vk_layers_bytes(e->kx) + wd_vk_layers_bytes(e->vx);
   e->cp_cmd = calloc((size_t)e->max_seqs, sizeof *e->cp_cmd);

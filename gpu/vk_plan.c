@@ -112,31 +112,44 @@ static int plan_core(const wd_hparams_t *hp, uint64_t weight_bytes, const wd_vk_
     return fail(&c, WD_ERANGE, "one head's encoder attention scores", n * n * 4,
                 "binding limits", bind);
   p->score_group = (uint32_t)group;
-  /* Activations in floats, as the engine allocates them (each bound whole
+  /* Activations in floats: the sizes the engine allocates (each bound whole
    * as storage or f32 texels somewhere). R: decoder rows. */
   const uint64_t R = max64(S, P), ldv = (nv + 3) & ~3ull, rec = sizeof(wd_seq_t) / 4;
-  const struct {
-    const char *name;
-    uint64_t floats;
-  } act[] = {
-    { "dummy", 64 }, { "mel", nm * T }, { "im2col rows", max64(T * nm * 3, n * d * 3) },
-    { "conv1 output", T * d }, { "encoder activations", 7 * n * d },
-    { "encoder attention scores", group * n * n }, { "encoder MLP", n * 4 * d },
-    { "step records", R * rec }, { "decoder rows", 3 * R * d }, { "cross queries", S * d },
-    { "decoder qkv", R * 3 * d }, { "decoder MLP", R * 4 * d }, { "logits", S * nv },
-    { "prefill cross queries", L * P * d }, { "seq_copy records", 2 * rec * S },
-    { "align logits chunk", 32 * ldv }, { "vocabulary mask", nv },
-    { "align statistics", P * sizeof(wd_argmax_out_t) / 4 }, { "align targets", P },
-    { "align scores", 1024 * n },
+  static const char *const names[WD_ACT_N] = {
+    [WD_ACT_DUMMY] = "dummy", [WD_ACT_MEL] = "mel", [WD_ACT_COL] = "im2col rows",
+    [WD_ACT_X1] = "conv1 output", [WD_ACT_XA] = "encoder residual stream",
+    [WD_ACT_HA] = "encoder normed rows", [WD_ACT_QA] = "encoder queries",
+    [WD_ACT_KA] = "encoder keys", [WD_ACT_VA] = "encoder values",
+    [WD_ACT_OA] = "encoder attention output", [WD_ACT_VT] = "encoder values, transposed",
+    [WD_ACT_SCORES] = "encoder attention scores", [WD_ACT_FA] = "encoder MLP",
+    [WD_ACT_STEP] = "step records", [WD_ACT_X] = "decoder residual rows",
+    [WD_ACT_H] = "decoder normed rows", [WD_ACT_O] = "decoder attention rows",
+    [WD_ACT_Q] = "cross queries", [WD_ACT_QKV] = "decoder qkv", [WD_ACT_F] = "decoder MLP",
+    [WD_ACT_LOGITS] = "logits", [WD_ACT_QALL] = "prefill cross queries",
+    [WD_ACT_CP_IN] = "seq_copy records", [WD_ACT_CP_OUT] = "seq_copy results",
+    [WD_ACT_LGC] = "align logits chunk", [WD_ACT_MASK] = "vocabulary mask",
+    [WD_ACT_STATS] = "align statistics", [WD_ACT_TGT] = "align targets",
+    [WD_ACT_QK] = "align scores",
   };
+  uint64_t *f = p->act_floats;
+  f[WD_ACT_DUMMY] = 64, f[WD_ACT_MEL] = nm * T, f[WD_ACT_COL] = max64(T * nm * 3, n * d * 3);
+  f[WD_ACT_X1] = T * d;
+  for (int i = WD_ACT_XA; i <= WD_ACT_VT; i++)
+    f[i] = n * d;
+  f[WD_ACT_SCORES] = group * n * n, f[WD_ACT_FA] = n * 4 * d;
+  f[WD_ACT_STEP] = R * rec, f[WD_ACT_X] = f[WD_ACT_H] = f[WD_ACT_O] = R * d;
+  f[WD_ACT_Q] = S * d, f[WD_ACT_QKV] = R * 3 * d, f[WD_ACT_F] = R * 4 * d;
+  f[WD_ACT_LOGITS] = S * nv, f[WD_ACT_QALL] = L * P * d;
+  f[WD_ACT_CP_IN] = f[WD_ACT_CP_OUT] = rec * S;
+  f[WD_ACT_LGC] = WD_PLAN_LG_ROWS * ldv, f[WD_ACT_MASK] = nv;
+  f[WD_ACT_STATS] = P * sizeof(wd_argmax_out_t) / 4, f[WD_ACT_TGT] = P;
+  f[WD_ACT_QK] = WD_PLAN_QK_ROWS * n;
   int rc = 0;
-  for (size_t i = 0; i < sizeof act / sizeof act[0] && !rc; i++) {
-    /* "encoder activations" is 7 buffers of (n, d): check one. */
-    const uint64_t one = i == 4 ? n * d : act[i].floats;
-    rc = check_bind(&c, act[i].name, one * 4, 1, 16);
-    if (!rc && lim->max_alloc && one * 4 > lim->max_alloc)
-      rc = fail(&c, WD_ERANGE, act[i].name, one * 4, "maxMemoryAllocationSize", lim->max_alloc);
-    p->act_bytes += act[i].floats * 4;
+  for (int i = 0; i < WD_ACT_N && !rc; i++) {
+    rc = check_bind(&c, names[i], f[i] * 4, 1, 16);
+    if (!rc && lim->max_alloc && f[i] * 4 > lim->max_alloc)
+      rc = fail(&c, WD_ERANGE, names[i], f[i] * 4, "maxMemoryAllocationSize", lim->max_alloc);
+    p->act_bytes += f[i] * 4;
   }
   /* Caches: layers at offsets that suit every binding kind. */
   uint64_t align = max64(16, max64(lim->texel_align, lim->storage_align));

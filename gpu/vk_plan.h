@@ -44,6 +44,26 @@
 #define WD_PLAN_SCORES_MAX (120ull << 20)
 /* Largest buffer the plan asks for (below every driver's allocation limit). */
 #define WD_PLAN_BUF_MAX (1ull << 30)
+/* align: rows per chunk of the all-row logits, and (head, token) rows of qk
+ * per submit (vk_engine_rows.c). */
+#define WD_PLAN_LG_ROWS 32u
+#define WD_PLAN_QK_ROWS 1024u
+
+/* The engine's activation buffers, one entry each: vk_engine*.c allocate
+ * every one at its entry's size (wd_vk_plan_t.act_floats) and nothing else,
+ * and the plan sums the entries, so the two cannot disagree. Shapes in
+ * vk_engine_internal.h; R below is max(max_seqs, WD_PLAN_PREFILL). */
+typedef enum {
+  WD_ACT_DUMMY,                                         /* 64 floats, unused bindings */
+  WD_ACT_MEL, WD_ACT_COL, WD_ACT_X1,                    /* encoder input, im2col, conv1 */
+  WD_ACT_XA, WD_ACT_HA, WD_ACT_QA, WD_ACT_KA, WD_ACT_VA, WD_ACT_OA, WD_ACT_VT, /* (n, d) */
+  WD_ACT_SCORES, WD_ACT_FA,                             /* attention scores, MLP */
+  WD_ACT_STEP, WD_ACT_X, WD_ACT_H, WD_ACT_O,            /* decoder: records, (R, d) rows */
+  WD_ACT_Q, WD_ACT_QKV, WD_ACT_F, WD_ACT_LOGITS,        /* cross queries, qkv, MLP, logits */
+  WD_ACT_QALL, WD_ACT_CP_IN, WD_ACT_CP_OUT,             /* prefill queries, seq_copy records */
+  WD_ACT_LGC, WD_ACT_MASK, WD_ACT_STATS, WD_ACT_TGT, WD_ACT_QK, /* align */
+  WD_ACT_N
+} wd_vk_act_t;
 
 /* One per-layer buffer set: layer l lives in buffer l / per_buf at byte
  * offset (l % per_buf) * stride, layer_bytes long. */
@@ -68,6 +88,7 @@ typedef struct {
   uint64_t weights;       /* bytes of uploaded weights */
   uint64_t self_bytes;    /* both self caches */
   uint64_t cross_bytes;   /* both cross caches */
+  uint64_t act_floats[WD_ACT_N]; /* each activation buffer's size, in 4-byte units */
   uint64_t act_bytes;     /* activations, both scratch caches, readback */
   uint64_t total;
   uint64_t heap;          /* the heap it was checked against (0: not checked) */
