@@ -198,6 +198,18 @@ static void advance_one(void *arg, int i) {
   a->rc = wd_decoder_advance(a->dec, a->rows);
 }
 
+/* After an engine call begun at t0: a heartbeat, then the worker's lock,
+ * which it returns holding, with the call's time counted as busy and
+ * *count (a field of w->st) incremented. The caller counts anything else
+ * and unlocks. */
+static void count_call(wd_worker_t *w, double t0, uint64_t *count) {
+  const double dt = wd_now_s() - t0;
+  beat(w);
+  pthread_mutex_lock(&w->mu);
+  (*count)++;
+  w->st.busy_s += dt;
+}
+
 /* A job's slot work before its prefill or step: row 0 starts afresh on its
  * audio slot, then the copies its search asked for (beams, samples). */
 static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
@@ -222,11 +234,7 @@ static int job_align(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
                                          wk->align_n_text, wk->n_heads, wk->heads, wk->qk,
                                          wk->probs))
                     : WD_EUNSUP;
-  const double dt = wd_now_s() - t0;
-  beat(w);
-  pthread_mutex_lock(&w->mu);
-  w->st.aligns++;
-  w->st.busy_s += dt;
+  count_call(w, t0, &w->st.aligns);
   pthread_mutex_unlock(&w->mu);
   return rc < 0 ? rc : wd_decoder_advance(j->dec, NULL);
 }
@@ -237,26 +245,14 @@ static int job_prefill(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const float *lg = NULL;
   const double t0 = wd_now_s();
   int rc = eng_rc(w, e->prefill(e->self, j->seq[0], wk->n_prefill, wk->prefill, &lg));
-  const double dt = wd_now_s() - t0;
-  beat(w);
-  pthread_mutex_lock(&w->mu);
-  w->st.prefills++;
-  w->st.busy_s += dt;
+  count_call(w, t0, &w->st.prefills);
   pthread_mutex_unlock(&w->mu);
   return rc < 0 ? rc : wd_decoder_advance(j->dec, &lg);
 }
 
-/* The running part of one turn (see the file comment). No lock held. */
-static void run_turn(wd_worker_t *w) {
-  const wd_engine_t *e = w->o.engine;
-  wd_job_t *jobs[WD_WORKER_MAX_RUN];
-  pthread_mutex_lock(&w->mu);
-  const int n = w->n_running;
-  memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
-  const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
-  pthread_mutex_unlock(&w->mu);
-
-  /* Cancelled, timed out, or past the drain's grace. */
+/* The running jobs that are cancelled, timed out, past the drain's grace
+ * or done end here; jobs[0..n) keeps the others, whose count it returns. */
+static int end_stopped(wd_worker_t *w, wd_job_t **jobs, int n, int shutdown) {
   const double now = wd_now_s();
   int live = 0;
   for (int i = 0; i < n; i++) {
@@ -269,43 +265,52 @@ static void run_turn(wd_worker_t *w) {
     else
       jobs[live++] = j;
   }
+  return live;
+}
 
-  /* One encode: the job whose last encode is oldest. */
+/* One encode: the job whose last encode is oldest. A job that fails or is
+ * done leaves jobs[0..*live). */
+static void run_encode(wd_worker_t *w, wd_job_t **jobs, int *live) {
+  const wd_engine_t *e = w->o.engine;
   wd_job_t *enc = NULL;
-  for (int i = 0; i < live; i++)
+  for (int i = 0; i < *live; i++)
     if (wd_decoder_need(jobs[i]->dec) == WD_DEC_ENCODE &&
         (!enc || jobs[i]->last_encode < enc->last_encode))
       enc = jobs[i];
-  if (enc) {
-    const double t0 = wd_now_s();
-    int rc = eng_rc(w, e->encode(e->self, enc->audio, wd_decoder_window(enc->dec)));
-    const double dt = wd_now_s() - t0;
-    beat(w);
-    enc->last_encode = ++w->encode_clock;
-    if (rc == 0)
-      rc = wd_decoder_encoded(enc->dec);
-    pthread_mutex_lock(&w->mu);
-    w->st.encodes++;
-    w->st.busy_s += dt;
-    credit_decoded(w, enc); /* its seek is where the windows before this one ended */
-    pthread_mutex_unlock(&w->mu);
-    if (rc < 0)
-      wd_log_warning("worker: job %llu: encode failed: %s", (unsigned long long)enc->id,
-                     wd_strerror(rc));
-    if (rc < 0 || wd_decoder_need(enc->dec) == WD_DEC_DONE) {
-      for (int i = 0; i < live; i++)
-        if (jobs[i] == enc)
-          jobs[i] = jobs[--live];
-      run_finish(w, enc, rc);
-    }
+  if (!enc)
+    return;
+  const double t0 = wd_now_s();
+  int rc = eng_rc(w, e->encode(e->self, enc->audio, wd_decoder_window(enc->dec)));
+  count_call(w, t0, &w->st.encodes);
+  credit_decoded(w, enc); /* its seek is where the windows before this one ended */
+  pthread_mutex_unlock(&w->mu);
+  enc->last_encode = ++w->encode_clock;
+  if (rc == 0)
+    rc = wd_decoder_encoded(enc->dec);
+  if (rc < 0)
+    wd_log_warning("worker: job %llu: encode failed: %s", (unsigned long long)enc->id,
+                   wd_strerror(rc));
+  if (rc < 0 || wd_decoder_need(enc->dec) == WD_DEC_DONE) {
+    for (int i = 0; i < *live; i++)
+      if (jobs[i] == enc)
+        jobs[i] = jobs[--*live];
+    run_finish(w, enc, rc);
   }
+}
 
-  /* Slot work, prefills, and the rows of one step over every job. */
+/* The rows of one engine step: who owns which. */
+typedef struct {
   int seqs[WD_WORKER_MAX_RUN];
   int32_t tokens[WD_WORKER_MAX_RUN];
   wd_job_t *owner[WD_WORKER_MAX_RUN];
   int first[WD_WORKER_MAX_RUN], count[WD_WORKER_MAX_RUN];
-  int n_owner = 0, rows = 0;
+  int n_owner, rows;
+} wd_step_rows_t;
+
+/* Slot work and prefills or alignments of the jobs that need a step, and
+ * the rows of one step over the others into *st. */
+static void gather_rows(wd_worker_t *w, wd_job_t **jobs, int live, wd_step_rows_t *st) {
+  st->n_owner = st->rows = 0;
   for (int i = 0; i < live; i++) {
     wd_job_t *j = jobs[i];
     if (wd_decoder_need(j->dec) != WD_DEC_STEP)
@@ -321,56 +326,71 @@ static void run_turn(wd_worker_t *w) {
       continue;
     }
     /* slots never exceed WD_WORKER_MAX_RUN, so neither do rows */
-    if (rc == 0 && (wk.n < 1 || rows + wk.n > WD_WORKER_MAX_RUN))
+    if (rc == 0 && (wk.n < 1 || st->rows + wk.n > WD_WORKER_MAX_RUN))
       rc = WD_EINTERNAL;
     if (rc < 0) {
       run_finish(w, j, rc);
       continue;
     }
     for (int r = 0; r < wk.n; r++) {
-      seqs[rows + r] = j->seq[wk.rows[r]];
-      tokens[rows + r] = wk.tokens[r];
+      st->seqs[st->rows + r] = j->seq[wk.rows[r]];
+      st->tokens[st->rows + r] = wk.tokens[r];
     }
-    owner[n_owner] = j;
-    first[n_owner] = rows;
-    count[n_owner++] = wk.n;
-    rows += wk.n;
+    st->owner[st->n_owner] = j;
+    st->first[st->n_owner] = st->rows;
+    st->count[st->n_owner++] = wk.n;
+    st->rows += wk.n;
   }
-  if (rows == 0)
-    return;
+}
+
+/* One engine step over the gathered rows; each job's rows are then filtered
+ * and sampled on the pool (independent decoders, so the same bits on any
+ * thread), and its callbacks run here. */
+static void run_step(wd_worker_t *w, const wd_step_rows_t *st) {
+  const wd_engine_t *e = w->o.engine;
   const float *lg = NULL;
   const double t0 = wd_now_s();
-  const int rc = eng_rc(w, e->step(e->self, rows, seqs, tokens, &lg));
-  const double dt = wd_now_s() - t0;
-  beat(w);
-  pthread_mutex_lock(&w->mu);
-  w->st.steps++;
-  w->st.rows += (uint64_t)rows;
-  w->st.steps_by_rows[rows <= WD_ENGINE_MAX_SEQS ? rows : WD_ENGINE_MAX_SEQS]++;
-  w->st.busy_s += dt;
+  const int rc = eng_rc(w, e->step(e->self, st->rows, st->seqs, st->tokens, &lg));
+  count_call(w, t0, &w->st.steps);
+  w->st.rows += (uint64_t)st->rows;
+  w->st.steps_by_rows[st->rows <= WD_ENGINE_MAX_SEQS ? st->rows : WD_ENGINE_MAX_SEQS]++;
   pthread_mutex_unlock(&w->mu);
-  if (rc == 0) {
-    /* Each job's rows are filtered and sampled on the pool (independent
-     * decoders, so the same bits on any thread); callbacks stay here. */
-    wd_advance_t adv[WD_WORKER_MAX_RUN];
-    for (int i = 0; i < n_owner; i++) {
-      adv[i].dec = owner[i]->dec;
-      for (int r = 0; r < count[i]; r++)
-        adv[i].rows[r] = lg + (size_t)(first[i] + r) * (size_t)e->n_vocab;
-    }
-    wd_pool_run(w->pool, n_owner, advance_one, adv);
-    for (int i = 0; i < n_owner; i++) {
-      wd_job_t *j = owner[i];
-      report_segments(j);
-      if (adv[i].rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
-        run_finish(w, j, adv[i].rc);
-    }
-  } else {
+  if (rc < 0) {
     /* The step failed: every job that was in it. */
     wd_log_warning("worker: decoder step failed: %s", wd_strerror(rc));
-    for (int i = 0; i < n_owner; i++)
-      run_finish(w, owner[i], rc);
+    for (int i = 0; i < st->n_owner; i++)
+      run_finish(w, st->owner[i], rc);
+    return;
   }
+  wd_advance_t adv[WD_WORKER_MAX_RUN];
+  for (int i = 0; i < st->n_owner; i++) {
+    adv[i].dec = st->owner[i]->dec;
+    for (int r = 0; r < st->count[i]; r++)
+      adv[i].rows[r] = lg + (size_t)(st->first[i] + r) * (size_t)e->n_vocab;
+  }
+  wd_pool_run(w->pool, st->n_owner, advance_one, adv);
+  for (int i = 0; i < st->n_owner; i++) {
+    wd_job_t *j = st->owner[i];
+    report_segments(j);
+    if (adv[i].rc < 0 || wd_decoder_need(j->dec) == WD_DEC_DONE)
+      run_finish(w, j, adv[i].rc);
+  }
+}
+
+/* The running part of one turn (see the file comment). No lock held. */
+static void run_turn(wd_worker_t *w) {
+  wd_job_t *jobs[WD_WORKER_MAX_RUN];
+  pthread_mutex_lock(&w->mu);
+  const int n = w->n_running;
+  memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
+  const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
+  pthread_mutex_unlock(&w->mu);
+  int live = end_stopped(w, jobs, n, shutdown);
+  run_encode(w, jobs, &live);
+  wd_step_rows_t st;
+  gather_rows(w, jobs, live, &st);
+  if (st.rows > 0)
+    run_step(w, &st);
 }
 
 /* After a lost device: the running jobs end with WD_EDEVLOST (their
