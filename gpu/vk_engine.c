@@ -614,6 +614,113 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
   free(e);
 }
 
+/* Plans the caches and activations against the device's limits (lowered by
+ * any override) before anything is uploaded: a batch that cannot fit is
+ * refused here, with the largest one that would. AUTO takes f16 caches only
+ * when f32 ones do not fit. */
+static int make_plan(wd_vk_engine_t *e, uint64_t wbytes, char *err, size_t err_len) {
+  const wd_vk_kv_type_t kv = e->opts.kv;
+  const wd_vk_limits_t *lim = &wd_vk_device_info(e->dev)->limits;
+  int rc = wd_vk_plan_make(&e->hp, wbytes, lim, e->max_seqs, e->max_audio, kv == WD_VK_KV_F16,
+                           &e->plan, err, err_len);
+  if (rc == WD_ENOMEM && kv == WD_VK_KV_AUTO) {
+    rc = wd_vk_plan_make(&e->hp, wbytes, lim, e->max_seqs, e->max_audio, true, &e->plan, err,
+                         err_len);
+    if (rc == 0) {
+      err[0] = '\0';
+      wd_log_info("vk_engine: KV caches in f16: in f32 they would not fit the device's heap "
+                  "at max_seqs %d, max_audio %d", e->max_seqs, e->max_audio);
+    }
+  }
+  if (rc < 0)
+    wd_log_debug("vk_engine: plan failed: %s", err);
+  return rc;
+}
+
+static int make_pipelines(wd_vk_engine_t *e) {
+  const bool f16 = e->plan.kv_f16;
+  int rc;
+  if ((rc = wd_vk_gemm_new(e->dev, WD_VK_GEMM_AUTO, &e->gemm)) < 0 ||
+      (rc = wd_vk_gemm_new_fmt(e->dev, WD_VK_GEMM_AUTO, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
+      (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
+      (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
+      (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
+      (rc = wd_vk_attn_new_fmt(e->dev, WD_VK_ATTN_AUTO, f16, &e->attn)) < 0 ||
+      (rc = wd_vk_kv_new_fmt(e->dev, f16, &e->kv)) < 0 ||
+      (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0)
+    return rc;
+  return 0;
+}
+
+/* The encoder's and the step's buffers and the caches, each at the plan's
+ * size (vk_plan.h), and the host readback buffers. */
+static int make_buffers(wd_vk_engine_t *e) {
+  const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST;
+  int rc;
+  if ((rc = wd__eng_act(e, WD_ACT_DUMMY, D, &e->dummy)) ||
+      (rc = wd__eng_act(e, WD_ACT_MEL, H, &e->mel)) ||
+      (rc = wd__eng_act(e, WD_ACT_COL, D, &e->col)) ||
+      (rc = wd__eng_act(e, WD_ACT_X1, D, &e->x1)) ||
+      (rc = wd__eng_act(e, WD_ACT_XA, D, &e->xa)) ||
+      (rc = wd__eng_act(e, WD_ACT_HA, D, &e->ha)) ||
+      (rc = wd__eng_act(e, WD_ACT_QA, D, &e->qa)) ||
+      (rc = wd__eng_act(e, WD_ACT_KA, D, &e->ka)) ||
+      (rc = wd__eng_act(e, WD_ACT_VA, D, &e->va)) ||
+      (rc = wd__eng_act(e, WD_ACT_OA, D, &e->oa)) ||
+      (rc = wd__eng_act(e, WD_ACT_VT, D, &e->vt)) ||
+      (rc = wd__eng_act(e, WD_ACT_SCORES, D, &e->scores)) ||
+      (rc = wd__eng_act(e, WD_ACT_FA, D, &e->fa)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xk)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xv)) ||
+      (rc = wd__eng_act(e, WD_ACT_STEP, H, &e->step)) ||
+      (rc = wd__eng_act(e, WD_ACT_X, D, &e->x)) || (rc = wd__eng_act(e, WD_ACT_H, D, &e->h)) ||
+      (rc = wd__eng_act(e, WD_ACT_O, D, &e->o)) || (rc = wd__eng_act(e, WD_ACT_Q, D, &e->q)) ||
+      (rc = wd__eng_act(e, WD_ACT_QKV, D, &e->qkv)) ||
+      (rc = wd__eng_act(e, WD_ACT_F, D, &e->f)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
+      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
+      (rc = wd__eng_act(e, WD_ACT_LOGITS, D, &e->logits)) || (rc = wd__eng_io_new(e)))
+    return rc;
+  e->act_bytes += e->plan.self_bytes + e->plan.cross_bytes;
+  return 0;
+}
+
+/* The command buffers, recorded once: the encoder, each window's cross
+ * K/V, a step for every batch size, then prefill, align and seq_copy
+ * (vk_engine_rows.c). The first encoder and one-row step are profiled when
+ * asked. */
+static int make_recordings(wd_vk_engine_t *e) {
+  const int A = e->max_audio, S = e->max_seqs;
+  e->cross_cmd = calloc((size_t)A, sizeof *e->cross_cmd);
+  e->step_cmd = calloc((size_t)S, sizeof *e->step_cmd);
+  if (!e->cross_cmd || !e->step_cmd)
+    return WD_ENOMEM;
+  if (e->opts.profile) {
+    e->prof_enc = calloc(1, sizeof *e->prof_enc);
+    e->prof_step = calloc(1, sizeof *e->prof_step);
+    if (!e->prof_enc || !e->prof_step)
+      return WD_ENOMEM;
+  }
+  const uint32_t n_ts = e->opts.profile ? 2 + WD_ENG_PROF_MAX : 2;
+  int rc = wd_vk_cmd_new(e->dev, n_ts, &e->enc_cmd);
+  for (int a = 0; a < A && !rc; a++)
+    rc = wd_vk_cmd_new(e->dev, 2, &e->cross_cmd[a]);
+  for (int s = 0; s < S && !rc; s++)
+    rc = wd_vk_cmd_new(e->dev, s == 0 ? n_ts : 2, &e->step_cmd[s]);
+  e->prof_cur = e->prof_enc;
+  if (!rc) rc = rec_encoder(e);
+  e->prof_cur = NULL;
+  for (int a = 0; a < A && !rc; a++)
+    rc = rec_cross(e, a);
+  for (uint32_t nb = 1; nb <= (uint32_t)S && !rc; nb++) {
+    e->prof_cur = nb == 1 ? e->prof_step : NULL;
+    rc = rec_step(e, nb);
+  }
+  e->prof_cur = NULL;
+  if (!rc) rc = wd__eng_rows_new(e);
+  return rc;
+}
+
 int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
                      wd_vk_engine_t **ret_engine, char *err, size_t err_len) {
   int rc = 0;
@@ -650,105 +757,22 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));
     goto fail;
   }
-  /* Plan against the device's limits (lowered by any override) before
-   * uploading anything: a batch that cannot fit is refused here, with the
-   * largest one that would. */
   const uint64_t wbytes = wd_vk_plan_weight_bytes(m);
-  const wd_vk_kv_type_t kv = opts->kv;
-  const wd_vk_limits_t *lim = &wd_vk_device_info(e->dev)->limits;
-  rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, kv == WD_VK_KV_F16, &e->plan,
-                       err, err_len);
-  if (rc == WD_ENOMEM && kv == WD_VK_KV_AUTO) {
-    /* f32 caches do not fit the heap at this batch: f16 ones may. */
-    rc = wd_vk_plan_make(hp, wbytes, lim, e->max_seqs, e->max_audio, true, &e->plan, err,
-                         err_len);
-    if (rc == 0) {
-      err[0] = '\0';
-      wd_log_info("vk_engine: KV caches in f16: in f32 they would not fit the device's heap "
-                  "at max_seqs %d, max_audio %d", e->max_seqs, e->max_audio);
-    }
-  }
-  if (rc < 0) {
-    wd_log_debug("vk_engine: plan failed: %s", err);
+  if ((rc = make_plan(e, wbytes, err, err_len)) < 0)
     goto fail;
-  }
   wd_vk_device_set_timeout(e->dev, (uint64_t)opts->timeout_ms * 1000000ull);
   if ((rc = wd_vk_weights_upload(e->dev, m, &e->w, err, err_len)) < 0)
     goto fail;
-  if ((rc = wd_vk_gemm_new(e->dev, WD_VK_GEMM_AUTO, &e->gemm)) < 0 ||
-      (rc = wd_vk_gemm_new_fmt(e->dev, WD_VK_GEMM_AUTO, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
-      (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
-      (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
-      (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
-      (rc = wd_vk_attn_new_fmt(e->dev, WD_VK_ATTN_AUTO, e->plan.kv_f16, &e->attn)) < 0 ||
-      (rc = wd_vk_kv_new_fmt(e->dev, e->plan.kv_f16, &e->kv)) < 0 ||
-      (rc = wd_vk_misc_new(e->dev, &e->misc)) < 0) {
+  if ((rc = make_pipelines(e)) < 0) {
     snprintf(err, err_len, "building pipelines failed: %s", wd_strerror(rc));
     goto fail;
   }
-  /* Buffers, sized once for the maxima: the plan's (vk_plan.h). */
-  const uint64_t S = (uint64_t)e->max_seqs, A = (uint64_t)e->max_audio;
-  const wd_vk_mem_t D = WD_VK_MEM_DEVICE, H = WD_VK_MEM_HOST;
-  if ((rc = wd__eng_act(e, WD_ACT_DUMMY, D, &e->dummy)) ||
-      (rc = wd__eng_act(e, WD_ACT_MEL, H, &e->mel)) ||
-      (rc = wd__eng_act(e, WD_ACT_COL, D, &e->col)) ||
-      (rc = wd__eng_act(e, WD_ACT_X1, D, &e->x1)) ||
-      (rc = wd__eng_act(e, WD_ACT_XA, D, &e->xa)) ||
-      (rc = wd__eng_act(e, WD_ACT_HA, D, &e->ha)) ||
-      (rc = wd__eng_act(e, WD_ACT_QA, D, &e->qa)) ||
-      (rc = wd__eng_act(e, WD_ACT_KA, D, &e->ka)) ||
-      (rc = wd__eng_act(e, WD_ACT_VA, D, &e->va)) ||
-      (rc = wd__eng_act(e, WD_ACT_OA, D, &e->oa)) ||
-      (rc = wd__eng_act(e, WD_ACT_VT, D, &e->vt)) ||
-      (rc = wd__eng_act(e, WD_ACT_SCORES, D, &e->scores)) ||
-      (rc = wd__eng_act(e, WD_ACT_FA, D, &e->fa)) ||
-      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xk)) ||
-      (rc = wd_vk_layers_new(e->dev, &e->plan.cross, &e->xv)) ||
-      (rc = wd__eng_act(e, WD_ACT_STEP, H, &e->step)) ||
-      (rc = wd__eng_act(e, WD_ACT_X, D, &e->x)) || (rc = wd__eng_act(e, WD_ACT_H, D, &e->h)) ||
-      (rc = wd__eng_act(e, WD_ACT_O, D, &e->o)) || (rc = wd__eng_act(e, WD_ACT_Q, D, &e->q)) ||
-      (rc = wd__eng_act(e, WD_ACT_QKV, D, &e->qkv)) ||
-      (rc = wd__eng_act(e, WD_ACT_F, D, &e->f)) ||
-      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
-      (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
-      (rc = wd__eng_act(e, WD_ACT_LOGITS, D, &e->logits)) || (rc = wd__eng_io_new(e))) {
+  if ((rc = make_buffers(e)) < 0) {
     snprintf(err, err_len, "allocating %.1f MiB of activations and caches failed: %s",
              (double)(e->plan.total - e->plan.weights) / 1048576.0, wd_strerror(rc));
     goto fail;
   }
-  e->act_bytes += e->plan.self_bytes + e->plan.cross_bytes;
-  e->cross_cmd = calloc((size_t)A, sizeof *e->cross_cmd);
-  e->step_cmd = calloc((size_t)S, sizeof *e->step_cmd);
-  if (!e->cross_cmd || !e->step_cmd) {
-    rc = WD_ENOMEM;
-    goto fail;
-  }
-  if (opts->profile) {
-    e->prof_enc = calloc(1, sizeof *e->prof_enc);
-    e->prof_step = calloc(1, sizeof *e->prof_step);
-    if (!e->prof_enc || !e->prof_step) {
-      rc = WD_ENOMEM;
-      goto fail;
-    }
-  }
-  const uint32_t n_ts = opts->profile ? 2 + WD_ENG_PROF_MAX : 2;
-  rc = wd_vk_cmd_new(e->dev, n_ts, &e->enc_cmd);
-  for (uint64_t a = 0; a < A && !rc; a++)
-    rc = wd_vk_cmd_new(e->dev, 2, &e->cross_cmd[a]);
-  for (uint64_t s = 0; s < S && !rc; s++)
-    rc = wd_vk_cmd_new(e->dev, s == 0 ? n_ts : 2, &e->step_cmd[s]);
-  e->prof_cur = e->prof_enc;
-  if (!rc) rc = rec_encoder(e);
-  e->prof_cur = NULL;
-  for (int a = 0; a < e->max_audio && !rc; a++)
-    rc = rec_cross(e, a);
-  for (uint32_t nb = 1; nb <= (uint32_t)e->max_seqs && !rc; nb++) {
-    e->prof_cur = nb == 1 ? e->prof_step : NULL;
-    rc = rec_step(e, nb);
-  }
-  e->prof_cur = NULL;
-  if (!rc) rc = wd__eng_rows_new(e);
-  if (rc < 0) {
+  if ((rc = make_recordings(e)) < 0) {
     snprintf(err, err_len, "recording the command buffers failed: %s", wd_strerror(rc));
     goto fail;
   }
