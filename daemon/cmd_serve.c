@@ -136,31 +136,10 @@ static void malloc_tune(void) {
     wd_log_warning("serve: mallopt(M_MMAP_THRESHOLD) refused; RSS may creep under load");
 }
 
-int wd_cmd_serve(const wd_config_t *cfg) {
-  malloc_tune();
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGHUP);
-  sigaddset(&sigs, SIGPIPE); /* a client gone mid-answer is an error code, not a death */
-  if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) != 0 || install_handlers() < 0)
-    return 1;
-  sigdelset(&sigs, SIGPIPE);
-  if (open_log(cfg->log_file) < 0)
-    return 1;
-  wd_config_dump(cfg);
-
-  /* 2. HTTP first: liveness during the load. */
-  int listen_fd = -1;
-  const int n_fds = sd_listen_fds(1);
-  if (n_fds > 1) {
-    wd_log_error("serve: systemd passed %d sockets; expected one", n_fds);
-    return 1;
-  }
-  if (n_fds == 1)
-    listen_fd = SD_LISTEN_FDS_START;
-  const wd_server_opts_t so = {
+/* The HTTP server's options from the config; listen_fd is systemd's
+ * socket or -1. */
+static wd_server_opts_t server_opts(const wd_config_t *cfg, int listen_fd) {
+  return (wd_server_opts_t){
     .host = cfg->host, .port = cfg->port, .listen_fd = listen_fd,
     .threads = cfg->http_threads, .max_body = (size_t)cfg->max_body_mb << 20,
     .max_connections = cfg->max_connections, .idle_timeout_s = cfg->idle_timeout_s,
@@ -170,33 +149,113 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .max_connections_per_ip = cfg->max_connections_per_ip,
     .decode_threads = cfg->decode_threads,
   };
-  char err[1024] = "";
-  /* The decoding defaults requests start from: refused before anything
-   * starts when they cannot work. */
-  wd_decode_opts_t dopts, longest;
+}
+
+/* The decoding defaults requests start from, refused (WD_ECONFIG, err)
+ * before anything starts when they cannot work. */
+static int decode_defaults(const wd_config_t *cfg, wd_decode_opts_t *dopts, char *err,
+                           size_t err_len) {
+  wd_decode_opts_t longest;
   float no_clips[1];
   wd_decode_opts_default(&longest);
-  if (wd_decode_cfg(cfg, &dopts, no_clips, 0, err, sizeof err) < 0 ||
+  if (wd_decode_cfg(cfg, dopts, no_clips, 0, err, err_len) < 0 ||
       /* A request's temperature T > 0 walks T, T + inc, ... 1: from a T near
        * 0 the schedule is longest, and it must fit too. */
-      (wd_decode_set_temperature(&longest, 0.0f, dopts.temperature_inc) == WD_ERANGE &&
-       snprintf(err, sizeof err,
+      (wd_decode_set_temperature(&longest, 0.0f, dopts->temperature_inc) == WD_ERANGE &&
+       snprintf(err, err_len,
                 "temperature-inc %g: a request's temperature near 0 would walk more than %d "
                 "temperatures; at most %d (temperature-inc of at least %.4g)",
-                (double)dopts.temperature_inc, WD_DECODE_MAX_TEMPS, WD_DECODE_MAX_TEMPS,
+                (double)dopts->temperature_inc, WD_DECODE_MAX_TEMPS, WD_DECODE_MAX_TEMPS,
                 1.0 / (WD_DECODE_MAX_TEMPS - 1) + 1e-4) > 0) ||
       (cfg->beam_size > cfg->max_batch &&
-       snprintf(err, sizeof err, "beam-size %d is more than max-batch %d sequences",
+       snprintf(err, err_len, "beam-size %d is more than max-batch %d sequences",
                 cfg->beam_size, cfg->max_batch) > 0) ||
       (cfg->best_of > cfg->max_batch &&
-       snprintf(err, sizeof err, "best-of %d is more than max-batch %d sequences", cfg->best_of,
-                cfg->max_batch) > 0)) {
+       snprintf(err, err_len, "best-of %d is more than max-batch %d sequences", cfg->best_of,
+                cfg->max_batch) > 0))
+    return WD_ECONFIG;
+  dopts->language = NULL; /* from each request */
+  dopts->word_timestamps = 0;
+  return 0;
+}
+
+/* Ready: once a second, the watchdog while the workers make progress and
+ * the status line; SIGHUP reopens the log; SIGTERM or SIGINT returns. */
+static void serve_until_stopped(const wd_config_t *cfg, const sigset_t *sigs,
+                                wd_workers_t *workers) {
+  uint64_t wd_usec = 0;
+  const int watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
+  const double wd_fresh = watchdog ? (double)wd_usec * 1e-6 / 2 : 0;
+  for (;;) {
+    const struct timespec tick = { .tv_sec = 1 };
+    const int sig = next_signal(sigs, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      wd_log_notice("serve: %s: draining (grace %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                    cfg->shutdown_grace_s);
+      return;
+    }
+    if (sig == SIGHUP) {
+      wd_log_info("serve: SIGHUP: reopening the log");
+      open_log(cfg->log_file);
+    }
+    wd_worker_stats_t st;
+    wd_workers_stats(workers, &st);
+    const double age = wd_now_s() - wd_workers_heartbeat(workers);
+    if (watchdog && age < wd_fresh)
+      sd_notify(0, "WATCHDOG=1");
+    else if (watchdog)
+      wd_log_warning("serve: the worker has shown no progress for %.0f s", age);
+    sd_notifyf(0, "STATUS=Ready: %d queued, %d running, %llu done, %llu failed", st.queued,
+               st.running, (unsigned long long)st.jobs_done, (unsigned long long)st.jobs_failed);
+  }
+}
+
+/* Blocks the signals serve waits for (and SIGPIPE: a client gone mid-answer
+ * is an error code, not a death) in every thread to come; *sigs is then the
+ * set next_signal waits on. -1 on failure. */
+static int block_signals(sigset_t *sigs) {
+  sigemptyset(sigs);
+  sigaddset(sigs, SIGTERM);
+  sigaddset(sigs, SIGINT);
+  sigaddset(sigs, SIGHUP);
+  sigaddset(sigs, SIGPIPE);
+  if (pthread_sigmask(SIG_BLOCK, sigs, NULL) != 0 || install_handlers() < 0)
+    return -1;
+  sigdelset(sigs, SIGPIPE);
+  return 0;
+}
+
+/* The socket systemd passed (whisperd.socket) in *fd, or -1 for none; -1
+ * when it passed more than one. */
+static int systemd_socket(int *fd) {
+  const int n_fds = sd_listen_fds(1);
+  *fd = n_fds == 1 ? SD_LISTEN_FDS_START : -1;
+  if (n_fds > 1) {
+    wd_log_error("serve: systemd passed %d sockets; expected one", n_fds);
+    return -1;
+  }
+  return 0;
+}
+
+int wd_cmd_serve(const wd_config_t *cfg) {
+  malloc_tune();
+  sigset_t sigs;
+  if (block_signals(&sigs) < 0 || open_log(cfg->log_file) < 0)
+    return 1;
+  wd_config_dump(cfg);
+
+  /* 2. HTTP first: liveness during the load. */
+  int listen_fd = -1;
+  if (systemd_socket(&listen_fd) < 0)
+    return 1;
+  const wd_server_opts_t so = server_opts(cfg, listen_fd);
+  char err[1024] = "";
+  wd_decode_opts_t dopts;
+  if (decode_defaults(cfg, &dopts, err, sizeof err) < 0) {
     wd_log_error("serve: %s", err);
     notify_status("Failed", err);
     return 1;
   }
-  dopts.language = NULL; /* from each request */
-  dopts.word_timestamps = 0;
   wd_server_t *srv = NULL;
   if (wd_server_start(&so, &srv, err, sizeof err) < 0) {
     wd_log_error("serve: %s", err);
@@ -260,31 +319,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   sd_notifyf(0, "READY=1\nSTATUS=Ready: %s, max batch %d", wd_model_name(m), cfg->max_batch);
   wd_log_info("serve: ready in %.0f ms", (wd_now_s() - t0) * 1e3);
 
-  uint64_t wd_usec = 0;
-  const int watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
-  const double wd_fresh = watchdog ? (double)wd_usec * 1e-6 / 2 : 0;
-  for (;;) {
-    const struct timespec tick = { .tv_sec = 1 };
-    const int sig = next_signal(&sigs, &tick);
-    if (sig == SIGTERM || sig == SIGINT) {
-      wd_log_notice("serve: %s: draining (grace %d s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                    cfg->shutdown_grace_s);
-      break;
-    }
-    if (sig == SIGHUP) {
-      wd_log_info("serve: SIGHUP: reopening the log");
-      open_log(cfg->log_file);
-    }
-    wd_worker_stats_t st;
-    wd_workers_stats(sm.workers, &st);
-    const double age = wd_now_s() - wd_workers_heartbeat(sm.workers);
-    if (watchdog && age < wd_fresh)
-      sd_notify(0, "WATCHDOG=1");
-    else if (watchdog)
-      wd_log_warning("serve: the worker has shown no progress for %.0f s", age);
-    sd_notifyf(0, "STATUS=Ready: %d queued, %d running, %llu done, %llu failed", st.queued,
-               st.running, (unsigned long long)st.jobs_done, (unsigned long long)st.jobs_failed);
-  }
+  serve_until_stopped(cfg, &sigs, sm.workers);
   sd_notify(0, "STOPPING=1\nSTATUS=Draining");
   status = 0;
 out:
