@@ -1,10 +1,13 @@
 /*
  * engine.h - what decoding needs from a Whisper forward-pass implementation.
  *
- * core/decode drives the model through this small table of functions, so
- * the decoding policy knows nothing about Vulkan: gpu/ implements it with
- * recorded command buffers, and tests implement it with the plain-C
- * reference. Sequences (beams, concurrent requests) are numbered slots with
+ * The decoder (core/decoder.c, driven by core/worker.c) runs the model
+ * through this small table of functions, so the decoding policy knows
+ * nothing of the hardware: gpu/ implements it on Vulkan with recorded
+ * command buffers, cpu/ natively on the CPU (BLAS for the encoder, its own
+ * batched GEMV kernels for the decoder), and the tests with the plain-C
+ * reference (tests/ref). Nothing above the engines knows which runs.
+ * Sequences (beams, concurrent requests) are numbered slots with
  * their own KV cache; audio slots hold one encoded 30 s window each, and
  * several sequences may attend to the same audio slot.
  *
