@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "error.h"
+#include "pystr.h"
 
 void wd_decode_opts_default(wd_decode_opts_t *o) {
   *o = (wd_decode_opts_t){
@@ -77,15 +78,10 @@ int wd_decode_encode_text(const wd_tokenizer_t *tok, const char *text, int32_t *
   *ret_n = 0;
   if (!tok || !text)
     return WD_EINVAL;
+  /* openai: tokenizer.encode(" " + prompt.strip()), Python's strip. */
   size_t n = strlen(text);
-  const char *s = text + wd_decode_text_tail(text, n);
-  n = strlen(s);
-  while (n > 0 && strchr(" \t\n\r\v\f", s[0])) {
-    s++;
-    n--;
-  }
-  while (n > 0 && strchr(" \t\n\r\v\f", s[n - 1]))
-    n--;
+  const char *tail = text + wd_decode_text_tail(text, n);
+  const char *s = wd_py_strip(tail, strlen(tail), &n);
   char *buf = malloc(n + 2);
   if (!buf)
     return WD_ENOMEM;

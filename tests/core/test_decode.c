@@ -357,6 +357,10 @@ WD_TEST(prompt_tail_keeps_the_tokens_decoding_uses) {
   WD_CHECK_EQ_INT(wd_tokenizer_encode(tok, " Hello world.", 13, ids, CAP, &need), 0);
   WD_CHECK(n_got == need && got && memcmp(got, ids, (size_t)need * sizeof *got) == 0);
   free(got);
+  /* Python's strip: U+3000 and U+00A0 at the ends are white space too. */
+  WD_CHECK_EQ_INT(wd_decode_encode_text(tok, "\xe3\x80\x80Hello world.\xc2\xa0", &got, &n_got), 0);
+  WD_CHECK(n_got == need && got && memcmp(got, ids, (size_t)need * sizeof *got) == 0);
+  free(got);
   /* 4 MB without a space: the last 64 KiB at most are tokenized. */
   const size_t big = 4u << 20;
   char *aaa = malloc(big + 1);

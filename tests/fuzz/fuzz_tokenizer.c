@@ -10,16 +10,20 @@
  *      (the documented decode(encode(x)) == x for any bytes x);
  *   1  ids: little-endian i32s, decoded, and each id's printable text;
  *   2  a language code: looked up, and encoded as a prompt would be;
- *   3  as 0.
+ *   3  a prompt, through the path a request's takes (core/decode.h
+ *      wd_decode_encode_text: its tail, stripped, " " + it encoded, the last
+ *      223 ids kept): the ids must decode to the end of what was encoded.
  * Hostile vocabularies are fuzz_vocab's (building a tokenizer costs ~15 ms,
  * which would starve these modes).
  */
 #include <stdint.h>
 #include <string.h>
 
+#include "decode.h"
 #include "error.h"
 #include "fuzz_common.h"
 #include "fuzz_round_trip.h"
+#include "pystr.h"
 #include "tokenizer.h"
 #include "wd_tiktoken.h"
 
@@ -96,6 +100,43 @@ static void decode_ids(const wd_tokenizer_t *t, const uint8_t *p, size_t len) {
   free(ids);
 }
 
+static void prompt_path(const wd_tokenizer_t *t, const uint8_t *p, size_t len) {
+  char *text = malloc(len + 1);
+  if (!text)
+    abort();
+  memcpy(text, p, len);
+  text[len] = '\0';
+  int32_t *ids = NULL;
+  int n = 0;
+  const int rc = wd_decode_encode_text(t, text, &ids, &n);
+  FUZZ_CHECK(rc == 0 || rc == WD_ENOMEM);
+  if (rc == 0) {
+    FUZZ_CHECK(n >= 1 && n <= WD_DECODE_TEXT_TOKENS);
+    /* What was encoded: " " + the stripped tail. */
+    const size_t tl = strlen(text);
+    const char *tail = text + wd_decode_text_tail(text, tl);
+    size_t sl = 0;
+    const char *st = wd_py_strip(tail, strlen(tail), &sl);
+    size_t need = 0;
+    FUZZ_CHECK(wd_tokenizer_decode(t, ids, n, NULL, 0, &need) == WD_ERANGE || need == 0);
+    char *out = malloc(need + 1);
+    size_t got = 0;
+    if (!out)
+      abort();
+    FUZZ_CHECK(wd_tokenizer_decode(t, ids, n, out, need + 1, &got) == 0 && got == need);
+    /* The ids decode to a suffix of " " + st (all of it when none were cut). */
+    FUZZ_CHECK(got <= sl + 1);
+    const size_t from_st = got > sl ? 0 : sl - got; /* where the suffix starts in st */
+    if (got > sl)
+      FUZZ_CHECK(out[0] == ' ' && memcmp(out + 1, st, sl) == 0);
+    else
+      FUZZ_CHECK(memcmp(out, st + from_st, got) == 0);
+    free(out);
+  }
+  free(ids);
+  free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
@@ -121,8 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     round_trip(t, code, strlen(code));
     break;
   }
-  case 3: /* the same text, through a heap copy of exactly its length */
-    round_trip(t, (const char *)p, len);
+  case 3:
+    prompt_path(t, p, len);
     break;
   }
   return 0;
