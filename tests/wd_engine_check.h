@@ -14,6 +14,7 @@
 #ifndef WD_ENGINE_CHECK_H
 #define WD_ENGINE_CHECK_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,115 @@ static inline void ec_check_seq_copy(const wd_engine_t *e, int a0, int a1) {
   WD_CHECK_EQ_INT(e->seq_copy(e->self, ms + 1, many_d, many_s), WD_EINVAL);
   WD_CHECK(ec_same(e, 0, &hx, 290, S));
   WD_CHECK(ec_same(e, 1, &hy, 290, S));
+}
+
+/* max |a - b| / max |b| over n values (one logits row, an encoding). */
+static inline double ec_rel_diff(const float *a, const float *b, size_t n) {
+  double max_ref = 0, max_d = 0;
+  for (size_t k = 0; k < n; k++) {
+    const double dd = fabs((double)a[k] - b[k]);
+    if (fabs(b[k]) > max_ref)
+      max_ref = fabs(b[k]);
+    if (!(dd <= max_d))
+      max_d = dd;
+  }
+  return max_d / max_ref;
+}
+
+static inline int ec_argmax(const float *x, int n) {
+  int a = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[a])
+      a = i;
+  return a;
+}
+
+/* Six steps of slot 0 (attached to audio slot 0, encoded by the caller) on
+ * engine v and reference r: each within 1e-3 of the largest logit, the same
+ * argmax. Then misuse is an error, never a crash: a bad token, a slot out
+ * of range or twice in one step, a bad batch size, a bad slot or audio slot
+ * for seq_reset, a bad audio slot for encode. */
+static inline void ec_check_step_logits(const wd_engine_t *v, const wd_engine_t *r, int nv,
+                                        int max_seqs, int max_audio) {
+  const int32_t toks[] = { 50257, 50363, 843, 523, 616, 5891 };
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
+  WD_CHECK_EQ_INT(r->seq_reset(r->self, 0, 0), 0);
+  double worst = 0;
+  for (int i = 0; i < 6; i++) {
+    const int s0 = 0;
+    const float *lv = NULL, *lr = NULL;
+    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &toks[i], &lv), 0);
+    WD_CHECK_EQ_INT(r->step(r->self, 1, &s0, &toks[i], &lr), 0);
+    if (!lv || !lr)
+      break;
+    worst = fmax(worst, ec_rel_diff(lv, lr, (size_t)nv));
+    WD_CHECK_EQ_INT(ec_argmax(lv, nv), ec_argmax(lr, nv));
+  }
+  fprintf(stderr, "  decoder step: max |logit diff| / max |logit| = %.3g\n", worst);
+  WD_CHECK(worst < 1e-3);
+  const int s0 = 0, far = max_seqs, neg = -1, dup[2] = { 0, 0 };
+  const int32_t bad = 999999, two[2] = { toks[0], toks[0] };
+  const float *lg = NULL;
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &bad, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &far, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 1, &neg, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 2, dup, two, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(r->step(r->self, 2, dup, two, &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, 0, &s0, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->step(v->self, max_seqs + 1, &s0, &toks[0], &lg), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, max_seqs, 0), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, max_audio), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->encode(v->self, max_audio, NULL), WD_EINVAL);
+  WD_CHECK_EQ_INT(v->encode(v->self, -1, NULL), WD_EINVAL);
+}
+
+/* One step of n rows on v and r; the worst row's ec_rel_diff. */
+static inline double ec_step_both(const wd_engine_t *v, const wd_engine_t *r, int n,
+                                  const int *seqs, const int32_t *toks, int nv) {
+  const float *lv = NULL, *lr = NULL;
+  WD_CHECK_EQ_INT(v->step(v->self, n, seqs, toks, &lv), 0);
+  WD_CHECK_EQ_INT(r->step(r->self, n, seqs, toks, &lr), 0);
+  if (!lv || !lr)
+    return INFINITY;
+  double worst = 0;
+  for (int i = 0; i < n; i++)
+    worst = fmax(worst, ec_rel_diff(lv + (size_t)i * (size_t)nv, lr + (size_t)i * (size_t)nv,
+                                    (size_t)nv));
+  return worst;
+}
+
+/* Three sequences in one batched step whose rows use permuted,
+ * non-contiguous slots (row 0 -> slot 3, row 1 -> slot 0, row 2 -> slot 5)
+ * and different lengths (slot 5 steps alone first), each row against the
+ * reference stepping the same slots. A fourth sequence in slot 1 steps
+ * alone before and after the batch: its cache must survive the batch. The
+ * rows-to-slots map the worker relies on to let jobs join and leave. Slot 0
+ * attends to audio slot a0, the others to audio slot 0 (both encoded). */
+static inline void ec_check_batched_permuted(const wd_engine_t *v, const wd_engine_t *r, int nv,
+                                             int max_seqs, int a0) {
+  const int32_t a[] = { 50257, 50363, 843, 523, 616 };
+  const int32_t b[] = { 50257, 50363, 1265, 644, 345, 460, 466 };
+  const int32_t c[] = { 50257, 50362, 50363, 314, 1101 };
+  const int32_t d[] = { 50257, 50363, 383 };
+  const int seqs[3] = { 3, 0, 5 }, s5 = 5, s1 = 1;
+  for (int s = 0; s < max_seqs; s++) {
+    WD_CHECK_EQ_INT(v->seq_reset(v->self, s, s == 0 ? a0 : 0), 0);
+    WD_CHECK_EQ_INT(r->seq_reset(r->self, s, s == 0 ? a0 : 0), 0);
+  }
+  double worst = 0;
+  /* Slot 5 and slot 1 start alone; rows of n = 1 may be any slot. */
+  for (int i = 0; i < 2; i++) {
+    worst = fmax(worst, ec_step_both(v, r, 1, &s5, &b[i], nv));
+    worst = fmax(worst, ec_step_both(v, r, 1, &s1, &d[i], nv));
+  }
+  for (int i = 0; i < 5; i++) {
+    const int32_t t3[3] = { a[i], c[i], b[i + 2] };
+    worst = fmax(worst, ec_step_both(v, r, 3, seqs, t3, nv));
+  }
+  worst = fmax(worst, ec_step_both(v, r, 1, &s1, &d[2], nv));
+  fprintf(stderr, "  batched step, slots {3, 0, 5}: max |logit diff| / max |logit| = %.3g\n",
+          worst);
+  WD_CHECK(worst < 1e-3);
 }
 
 /* jfk.wav's samples: (*n) floats, malloc'd (NULL on failure, checked). */

@@ -87,120 +87,16 @@ WD_TEST(encoder_matches_reference) {
 WD_TEST(step_logits_match_reference) {
   if (!g_eng || !g_ref)
     wd_test_skip("setup failed");
-  const wd_engine_t *v = wd_vk_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
-  const int32_t toks[] = { 50257, 50363, 843, 523, 616, 5891 };
-  const int nv = wd_model_hparams(g_model)->n_vocab;
-  WD_CHECK_EQ_INT(v->seq_reset(v->self, 0, 0), 0);
-  WD_CHECK_EQ_INT(r->seq_reset(r->self, 0, 0), 0);
-  double worst = 0;
-  for (int i = 0; i < 6; i++) {
-    const int s0 = 0;
-    const float *lv = NULL, *lr = NULL;
-    WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &toks[i], &lv), 0);
-    WD_CHECK_EQ_INT(r->step(r->self, 1, &s0, &toks[i], &lr), 0);
-    if (!lv || !lr)
-      break;
-    double max_ref = 0, max_d = 0;
-    int am_v = 0, am_r = 0;
-    for (int k = 0; k < nv; k++) {
-      if (fabs(lr[k]) > max_ref)
-        max_ref = fabs(lr[k]);
-      const double dd = fabs((double)lv[k] - lr[k]);
-      if (!(dd <= max_d))
-        max_d = dd;
-      if (lv[k] > lv[am_v])
-        am_v = k;
-      if (lr[k] > lr[am_r])
-        am_r = k;
-    }
-    const double rel = max_d / max_ref;
-    if (!(rel <= worst))
-      worst = rel;
-    WD_CHECK_EQ_INT(am_v, am_r);
-  }
-  fprintf(stderr, "  decoder step: max |logit diff| / max |logit| = %.3g\n", worst);
-  WD_CHECK(worst < 1e-3);
-  /* Misuse is an error, never a crash: a bad token, a slot out of range, a
-   * slot twice in one step, a bad batch size or audio slot. */
-  const int s0 = 0, far = MAX_SEQS, neg = -1, dup[2] = { 0, 0 };
-  const int32_t bad = 999999, two[2] = { toks[0], toks[0] };
-  const float *lg = NULL;
-  WD_CHECK_EQ_INT(v->step(v->self, 1, &s0, &bad, &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->step(v->self, 1, &far, &toks[0], &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->step(v->self, 1, &neg, &toks[0], &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->step(v->self, 2, dup, two, &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(r->step(r->self, 2, dup, two, &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->step(v->self, 0, &s0, &toks[0], &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->step(v->self, MAX_SEQS + 1, &s0, &toks[0], &lg), WD_EINVAL);
-  WD_CHECK_EQ_INT(v->encode(v->self, 5, NULL), WD_EINVAL);
+  ec_check_step_logits(wd_vk_engine_iface(g_eng), wd_ref_engine_iface(g_ref),
+                       wd_model_hparams(g_model)->n_vocab, MAX_SEQS, 1);
 }
 
-/* max |a - b| / max |b| over one logits row. */
-static double rel_diff(const float *a, const float *b, int nv) {
-  double max_ref = 0, max_d = 0;
-  for (int k = 0; k < nv; k++) {
-    const double dd = fabs((double)a[k] - b[k]);
-    if (fabs(b[k]) > max_ref)
-      max_ref = fabs(b[k]);
-    if (!(dd <= max_d))
-      max_d = dd;
-  }
-  return max_d / max_ref;
-}
-
-typedef struct {
-  const wd_engine_t *v, *r;
-} engine_pair_t;
-
-/* One step of n rows on both engines; returns the worst row's rel_diff. */
-static double step_both(const engine_pair_t *p, int n, const int *seqs, const int32_t *toks,
-                        int nv) {
-  const float *lv = NULL, *lr = NULL;
-  WD_CHECK_EQ_INT(p->v->step(p->v->self, n, seqs, toks, &lv), 0);
-  WD_CHECK_EQ_INT(p->r->step(p->r->self, n, seqs, toks, &lr), 0);
-  if (!lv || !lr)
-    return INFINITY;
-  double worst = 0;
-  for (int i = 0; i < n; i++)
-    worst = fmax(worst, rel_diff(lv + (size_t)i * (size_t)nv, lr + (size_t)i * (size_t)nv, nv));
-  return worst;
-}
-
-/* Three sequences in one batched step whose rows use permuted,
- * non-contiguous slots (row 0 -> slot 3, row 1 -> slot 0, row 2 -> slot 5)
- * and different lengths (slot 5 steps alone first), each row against the
- * reference stepping the same slots. A fourth sequence in slot 1 steps
- * alone before and after the batch: its cache must survive the batch. The
- * rows-to-slots map the worker relies on to let jobs join and leave. */
+/* Rows on permuted slots against the reference (wd_engine_check.h). */
 WD_TEST(batched_step_with_permuted_slots_matches_reference) {
   if (!g_eng || !g_ref)
     wd_test_skip("setup failed");
-  const wd_engine_t *v = wd_vk_engine_iface(g_eng), *r = wd_ref_engine_iface(g_ref);
-  const int nv = wd_model_hparams(g_model)->n_vocab;
-  const int32_t a[] = { 50257, 50363, 843, 523, 616 };
-  const int32_t b[] = { 50257, 50363, 1265, 644, 345, 460, 466 };
-  const int32_t c[] = { 50257, 50362, 50363, 314, 1101 };
-  const int32_t d[] = { 50257, 50363, 383 };
-  const int seqs[3] = { 3, 0, 5 }, s5 = 5, s1 = 1;
-  for (int s = 0; s < MAX_SEQS; s++) {
-    WD_CHECK_EQ_INT(v->seq_reset(v->self, s, 0), 0);
-    WD_CHECK_EQ_INT(r->seq_reset(r->self, s, 0), 0);
-  }
-  const engine_pair_t pr = { v, r };
-  double worst = 0;
-  /* Slot 5 and slot 1 start alone; rows of n = 1 may be any slot. */
-  for (int i = 0; i < 2; i++) {
-    worst = fmax(worst, step_both(&pr, 1, &s5, &b[i], nv));
-    worst = fmax(worst, step_both(&pr, 1, &s1, &d[i], nv));
-  }
-  for (int i = 0; i < 5; i++) {
-    const int32_t t3[3] = { a[i], c[i], b[i + 2] };
-    worst = fmax(worst, step_both(&pr, 3, seqs, t3, nv));
-  }
-  worst = fmax(worst, step_both(&pr, 1, &s1, &d[2], nv));
-  fprintf(stderr, "  batched step, slots {3, 0, 5}: max |logit diff| / max |logit| = %.3g\n",
-          worst);
-  WD_CHECK(worst < 1e-3);
+  ec_check_batched_permuted(wd_vk_engine_iface(g_eng), wd_ref_engine_iface(g_ref),
+                            wd_model_hparams(g_model)->n_vocab, MAX_SEQS, 0);
 }
 
 /* One sequence's logits must be bit-identical whether it steps alone (n = 1)
