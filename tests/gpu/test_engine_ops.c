@@ -100,17 +100,7 @@ WD_TEST(setup) {
 }
 
 /* max |a - b| / max |b| over one logits row. */
-static double rel_diff(const float *a, const float *b) {
-  double max_ref = 0, max_d = 0;
-  for (int k = 0; k < g_nv; k++) {
-    const double dd = fabs((double)a[k] - b[k]);
-    if (fabs(b[k]) > max_ref)
-      max_ref = fabs(b[k]);
-    if (!(dd <= max_d))
-      max_d = dd;
-  }
-  return max_d / max_ref;
-}
+static double rel_diff(const float *a, const float *b) { return ec_rel_diff(a, b, (size_t)g_nv); }
 
 /* Logits of n steps of tokens[0..n) on slot s of e (reset to audio 0): (n, n_vocab). */
 static float *steps(const wd_engine_t *e, int s, const int32_t *tokens, int n) {
