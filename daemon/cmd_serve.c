@@ -301,8 +301,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
 
   /* 4. Warm-up, then ready. */
   notify_status("Warming up", wd_model_name(m));
-  int rc = wd_runtime_warmup(rt, err, sizeof err);
-  if (rc < 0) {
+  if (wd_runtime_warmup(rt, err, sizeof err) < 0) {
     wd_log_error("serve: warm-up failed: %s", err);
     notify_status("Failed: warm-up", err);
     goto out;
