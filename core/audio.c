@@ -457,14 +457,37 @@ static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   return 0;
 }
 
+/* Chunks: id (4), size (4, the file's byte order), body, a pad byte after
+ * an odd-sized body. Does a chunk in d[off, end) declare a body longer than
+ * the bytes left before end? samples (NULL inside a list) names the
+ * sample-data chunk, which may run on; a RIFF "LIST" chunk is walked too
+ * (its 4-byte type, then subchunks), one level deep. */
+static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t end, int be,
+                                   const char *samples, int depth) {
+  while (off <= end && end - off >= 8) {
+    const unsigned char *c = d + off;
+    const uint32_t n = be ? (uint32_t)c[4] << 24 | (uint32_t)c[5] << 16 | (uint32_t)c[6] << 8 | c[7]
+                          : (uint32_t)c[7] << 24 | (uint32_t)c[6] << 16 | (uint32_t)c[5] << 8 | c[4];
+    if (n > end - off - 8)
+      return !samples || memcmp(c, samples, 4) != 0;
+    if (depth == 0 && !be && n >= 4 && memcmp(c, "LIST", 4) == 0 &&
+        wd_audio_chunks_overrun(d, off + 12, off + 8 + n, be, NULL, 1))
+      return 1;
+    off += 8 + (size_t)n + (n & 1u);
+  }
+  return 0;
+}
+
 /*
  * Does a RIFF/RIFX/RF64 WAVE or an AIFF/AIFC file declare a chunk longer
- * than the bytes left after it? libsndfile 1.2.0 then spins inside
- * sf_open for minutes, CPU-bound: fuzz_audio found a 90-byte WAV with an
- * INFO chunk of size 0xffffffff (tests/fuzz/regress/audio/). Such files go
- * to FFmpeg, which stops at the end of the buffer, or are refused without
- * it. The sample-data chunk ("data", "SSND") is exempt: streaming writers
- * leave its size 0 or 0xffffffff, and a cut file ends inside it.
+ * than the bytes left after it, or a LIST subchunk longer than its list?
+ * libsndfile 1.2.0 then spins inside sf_open for minutes, CPU-bound:
+ * fuzz_audio found a 90-byte WAV with an INFO chunk of size 0xffffffff, and
+ * a 42-byte one whose LIST holds a subchunk of 16,000 bytes
+ * (tests/fuzz/regress/audio/). Such files go to FFmpeg, which stops at the
+ * end of the buffer, or are refused without it. The sample-data chunk
+ * ("data", "SSND") is exempt: streaming writers leave its size 0 or
+ * 0xffffffff, and a cut file ends inside it.
  */
 static int wd_audio_chunk_overrun(const unsigned char *d, size_t len) {
   if (len < 12)
@@ -480,17 +503,7 @@ static int wd_audio_chunk_overrun(const unsigned char *d, size_t len) {
     be = 1, samples = "SSND";
   else
     return 0;
-  /* Chunks: id (4), size (4, the file's byte order), body, a pad byte
-   * after an odd-sized body. */
-  for (size_t off = 12; off <= len && len - off >= 8;) {
-    const unsigned char *c = d + off;
-    const uint32_t n = be ? (uint32_t)c[4] << 24 | (uint32_t)c[5] << 16 | (uint32_t)c[6] << 8 | c[7]
-                          : (uint32_t)c[7] << 24 | (uint32_t)c[6] << 16 | (uint32_t)c[5] << 8 | c[4];
-    if (n > len - off - 8)
-      return memcmp(c, samples, 4) != 0;
-    off += 8 + (size_t)n + (n & 1u);
-  }
-  return 0;
+  return wd_audio_chunks_overrun(d, 12, len, be, samples, 0);
 }
 
 /* ------------------------------------------------------------------------ */
