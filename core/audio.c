@@ -457,11 +457,20 @@ static int wd_audio_prefer_libav(const unsigned char *d, size_t len) {
   return 0;
 }
 
+/* Is c a four-character code of printable ASCII, as RIFF's ids are? */
+static int wd_audio_fourcc_ok(const unsigned char *c) {
+  for (int i = 0; i < 4; i++)
+    if (c[i] < 0x20 || c[i] > 0x7e)
+      return 0;
+  return 1;
+}
+
 /* Chunks: id (4), size (4, the file's byte order), body, a pad byte after
  * an odd-sized body. Does a chunk in d[off, end) declare a body longer than
- * the bytes left before end? samples (NULL inside a list) names the
- * sample-data chunk, which may run on; a RIFF "LIST" chunk is walked too
- * (its 4-byte type, then subchunks), one level deep. */
+ * the bytes left before end, or (inside a list) carry an id that is not
+ * printable ASCII? samples (NULL inside a list) names the sample-data
+ * chunk, which may run on; a RIFF "LIST" chunk is walked too (its 4-byte
+ * type, then subchunks), one level deep. */
 static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t end, int be,
                                    const char *samples, int depth) {
   while (off <= end && end - off >= 8) {
@@ -470,6 +479,8 @@ static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t en
                           : (uint32_t)c[7] << 24 | (uint32_t)c[6] << 16 | (uint32_t)c[5] << 8 | c[4];
     if (n > end - off - 8)
       return !samples || memcmp(c, samples, 4) != 0;
+    if (depth == 1 && !wd_audio_fourcc_ok(c))
+      return 1;
     if (depth == 0 && !be && n >= 4 && memcmp(c, "LIST", 4) == 0 &&
         wd_audio_chunks_overrun(d, off + 12, off + 8 + n, be, NULL, 1))
       return 1;
@@ -480,11 +491,13 @@ static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t en
 
 /*
  * Does a RIFF/RIFX/RF64 WAVE or an AIFF/AIFC file declare a chunk longer
- * than the bytes left after it, or a LIST subchunk longer than its list?
+ * than the bytes left after it, or a LIST subchunk longer than its list or
+ * with an id that is not printable ASCII?
  * libsndfile 1.2.0 then spins inside sf_open for minutes, CPU-bound:
- * fuzz_audio found a 90-byte WAV with an INFO chunk of size 0xffffffff, and
- * a 42-byte one whose LIST holds a subchunk of 16,000 bytes
- * (tests/fuzz/regress/audio/). Such files go to FFmpeg, which stops at the
+ * fuzz_audio found a 90-byte WAV with an INFO chunk of size 0xffffffff, a
+ * 42-byte one whose LIST holds a subchunk of 16,000 bytes, and a 41-byte one
+ * whose LIST (of a type other than INFO) holds a subchunk with the id
+ * f7 ff ff ff (tests/fuzz/regress/audio/). Such files go to FFmpeg, which stops at the
  * end of the buffer, or are refused without it. The sample-data chunk
  * ("data", "SSND") is exempt: streaming writers leave its size 0 or
  * 0xffffffff, and a cut file ends inside it.
