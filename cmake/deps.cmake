@@ -23,3 +23,6 @@ pkg_check_modules(PCRE2      REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 
 find_program(GLSLANG_VALIDATOR glslangValidator REQUIRED)
+# spirv-opt (spirv-tools) unrolls the register-blocked kernels' loops at build
+# time (shaders/CMakeLists.txt, OPT).
+find_program(SPIRV_OPT spirv-opt REQUIRED)

@@ -34,6 +34,7 @@ typedef struct {
   int devices[WD_DEVICES_MAX]; /* every entry of --device (cpu,0: CPU, 0) */
   int n_devices;          /* 1 for a single value; a list holds no AUTO or ALL */
   bool vk_validation;
+  char *vk_gemm;          /* auto or a wd_vk_gemm_family_name: the encoder's GEMM kernel */
   char *vk_kv;            /* auto, f32 or f16: the Vulkan engine's KV caches */
   char *vk_limits;        /* "" or a wd_vk_limits_parse string (tests) */
   bool vk_force_staging;  /* uploads through the staging ring (tests) */

@@ -100,11 +100,15 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     const wd_vk_kv_type_t kv = !cfg->vk_kv || strcmp(cfg->vk_kv, "auto") == 0 ? WD_VK_KV_AUTO
                                : strcmp(cfg->vk_kv, "f16") == 0             ? WD_VK_KV_F16
                                                                             : WD_VK_KV_F32;
-    const wd_vk_engine_opts_t eo = { .device = d->dc.vk_index, .validation = cfg->vk_validation,
+    wd_vk_engine_opts_t eo = { .device = d->dc.vk_index, .validation = cfg->vk_validation,
                                      .max_seqs = max_batch, .max_audio = max_batch,
                                      .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u,
                                      .limits = cfg->vk_limits && cfg->vk_limits[0] ? &lim : NULL,
                                      .kv = kv, .force_staging = cfg->vk_force_staging };
+    if (cfg->vk_gemm && wd_vk_gemm_family_parse(cfg->vk_gemm, &eo.gemm) < 0) {
+      snprintf(err, err_len, "--vk-gemm %s: unknown kernel", cfg->vk_gemm);
+      return WD_EINVAL;
+    }
     if ((rc = wd_vk_engine_new(rt->m, &eo, &d->eng, msg, sizeof msg)) < 0) {
       /* Out of memory at start is the device's plan at this batch (or the
        * host's), which a smaller batch shrinks; the engine speaks of
@@ -114,6 +118,9 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
       return rc;
     }
     d->iface = *wd_vk_engine_iface(d->eng);
+    wd_vk_engine_stats_t st;
+    wd_vk_engine_stats(d->eng, &st);
+    wd_log_info("Vulkan engine on %s: encoder GEMM %s", st.device_name, st.gemm);
   }
   if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
     d->iface.prefill = NULL;

@@ -640,8 +640,8 @@ static int make_plan(wd_vk_engine_t *e, uint64_t wbytes, char *err, size_t err_l
 static int make_pipelines(wd_vk_engine_t *e) {
   const bool f16 = e->plan.kv_f16;
   int rc;
-  if ((rc = wd_vk_gemm_new(e->dev, WD_VK_GEMM_AUTO, &e->gemm)) < 0 ||
-      (rc = wd_vk_gemm_new_fmt(e->dev, WD_VK_GEMM_AUTO, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
+  if ((rc = wd_vk_gemm_new(e->dev, e->opts.gemm, &e->gemm)) < 0 ||
+      (rc = wd_vk_gemm_new_fmt(e->dev, e->opts.gemm, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
       (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
@@ -818,6 +818,7 @@ void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
     .encode_dispatches = wd_vk_cmd_n_dispatches(e->enc_cmd), .n_steps = e->n_steps,
     .device_mib = (double)(wd_vk_weights_bytes(e->w) + e->act_bytes) / 1048576.0,
     .device_name = wd_vk_device_info(e->dev)->name,
+    .gemm = e->gemm ? wd_vk_gemm_family_name(wd_vk_gemm_family(e->gemm)) : "none",
     .desc_pools = wd_vk_device_desc_pools(e->dev),
   };
 }

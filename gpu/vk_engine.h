@@ -46,6 +46,7 @@
 
 #include "engine.h"
 #include "model.h"
+#include "vk_gemm.h"
 #include "vk_limits.h"
 
 typedef struct wd_vk_engine wd_vk_engine_t;
@@ -80,6 +81,8 @@ typedef struct {
   const wd_vk_limits_t *limits;
   bool force_staging; /* wd_vk_device_opts_t's (tests) */
   wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
+  wd_vk_gemm_family_t gemm; /* the encoder's GEMM kernel; AUTO picks by device
+                             * class (vk_gemm.h); others: tests, comparisons */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m. m must outlive the engine: after a lost
@@ -108,6 +111,7 @@ typedef struct {
   unsigned long long n_steps;
   double device_mib;       /* weights + activations */
   const char *device_name;
+  const char *gemm;        /* the GEMM kernel family in use (wd_vk_gemm_family_name) */
   unsigned desc_pools;     /* descriptor pools chained so far (1 unless one filled) */
 } wd_vk_engine_stats_t;
 

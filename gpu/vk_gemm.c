@@ -9,7 +9,9 @@
 #include "vk_gemm.h"
 
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vk_internal.h"
 #include "vk_pipeline_internal.h"
@@ -25,44 +27,65 @@ struct wd_vk_gemm {
   uint32_t tile_m, tile_n; /* outputs per workgroup, for the grid */
 };
 
+/* Each family: its shader (the f16-B variant; f32 B on storage buffers is
+ * <shader>_b32, quantized B <shader>_<type>), the outputs one workgroup
+ * computes (for the grid), its workgroup size, and whether it reads A and B
+ * through texel buffers (the lavapipe kernels) or storage buffers. */
+static const struct {
+  const char *name, *shader;
+  uint32_t tile_m, tile_n, lx, ly;
+  int texel;
+} families[] = {
+  [WD_VK_GEMM_TEXEL] = { "texel-16x16", "gemm_tex", 8 * 16, 8 * 16, 8, 8, 1 },
+  [WD_VK_GEMM_TEXEL_8X8] = { "texel-8x8", "gemm_tex_8x8", 8 * 8, 8 * 8, 8, 8, 1 },
+  [WD_VK_GEMM_TILED] = { "tiled-64x64", "gemm_tiled", 64, 64, 16, 16, 0 },
+  [WD_VK_GEMM_RB64] = { "rb-64x64", "gemm_rb64", 64, 64, 64, 1, 0 },
+  [WD_VK_GEMM_RB128X64] = { "rb-128x64", "gemm_rb128x64", 128, 64, 128, 1, 0 },
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+static int family_known(wd_vk_gemm_family_t f) {
+  return f > WD_VK_GEMM_AUTO && (size_t)f < N_FAMILIES && families[f].name;
+}
+
 /* The EPI = 0 pipeline of g's family reading B of type wt. */
 static int wd_gemm_make(wd_vk_gemm_t *g, wd_vk_wtype_t wt) {
   const char *sfx = wd_vk_wtype_suffix(wt);
+  const int texel = families[g->family].texel;
   char name[40];
   wd_vk_pipeline_desc_t desc = {
+    .shader = name,
     .n_args = 4,
-    .args = { WD_VK_ARG_TEXEL_F32, WD_VK_ARG_TEXEL_F16, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
+    .args = { WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE, WD_VK_ARG_STORAGE },
     .push_size = sizeof(wd_pc_gemm_t),
-    .local_size = { 8, 8, 1 },
+    .local_size = { families[g->family].lx, families[g->family].ly, 1 },
     .n_spec = 1, /* EPI, 0 here: the variants differ only in it */
   };
-  const char *base;
-  switch (g->family) {
-  case WD_VK_GEMM_TEXEL: base = "gemm_tex"; break;
-  case WD_VK_GEMM_TEXEL_8X8: base = "gemm_tex_8x8"; break;
-  default:
-    base = wt == WD_VK_W_F32 ? "gemm_tiled_b32" : "gemm_tiled";
-    desc.args[0] = desc.args[1] = WD_VK_ARG_STORAGE;
-    desc.local_size[0] = desc.local_size[1] = 16;
-    break;
-  }
-  snprintf(name, sizeof name, "%s%s%s", base, sfx ? "_" : "", sfx ? sfx : "");
-  desc.shader = name;
+  if (!sfx && wt == WD_VK_W_F32 && !texel)
+    sfx = "b32";
+  snprintf(name, sizeof name, "%s%s%s", families[g->family].shader, sfx ? "_" : "", sfx ? sfx : "");
   /* The texel kernels read f16 and f32 B through one samplerBuffer: the
    * view's format decides; quantized B is read as R32UI words. */
-  if (g->family != WD_VK_GEMM_TILED)
-    desc.args[1] = sfx ? WD_VK_ARG_TEXEL_U32
-                       : wt == WD_VK_W_F32 ? WD_VK_ARG_TEXEL_F32 : WD_VK_ARG_TEXEL_F16;
+  if (texel) {
+    desc.args[0] = WD_VK_ARG_TEXEL_F32;
+    desc.args[1] = wd_vk_wtype_suffix(wt) ? WD_VK_ARG_TEXEL_U32
+                   : wt == WD_VK_W_F32    ? WD_VK_ARG_TEXEL_F32
+                                          : WD_VK_ARG_TEXEL_F16;
+  }
   return wd_vk_pipeline_new(g->dev, &desc, &g->epi[wt][0]);
 }
 
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f) {
-  switch (f) {
-  case WD_VK_GEMM_TEXEL: return "texel-16x16";
-  case WD_VK_GEMM_TEXEL_8X8: return "texel-8x8";
-  case WD_VK_GEMM_TILED: return "tiled-64x64";
-  default: return "auto";
-  }
+  return family_known(f) ? families[f].name : "auto";
+}
+
+int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret) {
+  for (size_t f = 0; f < N_FAMILIES; f++)
+    if (strcmp(name, wd_vk_gemm_family_name((wd_vk_gemm_family_t)f)) == 0) {
+      *ret = (wd_vk_gemm_family_t)f;
+      return 0;
+    }
+  return WD_EINVAL;
 }
 
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
@@ -75,11 +98,20 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
     return WD_EINVAL;
   if (family == WD_VK_GEMM_AUTO) {
     const wd_vk_class_t c = wd_vk_device_info(dev)->device_class;
+    const bool gpu = c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED;
     /* On the CPU driver the 8x8 block runs as fast as 16x16 per core
      * (lavapipe, one thread, 1500x1536x384: 17.1 vs 17.6 GFLOP/s), wastes
-     * no half-tile on N = 64 (P.V) and compiles in 21 ms instead of 100. */
-    family = (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED) ? WD_VK_GEMM_TILED
-                                                                         : WD_VK_GEMM_TEXEL_8X8;
+     * no half-tile on N = 64 (P.V) and compiles in 21 ms instead of 100.
+     * On GPUs, measured on an NVIDIA H200 (large-v3-turbo encoder, GPU ms
+     * per window by kind, 2026-11-26): the Linear layers (f16 B) 67.2 ms
+     * with rb-64x64, 70.7 rb-128x64, 66.3 a 128 x 128 tile (dropped), 91.0
+     * tiled-64x64;
+     * the attention products (f32 B, K = 64 or N = 64) Q.K^T 11.1 / 12.4 /
+     * 12.1 / 8.7 ms and P.V 12.2 / 13.1 / 20.7 / 12.6 ms. */
+    if (!gpu)
+      family = WD_VK_GEMM_TEXEL_8X8;
+    else
+      family = bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_TILED : WD_VK_GEMM_RB64;
   }
   wd_vk_gemm_t *g = calloc(1, sizeof *g);
   if (!g)
@@ -87,14 +119,12 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
   g->dev = dev;
   g->family = family;
   g->bdef = bfmt == WD_VK_GEMM_B_F32 ? WD_VK_W_F32 : WD_VK_W_F16;
-  switch (family) {
-  case WD_VK_GEMM_TEXEL: g->tile_m = g->tile_n = 8 * 16; break;
-  case WD_VK_GEMM_TEXEL_8X8: g->tile_m = g->tile_n = 8 * 8; break;
-  case WD_VK_GEMM_TILED: g->tile_m = g->tile_n = 64; break;
-  default:
+  if (!family_known(family)) {
     free(g);
     return WD_EINVAL;
   }
+  g->tile_m = families[family].tile_m;
+  g->tile_n = families[family].tile_n;
   int rc = wd_gemm_make(g, g->bdef);
   if (rc < 0) {
     free(g);

@@ -6,10 +6,13 @@
  * This is the encoder's workhorse (every Linear layer over 1500 frames, the
  * cross-attention K/V of all decoder layers, the attention products).
  *
- * Two families compute the same thing: TEXEL (register-blocked over texel
- * buffers, fast on lavapipe and fine on GPUs) and TILED (shared-memory tiles
- * over storage buffers, the classic discrete-GPU kernel). AUTO picks TILED on
- * discrete and integrated GPUs and TEXEL_8X8 elsewhere.
+ * Three families compute the same thing: TEXEL (register-blocked over texel
+ * buffers, fast on lavapipe and fine on GPUs), TILED (shared-memory tiles
+ * over storage buffers, 4 x 4 outputs per invocation) and RB (shared-memory
+ * tiles, 8 x 8 outputs per invocation read as vec4s, double-buffered). AUTO
+ * picks TEXEL_8X8 on CPU drivers; on discrete and integrated GPUs RB64 for
+ * f16 (and quantized) B, the Linear layers, and TILED for f32 B, the
+ * attention products (vk_gemm.c has the measurements).
  */
 #ifndef WD_VK_GEMM_H
 #define WD_VK_GEMM_H
@@ -25,6 +28,10 @@ typedef enum {
   WD_VK_GEMM_TEXEL = 1,
   WD_VK_GEMM_TEXEL_8X8 = 2, /* smaller register block: for small M or N */
   WD_VK_GEMM_TILED = 3,
+  /* Register-blocked shared-memory tiles (gemm_rb.comp), 8 x 8 outputs per
+   * invocation, by tile size M x N: */
+  WD_VK_GEMM_RB64 = 4,
+  WD_VK_GEMM_RB128X64 = 5,
 } wd_vk_gemm_family_t;
 
 /* Element format of B. F32 serves products of two activations (the
@@ -44,6 +51,9 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
 void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
 wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
+/* The family a name from wd_vk_gemm_family_name (or "auto") stands for;
+ * WD_EINVAL for another name. */
+int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret);
 
 /* Binds the four operands: a (f32), b, bias (f32), c (f32). b is read as
  * b->wtype says (vk_pipeline.h): f16, f32, or quantized blocks in the

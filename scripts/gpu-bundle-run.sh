@@ -8,6 +8,8 @@
 #          status and last lines
 #   tiny   bench_engine on tiny.en and jfk.wav: encoder ms per window,
 #          decoder ms per token, GPU profile, end-to-end real-time factor
+#   gemm   bench_gemm: the encoder's GEMM shapes on each GPU kernel family
+#          (tiled-64x64, rb-64x64, rb-128x64) and OpenBLAS
 #   large  the large-v3-turbo shape (random weights, written here by
 #          wd_synth_model): bench_engine beside whisper.cpp's whisper-bench
 #          (its Vulkan backend) on the same file, same run
@@ -27,7 +29,7 @@ nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$nv" ]; then
   export VK_DRIVER_FILES=$nv
 fi
-steps=${*:-tests tiny large load}
+steps=${*:-tests tiny gemm large load}
 sum=$res/summary.txt
 say() { echo "$*" | tee -a "$sum"; }
 
@@ -70,6 +72,12 @@ for step in $steps; do
       >"$res/bench_tiny_cpu.txt" 2>&1
     grep -hE "^model|encoder|decoder|real-time|RTF" "$res/bench_tiny_vulkan.txt" "$res/bench_tiny_cpu.txt" | tee -a "$sum"
     ;;
+  gemm)
+    say "== bench_gemm: GPU ms per GEMM shape by kernel family, then OpenBLAS"
+    timeout 300 build/tests/bench/bench_gemm tiled-64x64,rb-64x64,rb-128x64 "$(nproc)" \
+      >"$res/bench_gemm.txt" 2>&1
+    tee -a "$sum" <"$res/bench_gemm.txt"
+    ;;
   large)
     f=models/synth/ggml-large-v3-turbo.bin
     mkdir -p models/synth
@@ -89,7 +97,7 @@ for step in $steps; do
     tail -40 "$res/load.txt" | tee -a "$sum"
     ;;
   *)
-    say "unknown step '$step' (tests, tiny, large, load)"
+    say "unknown step '$step' (tests, tiny, gemm, large, load)"
     ;;
   esac
 done

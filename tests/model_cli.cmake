@@ -63,3 +63,15 @@ foreach(ft 0 2009)
   set_tests_properties(cli_transcribe_runs_ftype_${ft} PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan TIMEOUT 600
     PASS_REGULAR_EXPRESSION "transcribe: 1 file\\(s\\), 11\\.00 s of audio in [^\n]*\n(.*\n)?exit status 0\n")
 endforeach()
+
+# The GPUs' GEMM kernel (rb-64x64, which auto picks on discrete and
+# integrated GPUs) through the whole Vulkan engine on lavapipe, where auto
+# would take the texel kernels: the same words and times, and the log names
+# the kernel.
+add_test(NAME cli_transcribe_vk_gemm_rb
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --vk-gemm rb-64x64 -m \"$1\" \"$2\" 2>&1"
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_transcribe_vk_gemm_rb PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan
+  SKIP_RETURN_CODE 77 TIMEOUT 600 PASS_REGULAR_EXPRESSION
+  "encoder GEMM rb-64x64.*\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")

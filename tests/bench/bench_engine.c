@@ -5,7 +5,8 @@
  * the end-to-end real-time factor of a transcription (model load included).
  * A benchmark, not a test: it prints figures and never fails on speed.
  *
- * Usage: bench_engine MODEL AUDIO [repeats, default 3] [cpu[:COMPUTE]]
+ * Usage: bench_engine MODEL AUDIO [repeats, default 3] [cpu[:COMPUTE] | vk:GEMM]
+ * (vk:GEMM: the Vulkan engine with that GEMM kernel, e.g. vk:tiled-64x64)
  * With `cpu` the native CPU engine (cpu/) runs instead of the Vulkan one
  * (cpu:int8, cpu:bf16: with that --compute-type);
  * its times are host wall-clock, and the Vulkan-only figures (dispatches,
@@ -126,8 +127,12 @@ int main(int argc, char **argv) {
   size_t n = 0;
   int n_mel = 0, n_fft = 0, rc;
   const wd_audio_opts_t ao = { 0 };
-  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1,
-                                   .profile = true };
+  wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1, .profile = true };
+  if (argc > 4 && strncmp(argv[4], "vk:", 3) == 0 &&
+      wd_vk_gemm_family_parse(argv[4] + 3, &eo.gemm) < 0) {
+    fprintf(stderr, "bench_engine: %s: unknown GEMM kernel\n", argv[4]);
+    return 2;
+  }
   const float *filters = NULL;
   if ((rc = wd_model_load(argv[1], &m, err, sizeof err)) == 0)
     filters = wd_model_mel_filters(m, &n_mel, &n_fft);
@@ -145,8 +150,8 @@ int main(int argc, char **argv) {
   wd_vk_engine_stats_t st;
   eng_stats(&be, &st);
   if (be.vk)
-    printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device\n", wd_model_name(m),
-           st.device_name, t_load * 1e3, st.device_mib);
+    printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device, GEMM %s\n",
+           wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib, st.gemm);
   else
     printf("model %s on the CPU engine (%s): load + plan %.0f ms, %.1f MiB of weights\n",
            wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib);

@@ -199,6 +199,8 @@ WD_TEST(device_opens) {
 WD_TEST(gemm_texel_16x16) { check_family(WD_VK_GEMM_TEXEL); }
 WD_TEST(gemm_texel_8x8) { check_family(WD_VK_GEMM_TEXEL_8X8); }
 WD_TEST(gemm_tiled) { check_family(WD_VK_GEMM_TILED); }
+WD_TEST(gemm_rb_64x64) { check_family(WD_VK_GEMM_RB64); }
+WD_TEST(gemm_rb_128x64) { check_family(WD_VK_GEMM_RB128X64); }
 
 WD_TEST(gemm_rejects_misaligned) {
   if (g_no_device)

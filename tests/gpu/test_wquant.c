@@ -317,6 +317,7 @@ static void gemm_family(wd_vk_gemm_family_t f) {
 WD_TEST(gemm_tex_types) { gemm_family(WD_VK_GEMM_TEXEL); }
 WD_TEST(gemm_tex_8x8_types) { gemm_family(WD_VK_GEMM_TEXEL_8X8); }
 WD_TEST(gemm_tiled_types) { gemm_family(WD_VK_GEMM_TILED); }
+WD_TEST(gemm_rb_types) { gemm_family(WD_VK_GEMM_RB64); }
 
 WD_TEST(teardown) { tg_dev_free(); }
 
