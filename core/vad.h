@@ -1,0 +1,46 @@
+/*
+ * vad.h - voice activity detection: the Silero VAD v6 network (16 kHz) in C.
+ *
+ * The model file is ours (scripts/fetch-vad.sh makes it from the silero-vad
+ * PyPI package's silero_vad.onnx with scripts/vad_convert.py): the 15 f32
+ * tensors of the 16 kHz network in the safetensors layout, with
+ * __metadata__ {"format": "whisperd-silero-vad", "version": "1"}.
+ *
+ * The network, per 512-sample chunk (32 ms at 16 kHz): the chunk with the
+ * 64 samples before it (zeros before the first), reflect-padded by 64 on
+ * the right; an STFT as a convolution (258 filters of 256 taps, stride 128:
+ * 4 frames) and its magnitude (129 bins); four convolutions of 3 taps
+ * (129 -> 128, 128 -> 64 stride 2, 64 -> 64 stride 2, 64 -> 128), each with
+ * ReLU, down to one 128-vector; an LSTM cell (128) whose state runs from
+ * chunk to chunk; ReLU, a 128 -> 1 projection and a sigmoid: the chunk's
+ * speech probability. The last chunk of a file is zero-padded, as
+ * silero_vad's audio_forward does. Everything but the LSTM recurrence is
+ * computed for many chunks at once, as matrix products (vad_gemm.h).
+ */
+#ifndef WD_VAD_H
+#define WD_VAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WD_VAD_SAMPLE_RATE 16000
+#define WD_VAD_CHUNK 512  /* samples per probability */
+#define WD_VAD_CONTEXT 64 /* samples of the previous chunk each chunk sees */
+
+typedef struct wd_vad_model wd_vad_model_t;
+
+/* Loads the model file at path. WD_EMODEL (with err) for a file that is not
+ * ours or whose tensors have other names, types or shapes. */
+int wd_vad_model_load(const char *path, wd_vad_model_t **ret_model, char *err, size_t err_len);
+void wd_vad_model_free(wd_vad_model_t *m); /* accepts NULL */
+
+/* Number of probabilities for n samples: ceil(n / WD_VAD_CHUNK). */
+size_t wd_vad_n_chunks(size_t n_samples);
+
+/* probs[i] = the speech probability of chunk i of a 16 kHz mono signal of
+ * n samples, float in [-1, 1] or 16-bit (value / 32768); probs holds
+ * wd_vad_n_chunks(n). Returns 0 or WD_ENOMEM. */
+int wd_vad_probs(const wd_vad_model_t *m, const float *pcm, size_t n, float *probs);
+int wd_vad_probs_s16(const wd_vad_model_t *m, const int16_t *pcm, size_t n, float *probs);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * vad_gemm.c - see vad_gemm.h.
+ *
+ * Blocking: 4 rows of A by 16 columns of B, the 64 sums in registers for the
+ * whole K loop (8 AVX2 accumulators; per k: 2 loads of B, 4 broadcasts of A,
+ * 8 FMAs). The portable kernel is the same loop nest in plain C.
+ */
+#include "vad_gemm.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define WD_VAD_X86 1
+#endif
+
+/* One 4 x 16 block (rows < 4 valid) of C. */
+static void block_portable(const float *a, size_t lda, const float *b, size_t ldb,
+                           const float *bias, float *c, size_t ldc, size_t rows, size_t K) {
+  float acc[4][16];
+  for (size_t i = 0; i < 4; i++)
+    for (size_t j = 0; j < 16; j++)
+      acc[i][j] = bias ? bias[j] : 0.0f;
+  for (size_t k = 0; k < K; k++) {
+    const float *bk = b + k * ldb;
+    for (size_t i = 0; i < rows; i++) {
+      const float av = a[i * lda + k];
+      for (size_t j = 0; j < 16; j++)
+        acc[i][j] += av * bk[j];
+    }
+  }
+  for (size_t i = 0; i < rows; i++)
+    memcpy(c + i * ldc, acc[i], sizeof acc[i]);
+}
+
+#ifdef WD_VAD_X86
+__attribute__((target("avx2,fma"))) static void block_avx2(const float *a, size_t lda,
+                                                            const float *b, size_t ldb,
+                                                            const float *bias, float *c,
+                                                            size_t ldc, size_t rows, size_t K) {
+  const __m256 z = _mm256_setzero_ps();
+  const __m256 b0 = bias ? _mm256_loadu_ps(bias) : z, b1 = bias ? _mm256_loadu_ps(bias + 8) : z;
+  __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1, c30 = b0, c31 = b1;
+  /* Rows past the block's end read row 0 again (their sums are dropped). */
+  const float *a0 = a, *a1 = rows > 1 ? a + lda : a, *a2 = rows > 2 ? a + 2 * lda : a,
+              *a3 = rows > 3 ? a + 3 * lda : a;
+  for (size_t k = 0; k < K; k++) {
+    const __m256 w0 = _mm256_loadu_ps(b + k * ldb), w1 = _mm256_loadu_ps(b + k * ldb + 8);
+    __m256 x = _mm256_broadcast_ss(a0 + k);
+    c00 = _mm256_fmadd_ps(x, w0, c00), c01 = _mm256_fmadd_ps(x, w1, c01);
+    x = _mm256_broadcast_ss(a1 + k);
+    c10 = _mm256_fmadd_ps(x, w0, c10), c11 = _mm256_fmadd_ps(x, w1, c11);
+    x = _mm256_broadcast_ss(a2 + k);
+    c20 = _mm256_fmadd_ps(x, w0, c20), c21 = _mm256_fmadd_ps(x, w1, c21);
+    x = _mm256_broadcast_ss(a3 + k);
+    c30 = _mm256_fmadd_ps(x, w0, c30), c31 = _mm256_fmadd_ps(x, w1, c31);
+  }
+  _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+  if (rows > 1)
+    _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+  if (rows > 2)
+    _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  if (rows > 3)
+    _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+}
+#endif
+
+typedef void (*block_fn)(const float *, size_t, const float *, size_t, const float *, float *,
+                         size_t, size_t, size_t);
+
+static atomic_int g_force_portable;
+
+static block_fn pick(void) {
+#ifdef WD_VAD_X86
+  if (!atomic_load(&g_force_portable) && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
+    return block_avx2;
+#endif
+  return block_portable;
+}
+
+void wd_vad_gemm_force_portable(int on) { atomic_store(&g_force_portable, on ? 1 : 0); }
+
+const char *wd_vad_gemm_kernel(void) {
+  return pick() == block_portable ? "portable" : "avx2+fma";
+}
+
+void wd_vad_gemm(const float *a, size_t lda, const float *b, size_t ldb, const float *bias,
+                 float *c, size_t ldc, size_t M, size_t N, size_t K) {
+  const block_fn f = pick();
+  for (size_t m = 0; m < M; m += 4) {
+    const size_t rows = M - m < 4 ? M - m : 4;
+    for (size_t n = 0; n < N; n += 16)
+      f(a + m * lda, lda, b + n, ldb, bias ? bias + n : NULL, c + m * ldc + n, ldc, rows, K);
+  }
+}
