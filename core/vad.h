@@ -43,4 +43,35 @@ size_t wd_vad_n_chunks(size_t n_samples);
 int wd_vad_probs(const wd_vad_model_t *m, const float *pcm, size_t n, float *probs);
 int wd_vad_probs_s16(const wd_vad_model_t *m, const int16_t *pcm, size_t n, float *probs);
 
+/* ------------------------------------------------------------------------ */
+/* Speech spans from the probabilities (core/vad_speech.c)                   */
+
+/* The parameters silero-vad's get_speech_timestamps takes (faster-whisper's
+ * VadOptions, whisper.cpp's vad params), its defaults in brackets. */
+typedef struct {
+  float threshold;            /* [0.5] a chunk at or above it is speech */
+  float neg_threshold;        /* [< 0: max(threshold - 0.15, 0.01)] below it, silence */
+  int min_speech_ms;          /* [250] shorter speech is dropped */
+  float max_speech_s;         /* [0: unlimited] longer speech is cut, at its longest
+                               * silence (or as use_max_silence says) */
+  int min_silence_ms;         /* [100] silence that ends a span */
+  int speech_pad_ms;          /* [30] added at both ends (halving shorter gaps) */
+  int min_silence_at_max_ms;  /* [98] silences shorter than this are no cut points */
+  int use_max_silence;        /* [1] cut a too-long span at its longest silence;
+                               * 0: at the last one long enough */
+} wd_vad_params_t;
+
+void wd_vad_params_default(wd_vad_params_t *p);
+
+typedef struct {
+  size_t start, end; /* samples, end exclusive */
+} wd_vad_span_t;
+
+/* The speech spans of a signal of n_samples samples whose chunk
+ * probabilities are probs (n_probs of them), exactly as silero-vad 6.2's
+ * get_speech_timestamps_from_probs computes them at 16 kHz. *ret is
+ * malloc'd (NULL when none), *ret_n the count. WD_ENOMEM or 0. */
+int wd_vad_speech(const float *probs, size_t n_probs, size_t n_samples,
+                  const wd_vad_params_t *p, wd_vad_span_t **ret, size_t *ret_n);
+
 #endif

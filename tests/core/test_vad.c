@@ -164,6 +164,82 @@ WD_TEST(bad_files_refused) {
   remove(tmp);
 }
 
+/* Reads a .probs file (one probability a line) into *ret. */
+static size_t read_probs(const char *path, float **ret) {
+  FILE *f = fopen(path, "r");
+  size_t n = 0, cap = 0;
+  float *v = NULL;
+  double x;
+  while (f && fscanf(f, "%lf", &x) == 1) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      float *nv = realloc(v, cap * sizeof *v);
+      if (!nv)
+        break;
+      v = nv;
+    }
+    v[n++] = (float)x;
+  }
+  if (f)
+    fclose(f);
+  *ret = v;
+  return n;
+}
+
+/* Every case of speech.txt (tests/data/vad/make_speech_reference.py: silero's
+ * own get_speech_timestamps_from_probs over the reference probabilities and
+ * a synthetic sequence, eight parameter sets): the same spans, to the
+ * sample. Needs no model. */
+WD_TEST(speech_spans_are_silero_s) {
+  FILE *f = fopen(WD_TEST_DATA_DIR "/vad/speech.txt", "r");
+  WD_CHECK(f != NULL);
+  if (!f)
+    return;
+  char line[16384];
+  int cases = 0, bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    char name[64], path[512];
+    unsigned long long n_samples;
+    wd_vad_params_t p;
+    int used = 0;
+    if (sscanf(line, "%63s %llu %f %f %d %f %d %d %d %d : %n", name, &n_samples, &p.threshold,
+               &p.neg_threshold, &p.min_speech_ms, &p.max_speech_s, &p.min_silence_ms,
+               &p.speech_pad_ms, &p.min_silence_at_max_ms, &p.use_max_silence, &used) != 10) {
+      bad++;
+      continue;
+    }
+    snprintf(path, sizeof path, WD_TEST_DATA_DIR "/vad/%s.probs", name);
+    float *probs = NULL;
+    const size_t np = read_probs(path, &probs);
+    wd_vad_span_t *sp = NULL;
+    size_t n = 0, k = 0;
+    int ok = np > 0 && wd_vad_speech(probs, np, (size_t)n_samples, &p, &sp, &n) == 0;
+    const char *c = line + used;
+    unsigned long long a, b;
+    int adv;
+    while (ok && sscanf(c, "%llu %llu%n", &a, &b, &adv) == 2) {
+      ok = k < n && sp[k].start == a && sp[k].end == b;
+      k++;
+      c += adv;
+    }
+    ok = ok && k == n;
+    if (!ok) {
+      fprintf(stderr, "  differs: %s  ours:", line);
+      for (size_t i = 0; i < n && i < 12; i++)
+        fprintf(stderr, " %zu %zu", sp[i].start, sp[i].end);
+      fprintf(stderr, "\n");
+      bad++;
+    }
+    cases++;
+    free(probs);
+    free(sp);
+  }
+  fclose(f);
+  fprintf(stderr, "  %d cases, %d differ\n", cases, bad);
+  WD_CHECK(cases >= 32);
+  WD_CHECK_EQ_INT(bad, 0);
+}
+
 WD_TEST(teardown) { wd_vad_model_free(g_vad); }
 
 int main(void) { return wd_test_main(); }
