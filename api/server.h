@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "tokenizer.h"
+#include "vad.h"
 #include "workers.h"
 
 typedef struct wd_server wd_server_t;
@@ -74,6 +75,10 @@ typedef struct {
   const wd_decode_opts_t *decode;
   long long created;         /* /v1/models `created` (the model file's mtime, so
                               * replicas and restarts agree); 0: server start */
+  /* --vad: every request decodes only its speech (core/vad_job.h); NULL:
+   * off. */
+  const wd_vad_model_t *vad;
+  const wd_vad_params_t *vad_params;
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

@@ -59,6 +59,7 @@
 #include "pystr.h"
 #include "render.h"
 #include "response.h"
+#include "vad_job.h"
 
 enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
@@ -573,7 +574,8 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   pthread_mutex_unlock(&s->mu);
 
   uint64_t id = 0;
-  const int rc = wd_workers_submit(s->model.workers, pcm, n, &p, &id);
+  const int rc = wd_vad_submit(s->model.workers, s->model.vad, s->model.vad_params, pcm, n, &p,
+                               &id);
   if (rc < 0) {
     live_remove(t);
     atomic_fetch_sub(&t->refs, 1); /* the task's reference remains */

@@ -283,12 +283,13 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   const char *names[WD_SERVE_MAX_NAMES];
   struct stat model_st;
   const long long created = stat(cfg->model, &model_st) == 0 ? (long long)model_st.st_mtime : 0;
-  const wd_server_model_t sm = {
+  wd_server_model_t sm = {
     .workers = wd_runtime_workers(rt), .tok = wd_runtime_tokenizer(rt),
     .multilingual = wd_model_is_multilingual(m), .names = names,
     .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m), .decode = &dopts,
     .n_names = model_names(wd_model_name(m), aliases, names), .created = created,
   };
+  sm.vad = wd_runtime_vad(rt, &sm.vad_params);
   dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);
   wd_server_attach(srv, &sm);
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),

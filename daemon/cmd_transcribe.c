@@ -21,6 +21,7 @@
 #include "log.h"
 #include "render.h"
 #include "runtime.h"
+#include "vad_job.h"
 
 /* One file's job; the callbacks fill it on the worker thread. */
 typedef struct {
@@ -69,7 +70,9 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
   f->total_s = (double)n / WD_AUDIO_SAMPLE_RATE;
   wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
   p.decode = *opts;
-  if ((rc = wd_workers_submit(wd_runtime_workers(rt), pcm, n, &p, NULL)) < 0)
+  const wd_vad_params_t *vp = NULL;
+  const wd_vad_model_t *vad = wd_runtime_vad(rt, &vp);
+  if ((rc = wd_vad_submit(wd_runtime_workers(rt), vad, vp, pcm, n, &p, NULL)) < 0)
     wd_log_error("transcribe: '%s': %s", f->path,
                  rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
                  : rc == WD_EINVAL ? "the model cannot decode with these options"

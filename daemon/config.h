@@ -80,6 +80,11 @@ typedef struct {
   bool word_timestamps, timestamps, condition;
   char *hallucination_silence; /* seconds as text, "" = off */
   char *patience, *length_penalty; /* as text, "" = openai's None */
+  bool vad;               /* keep only speech (core/vad_job.h) */
+  char *vad_model;        /* Silero VAD weights */
+  char *vad_threshold;    /* a float */
+  int vad_min_speech_ms, vad_min_silence_ms, vad_speech_pad_ms;
+  char *vad_max_speech_s; /* a float; 0 = no limit */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
   int seed;
   bool prefill;           /* engine prefill of prompts (benchmarks turn it off) */

@@ -122,3 +122,25 @@ int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int
   }
   return rc;
 }
+
+int wd_vad_cfg(const wd_config_t *cfg, wd_vad_params_t *p, char *err, size_t err_len) {
+  wd_vad_params_default(p);
+  int rc = parse_float("vad-threshold", cfg->vad_threshold ? cfg->vad_threshold : "0.5",
+                       &p->threshold, err, err_len);
+  if (!rc)
+    rc = parse_float("vad-max-speech-s", cfg->vad_max_speech_s ? cfg->vad_max_speech_s : "0",
+                     &p->max_speech_s, err, err_len);
+  if (!rc && (p->threshold <= 0.0f || p->threshold >= 1.0f)) {
+    snprintf(err, err_len, "vad-threshold: %g is not between 0 and 1", (double)p->threshold);
+    rc = WD_ECONFIG;
+  }
+  if (!rc && (p->max_speech_s < 0.0f || (p->max_speech_s > 0.0f && p->max_speech_s < 1.0f))) {
+    snprintf(err, err_len, "vad-max-speech-s: %g is neither 0 (no limit) nor at least 1",
+             (double)p->max_speech_s);
+    rc = WD_ECONFIG;
+  }
+  p->min_speech_ms = cfg->vad_min_speech_ms;
+  p->min_silence_ms = cfg->vad_min_silence_ms;
+  p->speech_pad_ms = cfg->vad_speech_pad_ms;
+  return rc;
+}

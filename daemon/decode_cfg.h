@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "decode.h"
+#include "vad.h"
 
 /*
  * Fills o (from openai's transcribe() defaults) with the language (a code
@@ -20,5 +21,8 @@
  */
 int wd_decode_cfg(const wd_config_t *cfg, wd_decode_opts_t *o, float *clips, int max_clips,
                   char *err, size_t err_len);
+
+/* The VAD filter's parameters (--vad-*) into p. 0 or WD_ECONFIG (err). */
+int wd_vad_cfg(const wd_config_t *cfg, wd_vad_params_t *p, char *err, size_t err_len);
 
 #endif

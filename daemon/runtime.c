@@ -19,8 +19,10 @@
 #include "error.h"
 #include "fault.h"
 #include "log.h"
+#include "decode_cfg.h"
 #include "mel.h"
 #include "model_vocab.h"
+#include "vad.h"
 #include "cpu_engine.h"
 #include "device.h"
 #include "vk_engine.h"
@@ -52,6 +54,8 @@ struct wd_runtime {
   char device_names[512]; /* "cpu (...) + llvmpipe (...)" */
   int (*heads)[2];       /* alignment heads for word timestamps */
   int n_heads;
+  wd_vad_model_t *vad;   /* --vad: Silero VAD, else NULL */
+  wd_vad_params_t vad_params;
 };
 
 /* Builds device d's engine and worker; err gets a one-line message. */
@@ -216,6 +220,19 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int au
     rc = rc < 0 ? rc : WD_ENOMEM;
     goto fail;
   }
+  /* --vad: the Silero weights, before any device is opened. */
+  if (cfg->vad) {
+    if ((rc = wd_vad_cfg(cfg, &rt->vad_params, err, err_len)) < 0)
+      goto fail;
+    if ((rc = wd_vad_model_load(cfg->vad_model, &rt->vad, msg, sizeof msg)) < 0) {
+      snprintf(err, err_len, "--vad: %s%s", msg[0] ? msg : wd_strerror(rc),
+               rc == WD_ENOENT ? " (scripts/fetch-vad.sh fetches it)" : "");
+      goto fail;
+    }
+    wd_log_info("vad: Silero VAD v6 from %s: threshold %.2f, silences of %d ms end speech, "
+                "%d ms of padding", cfg->vad_model, (double)rt->vad_params.threshold,
+                rt->vad_params.min_silence_ms, rt->vad_params.speech_pad_ms);
+  }
   int n_mel = 0, n_fft = 0;
   const float *filters = wd_model_mel_filters(rt->m, &n_mel, &n_fft);
   if ((rc = wd_mel_new(n_mel, filters, &rt->mel)) < 0) {
@@ -281,11 +298,17 @@ void wd_runtime_close(wd_runtime_t *rt) {
     wd_vk_engine_free(rt->dev[i].eng);
     wd_cpu_engine_free(rt->dev[i].cpu);
   }
+  wd_vad_model_free(rt->vad);
   wd_mel_free(rt->mel);
   wd_tokenizer_free(rt->tok);
   wd_model_free(rt->m);
   free(rt->heads);
   free(rt);
+}
+
+const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params) {
+  *ret_params = &rt->vad_params;
+  return rt->vad;
 }
 
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2] {

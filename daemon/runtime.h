@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "model.h"
+#include "vad.h"
 #include "workers.h"
 
 typedef struct wd_runtime wd_runtime_t;
@@ -37,6 +38,8 @@ const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt);
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
 /* The model's alignment heads for word timestamps (valid while rt lives). */
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2];
+/* The VAD filter (--vad) and its parameters; NULL when off. */
+const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params);
 
 /* The engines' devices, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", or "cpu (2 threads,
  * avx2+fma+f16c)" for the native CPU engine; several are joined by " + ". */

@@ -82,3 +82,11 @@ add_test(NAME cli_compute_type_vulkan_refused
 set_tests_properties(cli_compute_type_vulkan_refused PROPERTIES LABELS "cli;gpu"
   SKIP_RETURN_CODE 77 TIMEOUT 600
   PASS_REGULAR_EXPRESSION "--compute-type int8 is a CPU engine mode; device '[^']+' runs the Vulkan engine.*--device cpu.*exit status [1-9]")
+
+# --vad without the Silero file: a start failure that says how to get it.
+add_test(NAME cli_vad_model_missing
+         COMMAND sh -c "test -e \"$1\" || exit 77; exec \"$0\" transcribe --device cpu --vad --vad-model /nonexistent/vad.safetensors -m \"$1\" \"$2\" 2>&1"
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
+set_tests_properties(cli_vad_model_missing PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77
+  WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "--vad: /nonexistent/vad.safetensors: cannot open \\(scripts/fetch-vad.sh fetches it\\)")

@@ -13,6 +13,7 @@
 #include "audio.h"
 #include "error.h"
 #include "vad.h"
+#include "vad_job.h"
 #include "vad_gemm.h"
 #include "wd_test.h"
 
@@ -238,6 +239,27 @@ WD_TEST(speech_spans_are_silero_s) {
   fprintf(stderr, "  %d cases, %d differ\n", cases, bad);
   WD_CHECK(cases >= 32);
   WD_CHECK_EQ_INT(bad, 0);
+}
+
+/* Times on the joined signal back on the original one: spans [1.0, 2.0)
+ * and [5.0, 7.5) s joined as [0, 1) and [1, 3.5). */
+WD_TEST(times_map_back_to_the_original) {
+  wd_vad_span_t spans[2] = { { 16000, 32000 }, { 80000, 120000 } };
+  size_t joined[2] = { 0, 16000 };
+  const wd_vad_map_t map = { spans, joined, 2, 160000 };
+  WD_CHECK(wd_vad_map_time(&map, 0.0, 0) == 1.0);
+  WD_CHECK(wd_vad_map_time(&map, 0.5, 1) == 1.5);
+  WD_CHECK(wd_vad_map_time(&map, 1.0, 0) == 5.0); /* a start at the join: the second span */
+  WD_CHECK(wd_vad_map_time(&map, 1.0, 1) == 2.0); /* an end there: the first one's end */
+  WD_CHECK(wd_vad_map_time(&map, 3.5, 1) == 7.5);
+  WD_CHECK(wd_vad_map_time(&map, 1.23456, 0) == 5.235); /* to the millisecond */
+  /* A transcript: segment and word times, and the whole file's duration. */
+  wd_word_t w[1] = { { NULL, 0.98, 1.0, 1.0f } };
+  wd_segment_t seg = { .start = 0.2, .end = 1.0, .words = w, .n_words = 1 };
+  wd_transcript_t t = { .segments = &seg, .n_segments = 1, .duration = 3.5 };
+  wd_vad_map_transcript(&map, &t);
+  WD_CHECK(seg.start == 1.2 && seg.end == 2.0 && w[0].start == 1.98 && w[0].end == 2.0);
+  WD_CHECK(t.duration == 10.0);
 }
 
 WD_TEST(teardown) { wd_vad_model_free(g_vad); }

@@ -1,0 +1,164 @@
+/*
+ * vad_job.c - the VAD filter in front of a job (see vad_job.h).
+ */
+#include "vad_job.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+int wd_vad_keep_speech(const wd_vad_model_t *m, const wd_vad_params_t *p, const int16_t *pcm,
+                       size_t n, int16_t **ret_pcm, size_t *ret_n, wd_vad_map_t *map) {
+  *ret_pcm = NULL;
+  *ret_n = 0;
+  memset(map, 0, sizeof *map);
+  map->n_samples = n;
+  const size_t nc = wd_vad_n_chunks(n);
+  float *probs = malloc((nc ? nc : 1) * sizeof *probs);
+  if (!probs)
+    return WD_ENOMEM;
+  int rc = wd_vad_probs_s16(m, pcm, n, probs);
+  if (!rc)
+    rc = wd_vad_speech(probs, nc, n, p, &map->spans, &map->n);
+  free(probs);
+  size_t total = 0;
+  if (!rc && map->n) {
+    map->joined = malloc(map->n * sizeof *map->joined);
+    for (size_t k = 0; map->joined && k < map->n; k++) {
+      map->joined[k] = total;
+      total += map->spans[k].end - map->spans[k].start;
+    }
+    *ret_pcm = map->joined ? malloc(total * sizeof **ret_pcm) : NULL;
+    if (!*ret_pcm)
+      rc = WD_ENOMEM;
+  }
+  if (rc) {
+    wd_vad_map_free(map);
+    return rc;
+  }
+  for (size_t k = 0; k < map->n; k++)
+    memcpy(*ret_pcm + map->joined[k], pcm + map->spans[k].start,
+           (map->spans[k].end - map->spans[k].start) * sizeof *pcm);
+  *ret_n = total;
+  return 0;
+}
+
+void wd_vad_map_free(wd_vad_map_t *map) {
+  free(map->spans);
+  free(map->joined);
+  memset(map, 0, sizeof *map);
+}
+
+double wd_vad_map_time(const wd_vad_map_t *map, double t, int is_end) {
+  if (!map->n)
+    return t;
+  const double x = t * WD_VAD_SAMPLE_RATE;
+  size_t k = 0; /* the last span that starts at or before x */
+  while (k + 1 < map->n && (double)map->joined[k + 1] <= x)
+    k++;
+  if (is_end && k > 0 && (double)map->joined[k] == x)
+    k--;
+  const double orig = x - (double)map->joined[k] + (double)map->spans[k].start;
+  return round(orig / WD_VAD_SAMPLE_RATE * 1000.0) / 1000.0;
+}
+
+void wd_vad_map_transcript(const wd_vad_map_t *map, wd_transcript_t *t) {
+  for (int i = 0; i < t->n_segments; i++) {
+    wd_segment_t *s = &t->segments[i];
+    s->start = wd_vad_map_time(map, s->start, 0);
+    s->end = wd_vad_map_time(map, s->end, 1);
+    for (int w = 0; w < s->n_words; w++) {
+      s->words[w].start = wd_vad_map_time(map, s->words[w].start, 0);
+      s->words[w].end = wd_vad_map_time(map, s->words[w].end, 1);
+    }
+  }
+  t->duration = (double)map->n_samples / WD_VAD_SAMPLE_RATE;
+}
+
+/* A filtered job: the caller's callbacks and the map. */
+typedef struct {
+  wd_job_cb_t cb;
+  wd_vad_map_t map;
+} vad_job_t;
+
+static void vj_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
+  vad_job_t *j = ud;
+  (void)total_s;
+  wd_segment_t s = *seg;
+  wd_word_t *words = NULL;
+  if (seg->n_words > 0 && (words = malloc((size_t)seg->n_words * sizeof *words)) != NULL) {
+    memcpy(words, seg->words, (size_t)seg->n_words * sizeof *words);
+    for (int w = 0; w < seg->n_words; w++) {
+      words[w].start = wd_vad_map_time(&j->map, words[w].start, 0);
+      words[w].end = wd_vad_map_time(&j->map, words[w].end, 1);
+    }
+  }
+  s.words = words;
+  s.n_words = words ? seg->n_words : 0;
+  s.start = wd_vad_map_time(&j->map, seg->start, 0);
+  s.end = wd_vad_map_time(&j->map, seg->end, 1);
+  j->cb.on_segment(j->cb.ud, &s, wd_vad_map_time(&j->map, done_s, 1),
+                   (double)j->map.n_samples / WD_VAD_SAMPLE_RATE);
+  free(words); /* the strings stay the worker's */
+}
+
+static void vj_done(void *ud, int rc, wd_transcript_t *t) {
+  vad_job_t *j = ud;
+  if (rc == 0 && t)
+    wd_vad_map_transcript(&j->map, t);
+  j->cb.on_done(j->cb.ud, rc, t);
+  wd_vad_map_free(&j->map);
+  free(j);
+}
+
+/* The transcript of a file without speech. */
+static int no_speech(const wd_job_params_t *p, size_t n_samples) {
+  wd_transcript_t t = { 0 };
+  t.text = strdup("");
+  if (!t.text)
+    return WD_ENOMEM;
+  const char *lang = p->decode.language && strcmp(p->decode.language, "auto") != 0
+                         ? p->decode.language
+                         : "en";
+  strncpy(t.language, lang, sizeof t.language - 1);
+  t.language_prob = p->decode.language ? 1.0f : 0.0f;
+  t.duration = (double)n_samples / WD_VAD_SAMPLE_RATE;
+  p->cb.on_done(p->cb.ud, 0, &t);
+  wd_transcript_free(&t);
+  return 0;
+}
+
+int wd_vad_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_params_t *vp,
+                  int16_t *samples, size_t n_samples, const wd_job_params_t *p,
+                  uint64_t *ret_id) {
+  if (!vad)
+    return wd_workers_submit(g, samples, n_samples, p, ret_id);
+  if (ret_id)
+    *ret_id = 0;
+  vad_job_t *j = calloc(1, sizeof *j);
+  int16_t *kept = NULL;
+  size_t n_kept = 0;
+  int rc = j ? wd_vad_keep_speech(vad, vp, samples, n_samples, &kept, &n_kept, &j->map)
+             : WD_ENOMEM;
+  free(samples);
+  if (rc || !n_kept) {
+    if (j)
+      wd_vad_map_free(&j->map);
+    free(j);
+    free(kept);
+    return rc ? rc : no_speech(p, n_samples);
+  }
+  j->cb = p->cb;
+  wd_job_params_t q = *p;
+  q.cb.ud = j;
+  q.cb.on_segment = p->cb.on_segment ? vj_segment : NULL;
+  q.cb.on_done = vj_done;
+  rc = wd_workers_submit(g, kept, n_kept, &q, ret_id);
+  if (rc < 0) { /* on_done never runs for a refused job */
+    wd_vad_map_free(&j->map);
+    free(j);
+  }
+  return rc;
+}

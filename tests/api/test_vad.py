@@ -1,0 +1,106 @@
+"""`whisperd serve --vad` (issue #25): the real daemon decodes only the
+speech Silero VAD finds, and answers on the file's own timeline. Needs
+models/silero-vad-v6.safetensors (scripts/fetch-vad.sh); skips without it.
+
+The audio: jfk.wav with 12 s of digital silence before it, 20 s between it
+and a second copy, and 8 s after (62 s in all).
+"""
+import io
+import os
+import wave
+
+import pytest
+
+import wd_api
+from wd_api import JFK_WAV, post_audio, stop_daemon, words
+
+VAD_MODEL = os.path.join(wd_api.ROOT, "models", "silero-vad-v6.safetensors")
+LEAD, GAP, TAIL = 12.0, 20.0, 8.0
+
+
+def wav_with_silences():
+    with wave.open(JFK_WAV, "rb") as w:
+        params, speech = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        for part in (b"\0\0" * int(LEAD * 16000), speech, b"\0\0" * int(GAP * 16000), speech,
+                     b"\0\0" * int(TAIL * 16000)):
+            w.writeframes(part)
+    return out.getvalue(), len(speech) / 2 / 16000
+
+
+@pytest.fixture(scope="module")
+def vad_daemon():
+    if not os.path.exists(VAD_MODEL):
+        pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
+    d = wd_api.start_daemon(args=["--vad", "--vad-model", VAD_MODEL])
+    yield d
+    stop_daemon(d)
+
+
+def test_speech_only_on_the_original_timeline(vad_daemon):
+    data, jfk_s = wav_with_silences()
+    r = post_audio(vad_daemon.port, data=data, filename="gaps.wav",
+                   response_format="verbose_json",
+                   fields=[("timestamp_granularities[]", "word"),
+                           ("timestamp_granularities[]", "segment")])
+    assert r.status == 200, r
+    j = r.json()
+    jfk = words(wd_api.JFK_TEXT)
+    got = words(j["text"])
+    # tiny.en may hear "Thank you." in the last window's padding: the
+    # model's habit, with or without the filter.
+    assert got[:2 * len(jfk)] == jfk * 2 and set(got[2 * len(jfk):]) <= {"thank", "you"}, got
+    assert j["duration"] == pytest.approx(LEAD + 2 * jfk_s + GAP + TAIL, abs=0.01)
+    second = LEAD + jfk_s + GAP
+    segs = j["segments"]
+    assert segs, j
+
+    def inside(item, lo, hi):
+        return lo - 0.5 <= item["start"] <= item["end"] <= hi + 0.5
+
+    # Every word inside one of the two copies (the VAD pads speech by 0.4 s),
+    # never in the silences; segments too, but for one that Whisper starts
+    # just before the join of the two copies, which begins at the end of the
+    # first (as faster-whisper's vad_filter maps it).
+    for w in j["words"]:
+        assert inside(w, LEAD, LEAD + jfk_s) or inside(w, second, second + jfk_s), w
+    for sg in segs:
+        assert inside(sg, LEAD, second + jfk_s), sg
+        assert not inside(sg, LEAD + jfk_s + 0.6, second - 0.6), sg
+    # jfk's first word starts about 0.3 s into it (tiny.en's word times
+    # are good to a few tenths of a second), once in each copy.
+    starts = [w["start"] for w in j["words"] if w["word"].strip() == "And"]
+    assert len(starts) == 2, j["words"]
+    assert abs(starts[0] - (LEAD + 0.3)) < 0.5 and abs(starts[1] - (second + 0.3)) < 0.5, starts
+
+
+def test_silence_alone_is_an_empty_transcript(vad_daemon):
+    with wave.open(JFK_WAV, "rb") as w:
+        params = w.getparams()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(b"\0\0" * 16000 * 30)
+    r = post_audio(vad_daemon.port, data=out.getvalue(), filename="silence.wav",
+                   response_format="verbose_json")
+    assert r.status == 200, r
+    j = r.json()
+    assert j["text"] == "" and j["segments"] == [] and j["duration"] == pytest.approx(30.0)
+    r = post_audio(vad_daemon.port, data=out.getvalue(), filename="silence.wav",
+                   response_format="text")
+    assert r.status == 200 and r.body.strip() == b"", r
+
+
+def test_stream_with_the_filter(vad_daemon):
+    data, _ = wav_with_silences()
+    r = post_audio(vad_daemon.port, data=data, filename="gaps.wav", stream="true")
+    assert r.status == 200, r
+    events = wd_api.sse_events(r.body)
+    deltas = "".join(e.get("delta", "") for e in events if e.get("type") == "transcript.text.delta")
+    done = [e for e in events if e.get("type") == "transcript.text.done"]
+    assert len(done) == 1, events
+    jfk = words(wd_api.JFK_TEXT)
+    assert words(done[0]["text"])[:2 * len(jfk)] == jfk * 2
+    assert words(deltas) == words(done[0]["text"])
