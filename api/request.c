@@ -7,6 +7,8 @@
 
 #include "decode.h"
 
+#include <jansson.h>
+
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +30,8 @@ typedef enum {
   F_TEMPERATURE,
   F_TIMESTAMP_GRANULARITIES, /* an array */
   F_STREAM,
+  F_CHUNKING,     /* chunking_strategy, whole ("auto" or a JSON object) */
+  F_CHUNKING_KEY, /* chunking_strategy[key]: the SDKs' flattened object */
 } wd_field_t;
 
 /*
@@ -39,11 +43,14 @@ static wd_field_t field_of(const char *name) {
     { "file", F_FILE },         { "model", F_MODEL },
     { "language", F_LANGUAGE }, { "prompt", F_PROMPT },
     { "response_format", F_RESPONSE_FORMAT }, { "temperature", F_TEMPERATURE },
-    { "stream", F_STREAM },
+    { "stream", F_STREAM },     { "chunking_strategy", F_CHUNKING },
   };
   for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
     if (strcmp(name, scalars[i].name) == 0)
       return scalars[i].f;
+  static const char cs[] = "chunking_strategy[";
+  if (strncmp(name, cs, sizeof cs - 1) == 0 && name[strlen(name) - 1] == ']')
+    return F_CHUNKING_KEY;
   static const char arr[] = "timestamp_granularities";
   const size_t n = sizeof arr - 1;
   if (strncmp(name, arr, n) == 0) {
@@ -71,6 +78,8 @@ static const char *field_name(wd_field_t f) {
   case F_TEMPERATURE: return "temperature";
   case F_TIMESTAMP_GRANULARITIES: return "timestamp_granularities";
   case F_STREAM: return "stream";
+  case F_CHUNKING:
+  case F_CHUNKING_KEY: return "chunking_strategy";
   default: return NULL;
   }
 }
@@ -136,6 +145,8 @@ static int parse_bool(const char *s, int *ret) {
 /* The scalar text fields, collected before validation. */
 typedef struct {
   char *format, *temperature, *stream;
+  char *chunking;     /* chunking_strategy as sent whole */
+  json_t *cs_keys;    /* chunking_strategy[key] = value, the values as strings */
   int gran_seen;      /* timestamp_granularities parts, empty ones included */
   char *bad_gran;     /* the first value that is neither segment nor word */
 } wd_raw_t;
@@ -144,6 +155,8 @@ static void raw_clear(wd_raw_t *r) {
   free(r->format);
   free(r->temperature);
   free(r->stream);
+  free(r->chunking);
+  json_decref(r->cs_keys);
   free(r->bad_gran);
 }
 
@@ -211,6 +224,26 @@ static int collect(const wd_multipart_t *form, wd_request_t *r, wd_raw_t *raw,
       free(v);
       break;
     }
+    case F_CHUNKING:
+      rc = set_text(&raw->chunking, p, 1);
+      break;
+    case F_CHUNKING_KEY: {
+      /* "chunking_strategy[threshold]" -> "threshold" */
+      const size_t kn = strlen(p->name) - (sizeof "chunking_strategy[]" - 1);
+      char key[64];
+      char *v = value_dup(p, 1);
+      if (!v || (!raw->cs_keys && !(raw->cs_keys = json_object()))) {
+        free(v);
+        rc = WD_ENOMEM;
+        break;
+      }
+      snprintf(key, sizeof key, "%.*s", (int)(kn < sizeof key ? kn : sizeof key - 1),
+               p->name + sizeof "chunking_strategy[" - 1);
+      if (json_object_set_new(raw->cs_keys, key, json_string_nocheck(v)) < 0)
+        rc = WD_ENOMEM;
+      free(v);
+      break;
+    }
     case F_OTHER:
       break;
     }
@@ -256,6 +289,79 @@ static int check_language(wd_request_t *r, const wd_request_model_t *m, wd_api_e
   return 0;
 }
 
+/* A chunking_strategy member that must be a number (a JSON number, or the
+ * text of one: the SDKs send form fields as text). 1: present, 0: absent,
+ * -1: not a number. */
+static int cs_number(const json_t *o, const char *key, double *ret) {
+  const json_t *v = json_object_get(o, key);
+  if (!v || json_is_null(v))
+    return 0;
+  if (json_is_number(v)) {
+    *ret = json_number_value(v);
+    return 1;
+  }
+  const char *s = json_string_value(v);
+  char *end = NULL;
+  if (!s || !*s)
+    return -1;
+  *ret = strtod(s, &end);
+  return *end == '\0' && isfinite(*ret) ? 1 : -1;
+}
+
+/* OpenAI's chunking_strategy into r->chunking: "auto", or an object of type
+ * server_vad whose members default as OpenAI's server_vad does (threshold
+ * 0.5, prefix_padding_ms 300, silence_duration_ms 200). */
+static int parse_chunking(wd_request_t *r, const wd_raw_t *raw, wd_api_error_t *err) {
+  if (!raw->chunking && !raw->cs_keys)
+    return 0;
+  static const char what[] = "Invalid value for 'chunking_strategy': expected \"auto\" or an "
+                             "object with type \"server_vad\" (threshold, prefix_padding_ms, "
+                             "silence_duration_ms)";
+  if (raw->chunking && raw->cs_keys)
+    return wd_api_error_set(err, 400, "chunking_strategy", "invalid_value",
+                            "%s; it was given both whole and as fields.", what);
+  r->chunking.set = 1;
+  r->chunking.threshold = 0.5;
+  r->chunking.prefix_padding_ms = 300;
+  r->chunking.silence_duration_ms = 200;
+  if (raw->chunking && strcmp(raw->chunking, "auto") == 0) {
+    r->chunking.is_auto = 1;
+    return 0;
+  }
+  json_t *o = raw->cs_keys ? json_incref(raw->cs_keys) : json_loads(raw->chunking, 0, NULL);
+  const char *type = json_string_value(json_object_get(o, "type"));
+  int rc = 0;
+  if (!json_is_object(o) || !type || strcmp(type, "server_vad") != 0) {
+    rc = wd_api_error_set(err, 400, "chunking_strategy", "invalid_value", "%s.", what);
+    goto out;
+  }
+  static const struct { const char *key; double lo, hi; } nums[] = {
+    { "threshold", 0.0, 1.0 }, { "prefix_padding_ms", 0, 10000 },
+    { "silence_duration_ms", 0, 60000 },
+  };
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+    double v = 0;
+    const int got = cs_number(o, nums[i].key, &v);
+    if (got < 0 || (got && (v < nums[i].lo || v > nums[i].hi))) {
+      rc = wd_api_error_set(err, 400, "chunking_strategy", "invalid_value",
+                            "Invalid value for 'chunking_strategy.%s': expected a number from "
+                            "%g to %g.", nums[i].key, nums[i].lo, nums[i].hi);
+      goto out;
+    }
+    if (!got)
+      continue;
+    if (i == 0)
+      r->chunking.threshold = v;
+    else if (i == 1)
+      r->chunking.prefix_padding_ms = (int)v;
+    else
+      r->chunking.silence_duration_ms = (int)v;
+  }
+out:
+  json_decref(o);
+  return rc;
+}
+
 static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
                     wd_api_error_t *err) {
   const int transcribe = r->task == WD_REQUEST_TRANSCRIBE;
@@ -287,6 +393,9 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
     r->temperature = t;
     r->has_temperature = 1;
   }
+  int rc = parse_chunking(r, raw, err);
+  if (rc)
+    return rc;
   if (!transcribe) {
     /* Translations have no language, timestamp_granularities or stream
      * field: the source language is detected from the audio. */
@@ -302,7 +411,7 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
                               r->model);
     return 0;
   }
-  int rc = check_language(r, m, err);
+  rc = check_language(r, m, err);
   if (rc)
     return rc;
   if (raw->bad_gran)

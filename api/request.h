@@ -51,6 +51,14 @@ typedef struct {
   int timestamps_segment;    /* timestamp_granularities contains "segment" */
   int timestamps_word;       /* ... "word" (verbose_json only) */
   int stream;                /* transcriptions only: answer with SSE */
+  /* chunking_strategy: "auto" or {"type": "server_vad", "threshold",
+   * "prefix_padding_ms", "silence_duration_ms"} (as a JSON string or as the
+   * SDKs' chunking_strategy[key] fields). Unset: the server's default. */
+  struct {
+    int set, is_auto;
+    double threshold;          /* server_vad's, OpenAI's defaults when absent */
+    int prefix_padding_ms, silence_duration_ms;
+  } chunking;
 } wd_request_t;
 
 /*

@@ -75,10 +75,11 @@ typedef struct {
   const wd_decode_opts_t *decode;
   long long created;         /* /v1/models `created` (the model file's mtime, so
                               * replicas and restarts agree); 0: server start */
-  /* --vad: every request decodes only its speech (core/vad_job.h); NULL:
-   * off. */
+  /* Silero VAD (core/vad_job.h) for requests' chunking_strategy, NULL when
+   * the server has none; vad_default (--vad): for every request. */
   const wd_vad_model_t *vad;
   const wd_vad_params_t *vad_params;
+  int vad_default;
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

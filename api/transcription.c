@@ -573,9 +573,24 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   s->n_jobs++;
   pthread_mutex_unlock(&s->mu);
 
+  /* chunking_strategy (or the server's --vad): only the speech is decoded,
+   * server_vad's members in place of the server's settings. */
+  wd_vad_params_t vp;
+  wd_vad_params_default(&vp);
+  if (s->model.vad_params)
+    vp = *s->model.vad_params;
+  const wd_vad_model_t *vad = s->model.vad_default ? s->model.vad : NULL;
+  if (req->chunking.set) {
+    vad = s->model.vad;
+    if (!req->chunking.is_auto) {
+      vp.threshold = (float)req->chunking.threshold;
+      vp.neg_threshold = -1.0f;
+      vp.speech_pad_ms = req->chunking.prefix_padding_ms;
+      vp.min_silence_ms = req->chunking.silence_duration_ms;
+    }
+  }
   uint64_t id = 0;
-  const int rc = wd_vad_submit(s->model.workers, s->model.vad, s->model.vad_params, pcm, n, &p,
-                               &id);
+  const int rc = wd_vad_submit(s->model.workers, vad, &vp, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
     atomic_fetch_sub(&t->refs, 1); /* the task's reference remains */
@@ -700,6 +715,14 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_request_t req;
   if (wd_request_parse(form, t->task, &m, &req, &e) != 0) {
     wd_multipart_free(form);
+    return answer_error(t, &e);
+  }
+  if (req.chunking.set && !s->model.vad) {
+    wd_request_clear(&req);
+    wd_multipart_free(form);
+    wd_api_error_set(&e, 400, "chunking_strategy", "unsupported_value",
+                     "chunking_strategy needs voice activity detection, and this server has no "
+                     "Silero VAD model (its operator can fetch one with scripts/fetch-vad.sh).");
     return answer_error(t, &e);
   }
   t->format = req.format;

@@ -51,29 +51,54 @@ void wd_vad_map_free(wd_vad_map_t *map) {
   memset(map, 0, sizeof *map);
 }
 
-double wd_vad_map_time(const wd_vad_map_t *map, double t, int is_end) {
-  if (!map->n)
-    return t;
+/* The span a joined time t (s) lies in: the last that starts at or before
+ * it; is_end: a time at a join belongs to the span before it. */
+static size_t span_of(const wd_vad_map_t *map, double t, int is_end) {
   const double x = t * WD_VAD_SAMPLE_RATE;
-  size_t k = 0; /* the last span that starts at or before x */
+  size_t k = 0;
   while (k + 1 < map->n && (double)map->joined[k + 1] <= x)
     k++;
   if (is_end && k > 0 && (double)map->joined[k] == x)
     k--;
-  const double orig = x - (double)map->joined[k] + (double)map->spans[k].start;
+  return k;
+}
+
+/* t moved by span k's offset, to the millisecond. */
+static double in_span(const wd_vad_map_t *map, double t, size_t k) {
+  const double orig = t * WD_VAD_SAMPLE_RATE - (double)map->joined[k] + (double)map->spans[k].start;
   return round(orig / WD_VAD_SAMPLE_RATE * 1000.0) / 1000.0;
 }
 
-void wd_vad_map_transcript(const wd_vad_map_t *map, wd_transcript_t *t) {
-  for (int i = 0; i < t->n_segments; i++) {
-    wd_segment_t *s = &t->segments[i];
+double wd_vad_map_time(const wd_vad_map_t *map, double t, int is_end) {
+  return map->n ? in_span(map, t, span_of(map, t, is_end)) : t;
+}
+
+/* A word's start and end both by the span of its middle (a word Whisper
+ * starts a little before a join is the next span's word); a segment with
+ * words from its first word's start to its last word's end, one without
+ * by its own times (faster-whisper's restore_speech_timestamps). */
+static void map_words(const wd_vad_map_t *map, wd_word_t *w, int n) {
+  for (int i = 0; i < n && map->n; i++) {
+    const size_t k = span_of(map, (w[i].start + w[i].end) / 2, 0);
+    w[i].start = in_span(map, w[i].start, k);
+    w[i].end = in_span(map, w[i].end, k);
+  }
+}
+
+static void map_segment(const wd_vad_map_t *map, wd_segment_t *s, wd_word_t *words, int n_words) {
+  map_words(map, words, n_words);
+  if (n_words > 0) {
+    s->start = words[0].start;
+    s->end = words[n_words - 1].end;
+  } else {
     s->start = wd_vad_map_time(map, s->start, 0);
     s->end = wd_vad_map_time(map, s->end, 1);
-    for (int w = 0; w < s->n_words; w++) {
-      s->words[w].start = wd_vad_map_time(map, s->words[w].start, 0);
-      s->words[w].end = wd_vad_map_time(map, s->words[w].end, 1);
-    }
   }
+}
+
+void wd_vad_map_transcript(const wd_vad_map_t *map, wd_transcript_t *t) {
+  for (int i = 0; i < t->n_segments; i++)
+    map_segment(map, &t->segments[i], t->segments[i].words, t->segments[i].n_words);
   t->duration = (double)map->n_samples / WD_VAD_SAMPLE_RATE;
 }
 
@@ -88,17 +113,11 @@ static void vj_segment(void *ud, const wd_segment_t *seg, double done_s, double 
   (void)total_s;
   wd_segment_t s = *seg;
   wd_word_t *words = NULL;
-  if (seg->n_words > 0 && (words = malloc((size_t)seg->n_words * sizeof *words)) != NULL) {
+  if (seg->n_words > 0 && (words = malloc((size_t)seg->n_words * sizeof *words)) != NULL)
     memcpy(words, seg->words, (size_t)seg->n_words * sizeof *words);
-    for (int w = 0; w < seg->n_words; w++) {
-      words[w].start = wd_vad_map_time(&j->map, words[w].start, 0);
-      words[w].end = wd_vad_map_time(&j->map, words[w].end, 1);
-    }
-  }
   s.words = words;
   s.n_words = words ? seg->n_words : 0;
-  s.start = wd_vad_map_time(&j->map, seg->start, 0);
-  s.end = wd_vad_map_time(&j->map, seg->end, 1);
+  map_segment(&j->map, &s, s.words, s.n_words);
   j->cb.on_segment(j->cb.ud, &s, wd_vad_map_time(&j->map, done_s, 1),
                    (double)j->map.n_samples / WD_VAD_SAMPLE_RATE);
   free(words); /* the strings stay the worker's */

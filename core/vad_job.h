@@ -8,8 +8,10 @@
  * seek loop runs over the joined signal unchanged, and every time it reports
  * (segment and word starts and ends, progress) is mapped back: a time inside
  * the k-th span moves by that span's offset, and an end that falls exactly
- * on the join between two spans stays at the end of the first. Mapped times
- * are rounded to the millisecond. Silence and noise cost no model time and
+ * on the join between two spans stays at the end of the first; a word moves
+ * whole, by the span its middle lies in, and a segment with words spans its
+ * first word's start to its last word's end (faster-whisper's
+ * restore_speech_timestamps). Mapped times are rounded to the millisecond. Silence and noise cost no model time and
  * produce no text; a file without speech gives an empty transcript at once.
  */
 #ifndef WD_VAD_JOB_H

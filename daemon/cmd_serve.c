@@ -289,7 +289,7 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m), .decode = &dopts,
     .n_names = model_names(wd_model_name(m), aliases, names), .created = created,
   };
-  sm.vad = wd_runtime_vad(rt, &sm.vad_params);
+  sm.vad = wd_runtime_vad(rt, &sm.vad_params, &sm.vad_default);
   dopts.align_heads = wd_runtime_align_heads(rt, &dopts.n_align_heads);
   wd_server_attach(srv, &sm);
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),

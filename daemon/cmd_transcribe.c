@@ -71,8 +71,9 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
   wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
   p.decode = *opts;
   const wd_vad_params_t *vp = NULL;
-  const wd_vad_model_t *vad = wd_runtime_vad(rt, &vp);
-  if ((rc = wd_vad_submit(wd_runtime_workers(rt), vad, vp, pcm, n, &p, NULL)) < 0)
+  int vad_on = 0;
+  const wd_vad_model_t *vad = wd_runtime_vad(rt, &vp, &vad_on);
+  if ((rc = wd_vad_submit(wd_runtime_workers(rt), vad_on ? vad : NULL, vp, pcm, n, &p, NULL)) < 0)
     wd_log_error("transcribe: '%s': %s", f->path,
                  rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
                  : rc == WD_EINVAL ? "the model cannot decode with these options"

@@ -54,8 +54,9 @@ struct wd_runtime {
   char device_names[512]; /* "cpu (...) + llvmpipe (...)" */
   int (*heads)[2];       /* alignment heads for word timestamps */
   int n_heads;
-  wd_vad_model_t *vad;   /* --vad: Silero VAD, else NULL */
+  wd_vad_model_t *vad;   /* Silero VAD, NULL when its file is absent */
   wd_vad_params_t vad_params;
+  int vad_default;       /* --vad: every job */
 };
 
 /* Builds device d's engine and worker; err gets a one-line message. */
@@ -220,18 +221,27 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int au
     rc = rc < 0 ? rc : WD_ENOMEM;
     goto fail;
   }
-  /* --vad: the Silero weights, before any device is opened. */
-  if (cfg->vad) {
-    if ((rc = wd_vad_cfg(cfg, &rt->vad_params, err, err_len)) < 0)
-      goto fail;
-    if ((rc = wd_vad_model_load(cfg->vad_model, &rt->vad, msg, sizeof msg)) < 0) {
-      snprintf(err, err_len, "--vad: %s%s", msg[0] ? msg : wd_strerror(rc),
+  /* The Silero weights, before any device is opened: required by --vad,
+   * else loaded when the file is there (requests' chunking_strategy). */
+  if ((rc = wd_vad_cfg(cfg, &rt->vad_params, err, err_len)) < 0)
+    goto fail;
+  rt->vad_default = cfg->vad;
+  if ((rc = wd_vad_model_load(cfg->vad_model, &rt->vad, msg, sizeof msg)) < 0) {
+    if (cfg->vad || rc != WD_ENOENT) {
+      snprintf(err, err_len, "%s: %s%s", cfg->vad ? "--vad" : "--vad-model",
+               msg[0] ? msg : wd_strerror(rc),
                rc == WD_ENOENT ? " (scripts/fetch-vad.sh fetches it)" : "");
       goto fail;
     }
-    wd_log_info("vad: Silero VAD v6 from %s: threshold %.2f, silences of %d ms end speech, "
-                "%d ms of padding", cfg->vad_model, (double)rt->vad_params.threshold,
-                rt->vad_params.min_silence_ms, rt->vad_params.speech_pad_ms);
+    wd_log_info("vad: no %s: requests' chunking_strategy is refused (scripts/fetch-vad.sh "
+                "fetches it)", cfg->vad_model);
+    rc = 0;
+  } else {
+    wd_log_info("vad: Silero VAD v6 from %s, %s: threshold %.2f, silences of %d ms end speech, "
+                "%d ms of padding", cfg->vad_model,
+                cfg->vad ? "for every job (--vad)" : "for requests' chunking_strategy",
+                (double)rt->vad_params.threshold, rt->vad_params.min_silence_ms,
+                rt->vad_params.speech_pad_ms);
   }
   int n_mel = 0, n_fft = 0;
   const float *filters = wd_model_mel_filters(rt->m, &n_mel, &n_fft);
@@ -306,8 +316,10 @@ void wd_runtime_close(wd_runtime_t *rt) {
   free(rt);
 }
 
-const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params) {
+const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params,
+                                     int *ret_default) {
   *ret_params = &rt->vad_params;
+  *ret_default = rt->vad_default && rt->vad;
   return rt->vad;
 }
 

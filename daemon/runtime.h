@@ -38,8 +38,10 @@ const wd_tokenizer_t *wd_runtime_tokenizer(wd_runtime_t *rt);
 const wd_model_t *wd_runtime_model(wd_runtime_t *rt);
 /* The model's alignment heads for word timestamps (valid while rt lives). */
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2];
-/* The VAD filter (--vad) and its parameters; NULL when off. */
-const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params);
+/* The Silero VAD (NULL when its file is absent) and the --vad-*
+ * parameters; *ret_default: whether every job goes through it (--vad). */
+const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params,
+                                     int *ret_default);
 
 /* The engines' devices, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)", or "cpu (2 threads,
  * avx2+fma+f16c)" for the native CPU engine; several are joined by " + ". */

@@ -237,7 +237,7 @@ def test_multipart_variants_accepted(daemon):
     """What RFC 7578 allows and clients send: a quoted boundary, the file
     part first, an unknown extra field (ignored, as peers do)."""
     fields = [jfk_part(), ("model", "whisper-1"), ("response_format", "json"),
-              ("chunking_strategy", "auto"), ("x_unknown", "1")]
+              ("x_unknown", "1")]
     body, ctype = multipart(fields, boundary="wd-quoted:boundary")
     r = request(daemon.port, "POST", TRANSCRIBE, body,
                 {"Content-Type": 'multipart/form-data; boundary="wd-quoted:boundary"'})

@@ -125,8 +125,8 @@ WD_TEST(python_sdk_fields) {
   if (parse_ok(KV("model", "my-alias", "language", "EN", "prompt", "  Hello there.\n",
                   "response_format", "verbose_json", "temperature", "0.2",
                   "timestamp_granularities[]", "segment", "stream", "true",
-                  "include[]", "logprobs", "chunking_strategy", "auto",
-                  "chunking_strategy[type]", "server_vad", "file", NULL),
+                  "include[]", "logprobs", "chunking_strategy[type]", "server_vad", "file",
+                  NULL),
                T, &multi, &r) == 0) {
     WD_CHECK_EQ_STR(r.model, "my-alias");
     WD_CHECK_EQ_STR(r.language, "en");
@@ -136,6 +136,7 @@ WD_TEST(python_sdk_fields) {
     WD_CHECK_EQ_INT(r.has_temperature, 1);
     WD_CHECK_EQ_INT(r.timestamps_segment, 1);
     WD_CHECK_EQ_INT(r.stream, 1);
+    WD_CHECK(r.chunking.set && !r.chunking.is_auto);
   }
   wd_request_clear(&r);
   wd_multipart_free(g_form.form);
@@ -316,6 +317,57 @@ WD_TEST(stream_values) {
   }
   parse_fail(KV("model", "whisper-1", "stream", "yes", "file", NULL), T, &english, 400, "stream",
              NULL, "expected true or false");
+}
+
+/* chunking_strategy as the SDKs send it: "auto", or the object flattened
+ * into chunking_strategy[key] fields (openai-python 3.x, captured), or a
+ * JSON object as curl users write it; OpenAI's server_vad defaults fill
+ * the members left out. */
+WD_TEST(chunking_strategy_forms) {
+  wd_request_t r;
+  if (parse_ok(KV("model", "whisper-1", "chunking_strategy", "auto", "file", NULL), T, &english,
+               &r) == 0)
+    WD_CHECK(r.chunking.set && r.chunking.is_auto);
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  if (parse_ok(KV("model", "whisper-1", "chunking_strategy[type]", "server_vad",
+                  "chunking_strategy[threshold]", "0.6", "chunking_strategy[prefix_padding_ms]",
+                  "100", "chunking_strategy[silence_duration_ms]", "700", "file", NULL),
+               T, &english, &r) == 0) {
+    WD_CHECK(r.chunking.set && !r.chunking.is_auto && r.chunking.threshold == 0.6);
+    WD_CHECK_EQ_INT(r.chunking.prefix_padding_ms, 100);
+    WD_CHECK_EQ_INT(r.chunking.silence_duration_ms, 700);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  if (parse_ok(KV("model", "whisper-1", "chunking_strategy",
+                  "{\"type\": \"server_vad\", \"threshold\": 0.25}", "file", NULL),
+               T, &english, &r) == 0) {
+    WD_CHECK(r.chunking.set && r.chunking.threshold == 0.25);
+    WD_CHECK_EQ_INT(r.chunking.prefix_padding_ms, 300);
+    WD_CHECK_EQ_INT(r.chunking.silence_duration_ms, 200);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  if (parse_ok(KV("model", "whisper-1", "file", NULL), T, &english, &r) == 0)
+    WD_CHECK(!r.chunking.set);
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  parse_fail(KV("model", "whisper-1", "chunking_strategy", "manual", "file", NULL), T, &english,
+             400, "chunking_strategy", "invalid_value", "server_vad");
+  parse_fail(KV("model", "whisper-1", "chunking_strategy[type]", "semantic_vad", "file", NULL), T,
+             &english, 400, "chunking_strategy", "invalid_value", "server_vad");
+  parse_fail(KV("model", "whisper-1", "chunking_strategy[type]", "server_vad",
+                "chunking_strategy[threshold]", "1.5", "file", NULL),
+             T, &english, 400, "chunking_strategy", "invalid_value", "threshold");
+  parse_fail(KV("model", "whisper-1", "chunking_strategy[type]", "server_vad",
+                "chunking_strategy[silence_duration_ms]", "soon", "file", NULL),
+             T, &english, 400, "chunking_strategy", "invalid_value", "silence_duration_ms");
+  parse_fail(KV("model", "whisper-1", "chunking_strategy", "{\"type\": \"server_vad\"",
+                "file", NULL), T, &english, 400, "chunking_strategy", "invalid_value", "auto");
+  parse_fail(KV("model", "whisper-1", "chunking_strategy", "auto", "chunking_strategy[type]",
+                "server_vad", "file", NULL), T, &english, 400, "chunking_strategy",
+             "invalid_value", "both");
 }
 
 WD_TEST(repeated_fields_last_wins_and_file_anywhere) {

@@ -104,3 +104,75 @@ def test_stream_with_the_filter(vad_daemon):
     jfk = words(wd_api.JFK_TEXT)
     assert words(done[0]["text"])[:2 * len(jfk)] == jfk * 2
     assert words(deltas) == words(done[0]["text"])
+
+
+@pytest.fixture(scope="module")
+def plain_daemon():
+    """No --vad: requests ask for it with chunking_strategy."""
+    if not os.path.exists(VAD_MODEL):
+        pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
+    d = wd_api.start_daemon(args=["--vad-model", VAD_MODEL])
+    yield d
+    stop_daemon(d)
+
+
+def check_copies(j, jfk_s, pad, exact=True):
+    """Both copies' words (exact: jfk's words twice), each word inside its
+    copy (within pad s)."""
+    jfk = words(wd_api.JFK_TEXT)
+    if exact:
+        assert words(j["text"])[:2 * len(jfk)] == jfk * 2, j["text"]
+    second = LEAD + jfk_s + GAP
+    n = [0, 0]
+    for w in j["words"]:
+        first = LEAD - pad <= w["start"] <= w["end"] <= LEAD + jfk_s + pad
+        assert first or second - pad <= w["start"] <= w["end"] <= second + jfk_s + pad, w
+        n[0 if first else 1] += 1
+    assert min(n) >= len(jfk) * 3 // 4, (n, j["text"])
+
+
+def test_chunking_strategy_auto(plain_daemon):
+    data, jfk_s = wav_with_silences()
+    fields = [("timestamp_granularities[]", "word")]
+    r = post_audio(plain_daemon.port, data=data, filename="gaps.wav",
+                   response_format="verbose_json", chunking_strategy="auto", fields=fields)
+    assert r.status == 200, r
+    check_copies(r.json(), jfk_s, 0.5)
+    # Without it the same server decodes the whole file: windows of
+    # silence, and segment times that span them.
+    r = post_audio(plain_daemon.port, data=data, filename="gaps.wav",
+                   response_format="verbose_json")
+    assert r.status == 200, r
+    assert r.json()["segments"][0]["start"] < LEAD - 1.0, r.json()["segments"][0]
+
+
+def test_chunking_strategy_server_vad_from_the_sdk(plain_daemon):
+    openai = pytest.importorskip("openai")
+    data, jfk_s = wav_with_silences()
+    client = openai.OpenAI(base_url=f"{plain_daemon.url}/v1", api_key="sk-whisperd-test")
+    res = client.audio.transcriptions.create(
+        model="whisper-1", file=("gaps.wav", data), response_format="verbose_json",
+        timestamp_granularities=["word"],
+        chunking_strategy={"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 100,
+                           "silence_duration_ms": 500})
+    # 100 ms of padding and cuts at 500 ms pauses hand tiny.en jfk's phrases
+    # with their edges clipped: it mishears a few words ("African
+    # Americans"), so only the timeline is checked to the word.
+    check_copies(res.model_dump(), jfk_s, 0.3, exact=False)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.audio.transcriptions.create(model="whisper-1", file=("gaps.wav", data),
+                                           chunking_strategy={"type": "server_vad",
+                                                              "threshold": 2})
+    assert e.value.body["param"] == "chunking_strategy", e.value.body
+
+
+def test_chunking_strategy_refused_without_a_vad_model():
+    d = wd_api.start_daemon(args=["--vad-model", "/nonexistent/vad.safetensors"])
+    try:
+        r = post_audio(d.port, chunking_strategy="auto")
+        wd_api.check_error(r, 400, "chunking_strategy", "unsupported_value")
+        assert b"fetch-vad" in r.body
+        r = post_audio(d.port)        # the rest of the API unaffected
+        wd_api.assert_jfk_json(r)
+    finally:
+        stop_daemon(d)

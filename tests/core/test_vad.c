@@ -253,12 +253,17 @@ WD_TEST(times_map_back_to_the_original) {
   WD_CHECK(wd_vad_map_time(&map, 1.0, 1) == 2.0); /* an end there: the first one's end */
   WD_CHECK(wd_vad_map_time(&map, 3.5, 1) == 7.5);
   WD_CHECK(wd_vad_map_time(&map, 1.23456, 0) == 5.235); /* to the millisecond */
-  /* A transcript: segment and word times, and the whole file's duration. */
-  wd_word_t w[1] = { { NULL, 0.98, 1.0, 1.0f } };
-  wd_segment_t seg = { .start = 0.2, .end = 1.0, .words = w, .n_words = 1 };
-  wd_transcript_t t = { .segments = &seg, .n_segments = 1, .duration = 3.5 };
+  /* A transcript: a word that starts just before the join moves whole
+   * into the span its middle lies in; a segment with words spans them, one
+   * without maps its own times; the duration is the whole file's. */
+  wd_word_t w[2] = { { NULL, 0.2, 0.5, 1.0f }, { NULL, 0.98, 1.3, 1.0f } };
+  wd_segment_t seg[2] = { { .start = 0.0, .end = 1.3, .words = w, .n_words = 2 },
+                          { .start = 1.3, .end = 3.5 } };
+  wd_transcript_t t = { .segments = seg, .n_segments = 2, .duration = 3.5 };
   wd_vad_map_transcript(&map, &t);
-  WD_CHECK(seg.start == 1.2 && seg.end == 2.0 && w[0].start == 1.98 && w[0].end == 2.0);
+  WD_CHECK(w[0].start == 1.2 && w[0].end == 1.5 && w[1].start == 4.98 && w[1].end == 5.3);
+  WD_CHECK(seg[0].start == 1.2 && seg[0].end == 5.3);
+  WD_CHECK(seg[1].start == 5.3 && seg[1].end == 7.5);
   WD_CHECK(t.duration == 10.0);
 }
 
