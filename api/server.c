@@ -53,6 +53,7 @@
 #include "api_error.h"
 #include "clock.h"
 #include "error.h"
+#include "chunk_job.h"
 #include "log.h"
 #include "response.h"
 #include "route.h"
@@ -382,7 +383,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void on_hangup(void *ctx, uint64_t job_id) {
   wd_server_t *s = ctx;
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  wd_workers_cancel(s->model.workers, job_id);
+  wd_chunk_cancel(s->model.workers, job_id);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)

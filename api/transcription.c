@@ -59,6 +59,7 @@
 #include "pystr.h"
 #include "render.h"
 #include "response.h"
+#include "chunk_job.h"
 #include "vad_job.h"
 
 enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
@@ -590,7 +591,10 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
     }
   }
   uint64_t id = 0;
-  const int rc = wd_vad_submit(s->model.workers, vad, &vp, pcm, n, &p, &id);
+  /* chunking_strategy: the speech in chunks of up to 30 s, decoded side by
+   * side (chunk_job.h); --vad alone: the sequential filter (vad_job.h). */
+  const int rc = req->chunking.set ? wd_chunk_submit(s->model.workers, vad, &vp, pcm, n, &p, &id)
+                                   : wd_vad_submit(s->model.workers, vad, &vp, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
     atomic_fetch_sub(&t->refs, 1); /* the task's reference remains */
@@ -854,7 +858,7 @@ int wd_transcription_completed(wd_transcription_t *t, double *ret_audio_s) {
   pthread_mutex_unlock(&t->mu);
   /* A streaming client that left mid-stream: its job is of no use now. */
   if (cancel)
-    wd_workers_cancel(s->model.workers, cancel);
+    wd_chunk_cancel(s->model.workers, cancel);
   const int status = t->status;
   *ret_audio_s = t->audio_s;
   tr_unref(t);
@@ -874,6 +878,6 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   pthread_mutex_unlock(&s->mu);
   /* Outside s->mu: the worker may call on_done, which takes it. */
   for (int i = 0; i < k; i++)
-    wd_workers_cancel(s->model.workers, ids[i]);
+    wd_chunk_cancel(s->model.workers, ids[i]);
   free(ids);
 }

@@ -144,8 +144,7 @@ static int no_speech(const wd_job_params_t *p, size_t n_samples) {
   strncpy(t.language, lang, sizeof t.language - 1);
   t.language_prob = p->decode.language ? 1.0f : 0.0f;
   t.duration = (double)n_samples / WD_VAD_SAMPLE_RATE;
-  p->cb.on_done(p->cb.ud, 0, &t);
-  wd_transcript_free(&t);
+  p->cb.on_done(p->cb.ud, 0, &t); /* it owns t's contents now */
   return 0;
 }
 

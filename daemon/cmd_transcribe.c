@@ -21,6 +21,7 @@
 #include "log.h"
 #include "render.h"
 #include "runtime.h"
+#include "chunk_job.h"
 #include "vad_job.h"
 
 /* One file's job; the callbacks fill it on the worker thread. */
@@ -73,7 +74,16 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
   const wd_vad_params_t *vp = NULL;
   int vad_on = 0;
   const wd_vad_model_t *vad = wd_runtime_vad(rt, &vp, &vad_on);
-  if ((rc = wd_vad_submit(wd_runtime_workers(rt), vad_on ? vad : NULL, vp, pcm, n, &p, NULL)) < 0)
+  const int chunked = cfg->chunking && strcmp(cfg->chunking, "auto") == 0;
+  if (chunked && !vad) {
+    wd_log_error("transcribe: --chunking auto needs the Silero VAD file %s (scripts/fetch-vad.sh "
+                 "fetches it)", cfg->vad_model);
+    free(pcm);
+    return WD_ENOENT;
+  }
+  if ((rc = chunked ? wd_chunk_submit(wd_runtime_workers(rt), vad, vp, pcm, n, &p, NULL)
+                    : wd_vad_submit(wd_runtime_workers(rt), vad_on ? vad : NULL, vp, pcm, n, &p,
+                                    NULL)) < 0)
     wd_log_error("transcribe: '%s': %s", f->path,
                  rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
                  : rc == WD_EINVAL ? "the model cannot decode with these options"

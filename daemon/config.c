@@ -149,6 +149,8 @@ static const wd_option_t wd_options[] = {
     "to the end)", 0 },
   { "vad", 0, WD_OPT_BOOL, OFF(vad), "false", 0, 0, NULL, NULL,
     "decode only the speech that voice activity detection (Silero VAD) finds, times mapped back to the file (faster-whisper's vad_filter); serve: for every request", 0 },
+  { "chunking", 0, WD_OPT_ENUM, OFF(chunking), "none", 0, 0, "none|auto", "STRATEGY",
+    "transcribe: auto decodes the speech VAD finds in chunks of up to 30 s side by side, as rows of one batch (OpenAI's chunking_strategy \"auto\"; no text carried between chunks); none: openai's sequential decoding", 0 },
   { "vad-model", 0, WD_OPT_STR, OFF(vad_model), "models/silero-vad-v6.safetensors", 0, 0, NULL,
     "PATH", "Silero VAD weights for --vad (scripts/fetch-vad.sh makes them)", 0 },
   { "vad-threshold", 0, WD_OPT_STR, OFF(vad_threshold), "0.5", 0, 0, NULL, "P",

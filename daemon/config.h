@@ -81,6 +81,7 @@ typedef struct {
   char *hallucination_silence; /* seconds as text, "" = off */
   char *patience, *length_penalty; /* as text, "" = openai's None */
   bool vad;               /* keep only speech (core/vad_job.h) */
+  char *chunking;         /* none or auto (core/chunk_job.h) */
   char *vad_model;        /* Silero VAD weights */
   char *vad_threshold;    /* a float */
   int vad_min_speech_ms, vad_min_silence_ms, vad_speech_pad_ms;

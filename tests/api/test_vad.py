@@ -176,3 +176,66 @@ def test_chunking_strategy_refused_without_a_vad_model():
         wd_api.assert_jfk_json(r)
     finally:
         stop_daemon(d)
+
+
+def copies_wav(n, gap_s):
+    """n copies of jfk.wav with gap_s of silence after each."""
+    with wave.open(JFK_WAV, "rb") as w:
+        params, speech = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        for _ in range(n):
+            w.writeframes(speech + b"\0\0" * int(gap_s * 16000))
+    return out.getvalue()
+
+
+def test_chunks_run_side_by_side_and_stream_in_order(plain_daemon):
+    """Six copies 3 s apart: chunks of two copies each (25 s, within 30 s),
+    three jobs that the worker runs as rows of the same steps; the stream's
+    segments arrive in time order."""
+    import threading
+    data = copies_wav(6, 3.0)
+    peak = [0]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            c = wd_api.job_counts(plain_daemon.port)
+            peak[0] = max(peak[0], c["running"] or 0)
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        r = post_audio(plain_daemon.port, data=data, filename="six.wav", stream="true",
+                       chunking_strategy="auto")
+    finally:
+        stop.set()
+        t.join()
+    assert r.status == 200, r
+    events = wd_api.sse_events(r.body)
+    done = [e for e in events if e.get("type") == "transcript.text.done"]
+    assert len(done) == 1
+    assert words(done[0]["text"]) == words(wd_api.JFK_TEXT) * 6, done[0]["text"]
+    assert peak[0] >= 2, f"at most {peak[0]} job(s) ran at once: the chunks did not run side by side"
+    r = post_audio(plain_daemon.port, data=data, filename="six.wav",
+                   response_format="verbose_json", chunking_strategy="auto")
+    segs = r.json()["segments"]
+    assert [s["id"] for s in segs] == list(range(len(segs)))
+    assert all(a["end"] <= b["start"] + 0.01 for a, b in zip(segs, segs[1:])), segs
+
+
+def test_disconnect_cancels_every_chunk(plain_daemon):
+    data = copies_wav(12, 3.0)          # six chunks
+    before = wd_api.wait_counts(plain_daemon.port,
+                                lambda c: c["running"] == 0 and c["queued"] == 0, what="idle")
+    b = wd_api.Background(plain_daemon.port, data=data, filename="long.wav",
+                          chunking_strategy="auto")
+    wd_api.wait_counts(plain_daemon.port, lambda c: (c["running"] or 0) >= 1, what="a chunk running")
+    b.close()
+    after = wd_api.wait_counts(plain_daemon.port,
+                               lambda c: c["running"] == 0 and c["queued"] == 0, timeout=30,
+                               what="every chunk ended")
+    assert after["done"] - before["done"] < 6, (before, after)
+    assert after["failed"] > before["failed"], (before, after)
+    wd_api.assert_healthy(plain_daemon)
+    wd_api.assert_jfk_json(post_audio(plain_daemon.port))
