@@ -241,10 +241,21 @@ static void emit_ready(cjob_t *j) {
   pthread_mutex_unlock(&j->emit_mu);
 }
 
+/* The worker ids of j's chunks in flight (under j->mu), at most max. */
+static size_t ids_in_flight(const cjob_t *j, uint64_t *ids, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < j->next_submit && n < max; i++)
+    if (!j->chunks[i].done && j->chunks[i].id)
+      ids[n++] = j->chunks[i].id;
+  return n;
+}
+
 /* A chunk's job ended (a worker thread, no worker lock held). */
 static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
   chunk_t *c = ud;
   cjob_t *j = c->parent;
+  uint64_t stop[WD_WORKERS_CANCEL_BATCH];
+  size_t n_stop = 0;
   pthread_mutex_lock(&j->mu);
   j->active++;
   c->done = 1;
@@ -254,7 +265,9 @@ static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
     memset(t, 0, sizeof *t);
     shift(c);
   } else if (!j->rc) {
+    /* The job has failed: the other chunks' work is of no use now. */
     j->rc = rc ? rc : WD_EINTERNAL;
+    n_stop = ids_in_flight(j, stop, WD_WORKERS_CANCEL_BATCH);
   }
   j->in_flight--;
   chunk_t *next = NULL;
@@ -263,6 +276,8 @@ static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
     j->in_flight++;
   }
   pthread_mutex_unlock(&j->mu);
+  for (size_t i = 0; i < n_stop; i++)
+    wd_workers_cancel(j->g, stop[i]);
   if (j->p.cb.on_segment)
     emit_ready(j);
   const int src = next ? submit_chunk(j, next) : 0;
@@ -444,9 +459,7 @@ void wd_chunk_cancel(wd_workers_t *g, uint64_t id) {
      * first). No more chunks start; those in flight are cancelled. */
     pthread_mutex_lock(&j->mu);
     j->cancelled = 1;
-    for (size_t i = j->next_emit; i < j->next_submit && n < WD_WORKERS_CANCEL_BATCH; i++)
-      if (!j->chunks[i].done && j->chunks[i].id)
-        ids[n++] = j->chunks[i].id;
+    n = ids_in_flight(j, ids, WD_WORKERS_CANCEL_BATCH);
     pthread_mutex_unlock(&j->mu);
     break;
   }
