@@ -120,6 +120,9 @@ static int32_t wd_rank_of(const wd_tokenizer_t *t, const unsigned char *p, size_
   }
 }
 
+static int tokenizer_build(const char *const *tokens, const size_t *lens, int n_tokens,
+                           int n_langs, int n_vocab, wd_tokenizer_t **ret);
+
 int wd_tokenizer_new(const char *const *tokens, const size_t *lens, int n_tokens, int n_vocab,
                      wd_tokenizer_t **ret) {
   if (!tokens || !lens || !ret || n_tokens < 256 || n_tokens > (1 << 24))
@@ -142,7 +145,20 @@ int wd_tokenizer_new(const char *const *tokens, const size_t *lens, int n_tokens
                  n_text);
     return WD_EINVAL;
   }
-  n_tokens = n_text;
+  return tokenizer_build(tokens, lens, n_text, n_langs, n_vocab, ret);
+}
+
+int wd__tokenizer_new_small(const char *const *tokens, const size_t *lens, int n_text,
+                            wd_tokenizer_t **ret) {
+  if (!tokens || !lens || !ret || n_text < 256 || n_text > (1 << 24))
+    return WD_EINVAL;
+  return tokenizer_build(tokens, lens, n_text, 1, n_text + WD_N_FIXED_SPECIALS + 1, ret);
+}
+
+/* The tokenizer of n_tokens text tokens (ranks 0 .. n_tokens - 1) and the
+ * specials after them, n_langs language tokens among them. */
+static int tokenizer_build(const char *const *tokens, const size_t *lens, int n_tokens,
+                           int n_langs, int n_vocab, wd_tokenizer_t **ret) {
   size_t total = 0;
   for (int i = 0; i < n_tokens; i++) {
     if (!tokens[i] && lens[i] > 0)

@@ -125,4 +125,11 @@ int wd_tokenizer_token_text(const wd_tokenizer_t *t, int32_t id, char *out, size
  */
 int wd_tokenizer_suppress_tokens(const wd_tokenizer_t *t, int32_t *ids, int max, int *ret_n);
 
+/* Tests (the vocabulary fuzzer): wd_tokenizer_new's build with any number
+ * of text tokens n_text >= 256 and an English-only layout after them (the
+ * specials from id n_text on), so that a hostile vocabulary costs its own
+ * size rather than GPT-2's 50,256 ranks. */
+int wd__tokenizer_new_small(const char *const *tokens, const size_t *lens, int n_text,
+                            wd_tokenizer_t **ret);
+
 #endif
