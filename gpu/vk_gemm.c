@@ -88,6 +88,21 @@ int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret) {
   return WD_EINVAL;
 }
 
+wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt) {
+  const bool gpu = c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED;
+  /* On the CPU driver the 8x8 block runs as fast as 16x16 per core
+   * (lavapipe, one thread, 1500x1536x384: 17.1 vs 17.6 GFLOP/s), wastes
+   * no half-tile on N = 64 (P.V) and compiles in 21 ms instead of 100.
+   * On GPUs, measured on an NVIDIA H200 (large-v3-turbo encoder, GPU ms
+   * per window by kind, 2026-11-26): the Linear layers (f16 B) 67.2 ms
+   * with rb-64x64, 70.7 rb-128x64, 66.3 a 128 x 128 tile (dropped), 91.0
+   * tiled-64x64; the attention products (f32 B, K = 64 or N = 64) Q.K^T 11.1 / 12.4 /
+   * 12.1 / 8.7 ms and P.V 12.2 / 13.1 / 20.7 / 12.6 ms. */
+  if (!gpu)
+    return WD_VK_GEMM_TEXEL_8X8;
+  return bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_TILED : WD_VK_GEMM_RB64;
+}
+
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
   return wd_vk_gemm_new_fmt(dev, family, WD_VK_GEMM_B_F16, ret_gemm);
 }
@@ -96,23 +111,8 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
                        wd_vk_gemm_t **ret_gemm) {
   if (bfmt != WD_VK_GEMM_B_F16 && bfmt != WD_VK_GEMM_B_F32)
     return WD_EINVAL;
-  if (family == WD_VK_GEMM_AUTO) {
-    const wd_vk_class_t c = wd_vk_device_info(dev)->device_class;
-    const bool gpu = c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED;
-    /* On the CPU driver the 8x8 block runs as fast as 16x16 per core
-     * (lavapipe, one thread, 1500x1536x384: 17.1 vs 17.6 GFLOP/s), wastes
-     * no half-tile on N = 64 (P.V) and compiles in 21 ms instead of 100.
-     * On GPUs, measured on an NVIDIA H200 (large-v3-turbo encoder, GPU ms
-     * per window by kind, 2026-11-26): the Linear layers (f16 B) 67.2 ms
-     * with rb-64x64, 70.7 rb-128x64, 66.3 a 128 x 128 tile (dropped), 91.0
-     * tiled-64x64;
-     * the attention products (f32 B, K = 64 or N = 64) Q.K^T 11.1 / 12.4 /
-     * 12.1 / 8.7 ms and P.V 12.2 / 13.1 / 20.7 / 12.6 ms. */
-    if (!gpu)
-      family = WD_VK_GEMM_TEXEL_8X8;
-    else
-      family = bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_TILED : WD_VK_GEMM_RB64;
-  }
+  if (family == WD_VK_GEMM_AUTO)
+    family = wd_vk_gemm_auto(wd_vk_device_info(dev)->device_class, bfmt);
   wd_vk_gemm_t *g = calloc(1, sizeof *g);
   if (!g)
     return WD_ENOMEM;

@@ -51,6 +51,9 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
 void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
 wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
+/* The family AUTO picks on a device of class c for B of format bfmt. */
+wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt);
+
 /* The family a name from wd_vk_gemm_family_name (or "auto") stands for;
  * WD_EINVAL for another name. */
 int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret);

@@ -90,3 +90,14 @@ add_test(NAME cli_vad_model_missing
          ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
 set_tests_properties(cli_vad_model_missing PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77
   WILL_FAIL FALSE PASS_REGULAR_EXPRESSION "--vad: /nonexistent/vad.safetensors: cannot open \\(scripts/fetch-vad.sh fetches it\\)")
+
+# --chunking auto: jfk's speech (one chunk) decoded as its own job; the
+# same words on the file's timeline. Skips without the Silero file.
+add_test(NAME cli_cpu_transcribe_chunking_auto
+         COMMAND sh -c "test -e \"$1\" && test -e \"$3\" || exit 77; exec \"$0\" transcribe --device cpu --chunking auto --vad-model \"$3\" -m \"$1\" \"$2\""
+         $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin
+         ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav
+         ${PROJECT_SOURCE_DIR}/models/silero-vad-v6.safetensors)
+set_tests_properties(cli_cpu_transcribe_chunking_auto PROPERTIES LABELS "cli;cpu;unit"
+  SKIP_RETURN_CODE 77 TIMEOUT 600 PASS_REGULAR_EXPRESSION
+  "\\[00:00:0[0-9]\\.[0-9]+ --> 00:00:[0-9.]+\\]  And so,? my fellow Americans,? ask not what your country can do for you.*ask what you can do for your country")
