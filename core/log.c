@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static _Atomic int wd_log_level = WD_LOG_INFO;
@@ -29,6 +30,20 @@ wd_log_level_t wd_log_get_level(void) {
 
 void wd_log_set_style(wd_log_style_t style) {
   atomic_store_explicit(&wd_log_style, (int)style, memory_order_relaxed);
+}
+
+int wd_log_stderr_is_journal(void) {
+  /* systemd sets JOURNAL_STREAM to "device:inode" of the stream it connected
+   * to the journal; stderr is that stream only when they match (a child
+   * whose stderr was redirected inherits the variable, not the stream). */
+  const char *e = getenv("JOURNAL_STREAM");
+  unsigned long long dev = 0, ino = 0;
+  char extra;
+  struct stat st;
+  if (!e || sscanf(e, "%llu:%llu%c", &dev, &ino, &extra) != 2 ||
+      fstat(STDERR_FILENO, &st) != 0)
+    return 0;
+  return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
 const char *wd_log_level_name(wd_log_level_t level) {

@@ -2,8 +2,10 @@
  * log.h - logging to stderr with syslog priority prefixes.
  *
  * Each line is written as "<N>message\n" where N is the syslog priority
- * (journald strips the prefix and records the priority), unless the prefix
- * style is set to plain text for an interactive terminal. One process-wide
+ * (journald strips the prefix and records the priority) when stderr is the
+ * journal's stream, and as "level: message" everywhere else (a terminal, a
+ * file, docker logs, a pipe): daemon/main.c picks the style with
+ * wd_log_stderr_is_journal(). One process-wide
  * threshold decides what is written; it is set once at start-up by the daemon
  * and read with relaxed atomics elsewhere, so logging is thread-safe.
  *
@@ -32,6 +34,10 @@ typedef enum {
 void wd_log_set_level(wd_log_level_t level);
 wd_log_level_t wd_log_get_level(void);
 void wd_log_set_style(wd_log_style_t style);
+
+/* Whether stderr is the journal's stream (JOURNAL_STREAM names it): the
+ * only place "<N>" prefixes are read rather than shown. */
+int wd_log_stderr_is_journal(void);
 
 /* Parses "err", "warning", "notice", "info", "debug" (or "0".."7"). */
 int wd_log_level_parse(const char *s, wd_log_level_t *ret_level);

@@ -14,7 +14,9 @@ extern char **environ;
 
 int main(int argc, char **argv) {
   /* A terminal gets "info: ..." lines; journald gets "<6>..." prefixes. */
-  wd_log_set_style(isatty(STDERR_FILENO) ? WD_LOG_STYLE_PLAIN : WD_LOG_STYLE_SYSLOG);
+  /* "<6>" prefixes only where journald reads them (issue #27): plain lines
+   * in a terminal, a file, docker logs. */
+  wd_log_set_style(wd_log_stderr_is_journal() ? WD_LOG_STYLE_SYSLOG : WD_LOG_STYLE_PLAIN);
 
   wd_config_t cfg;
   char err[1024];

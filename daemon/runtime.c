@@ -233,15 +233,16 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int au
                rc == WD_ENOENT ? " (scripts/fetch-vad.sh fetches it)" : "");
       goto fail;
     }
-    wd_log_info("vad: no %s: requests' chunking_strategy is refused (scripts/fetch-vad.sh "
-                "fetches it)", cfg->vad_model);
+    wd_log_debug("vad: no %s: chunking is refused (scripts/fetch-vad.sh fetches it)",
+                 cfg->vad_model);
     rc = 0;
   } else {
-    wd_log_info("vad: Silero VAD v6 from %s, %s: threshold %.2f, silences of %d ms end speech, "
-                "%d ms of padding", cfg->vad_model,
-                cfg->vad ? "for every job (--vad)" : "for requests' chunking_strategy",
-                (double)rt->vad_params.threshold, rt->vad_params.min_silence_ms,
-                rt->vad_params.speech_pad_ms);
+    wd_log(cfg->vad ? WD_LOG_INFO : WD_LOG_DEBUG,
+           "vad: Silero VAD v6 from %s, %s: threshold %.2f, silences of %d ms end speech, "
+           "%d ms of padding", cfg->vad_model,
+           cfg->vad ? "for every job (--vad)" : "for chunking (chunking_strategy, --chunking)",
+           (double)rt->vad_params.threshold, rt->vad_params.min_silence_ms,
+           rt->vad_params.speech_pad_ms);
   }
   int n_mel = 0, n_fft = 0;
   const float *filters = wd_model_mel_filters(rt->m, &n_mel, &n_fft);

@@ -19,3 +19,16 @@ set_tests_properties(cli_bad_option PROPERTIES LABELS "cli;unit"
   PASS_REGULAR_EXPRESSION "--port: port: 0 is out of range")
 add_test(NAME cli_unknown_command COMMAND ${WD_BIN} frobnicate)
 set_tests_properties(cli_unknown_command PROPERTIES LABELS "cli;unit" WILL_FAIL TRUE)
+
+# Log prefixes (issue #27): "<3>" only when stderr is the stream
+# JOURNAL_STREAM names (journald's), "err: " in a file otherwise.
+add_test(NAME cli_log_prefix_journal
+         COMMAND sh -c "f=$(mktemp); JOURNAL_STREAM=$(stat -c %d:%i \"$f\") \"$0\" info /nonexistent/model.bin 2>\"$f\"; cat \"$f\"; rm -f \"$f\""
+         $<TARGET_FILE:whisperd>)
+set_tests_properties(cli_log_prefix_journal PROPERTIES LABELS "cli;unit"
+  PASS_REGULAR_EXPRESSION "^<3>[^\n]*nonexistent")
+add_test(NAME cli_log_prefix_plain
+         COMMAND sh -c "f=$(mktemp); JOURNAL_STREAM=1:2 \"$0\" info /nonexistent/model.bin 2>\"$f\"; cat \"$f\"; rm -f \"$f\""
+         $<TARGET_FILE:whisperd>)
+set_tests_properties(cli_log_prefix_plain PROPERTIES LABELS "cli;unit"
+  PASS_REGULAR_EXPRESSION "^err: [^\n]*nonexistent")

@@ -2,6 +2,9 @@
  * test_log.c - level parsing, the threshold and the line format on stderr.
  */
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -51,6 +54,52 @@ WD_TEST(syslog_prefixes_and_threshold) {
   wd_log_set_style(WD_LOG_STYLE_SYSLOG);
   wd_log_set_level(WD_LOG_INFO);
   WD_CHECK_EQ_STR(capture(emit), "<6>hello 42\n<3>bad 'x'\n");
+}
+
+/* JOURNAL_STREAM names stderr's device and inode: only then is stderr the
+ * journal's. */
+static int g_journal;
+static void probe(void) { g_journal = wd_log_stderr_is_journal(); }
+
+WD_TEST(journal_stream_must_name_stderr) {
+  char path[] = "/tmp/wd_test_journal_XXXXXX";
+  int fd = mkstemp(path);
+  WD_CHECK(fd >= 0);
+  if (fd < 0)
+    return;
+  struct stat st;
+  WD_CHECK_EQ_INT(fstat(fd, &st), 0);
+  char v[64];
+  snprintf(v, sizeof v, "%llu:%llu", (unsigned long long)st.st_dev,
+           (unsigned long long)st.st_ino);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  unsetenv("JOURNAL_STREAM");
+  probe();
+  const int unset = g_journal;
+  setenv("JOURNAL_STREAM", v, 1);
+  probe();
+  const int same = g_journal;
+  setenv("JOURNAL_STREAM", "1:2", 1);
+  probe();
+  const int other = g_journal;
+  setenv("JOURNAL_STREAM", "garbage", 1);
+  probe();
+  const int bad = g_journal;
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  /* stderr back on the test's own: the variable no longer names it. */
+  setenv("JOURNAL_STREAM", v, 1);
+  probe();
+  const int restored = g_journal;
+  unsetenv("JOURNAL_STREAM");
+  close(fd);
+  unlink(path);
+  WD_CHECK_EQ_INT(unset, 0);
+  WD_CHECK_EQ_INT(same, 1);
+  WD_CHECK_EQ_INT(other, 0);
+  WD_CHECK_EQ_INT(bad, 0);
+  WD_CHECK_EQ_INT(restored, 0);
 }
 
 WD_TEST(plain_style) {
