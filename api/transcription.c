@@ -484,11 +484,12 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
                      wd_strerror(r));
     return answer_error(t, &e);
   }
+  /* OpenAI answers text, srt and vtt all as text/plain; charset=utf-8
+   * (seen from api.openai.com, 2025-09-30); the SDKs that read these
+   * formats as strings expect exactly that. */
   const char *ctype = "application/json";
-  if (t->format == WD_FMT_TEXT || t->format == WD_FMT_SRT)
+  if (t->format == WD_FMT_TEXT || t->format == WD_FMT_SRT || t->format == WD_FMT_VTT)
     ctype = "text/plain; charset=utf-8";
-  else if (t->format == WD_FMT_VTT)
-    ctype = "text/vtt; charset=utf-8";
   t->phase = PH_ANSWERED;
   t->status = 200;
   return wd_response_body(t->conn, 200, ctype, text, strlen(text));

@@ -207,9 +207,9 @@ def ts(sec, sep):
 CONTENT_TYPES = {
     "json": ("application/json",),
     "verbose_json": ("application/json",),
-    "text": ("text/plain",),
-    "srt": ("application/x-subrip", "text/plain", "text/srt"),
-    "vtt": ("text/vtt", "text/plain"),
+    "text": ("text/plain; charset=utf-8",),
+    "srt": ("text/plain; charset=utf-8",),   # OpenAI's own, for all three
+    "vtt": ("text/plain; charset=utf-8",),
 }
 
 
