@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "error.h"
 #include "transcript.h"
+#include "vad_job.h"
 
 /* Chunked job ids: the top bit set, so they never equal a worker's ids. */
 #define CJ_ID_BIT (1ull << 63)
@@ -250,6 +251,20 @@ static size_t ids_in_flight(const cjob_t *j, uint64_t *ids, size_t max) {
   return n;
 }
 
+/* A thread is done with j (called with j->mu held; returns with it
+ * released). The last one out finishes: nothing in flight or under way,
+ * and nothing more will be submitted. */
+static void leave(cjob_t *j) {
+  j->active--;
+  const int last = j->active == 0 && j->in_flight == 0 &&
+                   (j->rc || j->cancelled || j->next_submit == j->n);
+  if (last && !j->rc && j->cancelled)
+    j->rc = WD_ECANCELED;
+  pthread_mutex_unlock(&j->mu);
+  if (last)
+    finish(j);
+}
+
 /* A chunk's job ended (a worker thread, no worker lock held). */
 static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
   chunk_t *c = ud;
@@ -288,31 +303,7 @@ static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
     next->done = 1;
     j->in_flight--;
   }
-  j->active--;
-  /* The last one out finishes: nothing in flight or under way, and nothing
-   * more will be submitted. */
-  const int last = j->active == 0 && j->in_flight == 0 &&
-                   (j->rc || j->cancelled || j->next_submit == j->n);
-  if (last && !j->rc && j->cancelled)
-    j->rc = WD_ECANCELED;
-  pthread_mutex_unlock(&j->mu);
-  if (last)
-    finish(j);
-}
-
-/* The transcript of a file without speech (before any chunk exists). */
-static int no_speech(const wd_job_params_t *p, size_t n_samples) {
-  wd_transcript_t t = { 0 };
-  if (!(t.text = strdup("")))
-    return WD_ENOMEM;
-  const char *lang = p->decode.language && strcmp(p->decode.language, "auto") != 0
-                         ? p->decode.language
-                         : "en";
-  strncpy(t.language, lang, sizeof t.language - 1);
-  t.language_prob = p->decode.language ? 1.0f : 0.0f;
-  t.duration = (double)n_samples / WD_VAD_SAMPLE_RATE;
-  p->cb.on_done(p->cb.ud, 0, &t); /* it owns t's contents now */
-  return 0;
+  leave(j);
 }
 
 /* j->p with the decode options' buffers copied (later chunks are submitted
@@ -386,7 +377,7 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
     rc = make_chunks(j, vad, vp);
   if (rc || j->n == 0) {
     cj_free(j);
-    return rc ? rc : no_speech(p, n_samples);
+    return rc ? rc : wd_vad_no_speech(p, n_samples);
   }
   wd_worker_stats_t st;
   wd_workers_stats(g, &st);
@@ -433,14 +424,7 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
     }
   }
   pthread_mutex_lock(&j->mu);
-  j->active--;
-  const int last = j->active == 0 && j->in_flight == 0 &&
-                   (j->rc || j->cancelled || j->next_submit == j->n);
-  if (last && !j->rc && j->cancelled)
-    j->rc = WD_ECANCELED;
-  pthread_mutex_unlock(&j->mu);
-  if (last)
-    finish(j);
+  leave(j);
   return 0;
 }
 

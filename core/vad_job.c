@@ -132,8 +132,7 @@ static void vj_done(void *ud, int rc, wd_transcript_t *t) {
   free(j);
 }
 
-/* The transcript of a file without speech. */
-static int no_speech(const wd_job_params_t *p, size_t n_samples) {
+int wd_vad_no_speech(const wd_job_params_t *p, size_t n_samples) {
   wd_transcript_t t = { 0 };
   t.text = strdup("");
   if (!t.text)
@@ -166,7 +165,7 @@ int wd_vad_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_param
       wd_vad_map_free(&j->map);
     free(j);
     free(kept);
-    return rc ? rc : no_speech(p, n_samples);
+    return rc ? rc : wd_vad_no_speech(p, n_samples);
   }
   j->cb = p->cb;
   wd_job_params_t q = *p;

@@ -46,6 +46,11 @@ double wd_vad_map_time(const wd_vad_map_t *map, double t, int is_end);
 /* Every segment's and word's times mapped, and the duration the original's. */
 void wd_vad_map_transcript(const wd_vad_map_t *map, wd_transcript_t *t);
 
+/* Ends a job whose audio holds no speech without running it: p->cb.on_done
+ * with an empty transcript of the file's duration (it owns it). 0 or
+ * WD_ENOMEM. */
+int wd_vad_no_speech(const wd_job_params_t *p, size_t n_samples);
+
 /* wd_workers_submit with the filter when vad is not NULL (p's callbacks see
  * original times); without it, exactly wd_workers_submit. Takes samples in
  * every case. Runs the VAD on the calling thread (about 1 ms per second of
