@@ -30,6 +30,7 @@ typedef enum {
   F_TEMPERATURE,
   F_TIMESTAMP_GRANULARITIES, /* an array */
   F_STREAM,
+  F_INCLUDE,      /* include: an array, like timestamp_granularities */
   F_CHUNKING,     /* chunking_strategy, whole ("auto" or a JSON object) */
   F_CHUNKING_KEY, /* chunking_strategy[key]: the SDKs' flattened object */
 } wd_field_t;
@@ -51,18 +52,22 @@ static wd_field_t field_of(const char *name) {
   static const char cs[] = "chunking_strategy[";
   if (strncmp(name, cs, sizeof cs - 1) == 0 && name[strlen(name) - 1] == ']')
     return F_CHUNKING_KEY;
-  static const char arr[] = "timestamp_granularities";
-  const size_t n = sizeof arr - 1;
-  if (strncmp(name, arr, n) == 0) {
+  static const struct { const char *name; wd_field_t f; } arrays[] = {
+    { "timestamp_granularities", F_TIMESTAMP_GRANULARITIES }, { "include", F_INCLUDE },
+  };
+  for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++) {
+    const size_t n = strlen(arrays[a].name);
+    if (strncmp(name, arrays[a].name, n) != 0)
+      continue;
     const char *rest = name + n;
     if (rest[0] == '\0' || strcmp(rest, "[]") == 0)
-      return F_TIMESTAMP_GRANULARITIES;
+      return arrays[a].f;
     if (rest[0] == '[') {
       size_t k = 1;
       while (isdigit((unsigned char)rest[k]))
         k++;
       if (k > 1 && rest[k] == ']' && rest[k + 1] == '\0')
-        return F_TIMESTAMP_GRANULARITIES;
+        return arrays[a].f;
     }
   }
   return F_OTHER;
@@ -78,6 +83,7 @@ static const char *field_name(wd_field_t f) {
   case F_TEMPERATURE: return "temperature";
   case F_TIMESTAMP_GRANULARITIES: return "timestamp_granularities";
   case F_STREAM: return "stream";
+  case F_INCLUDE: return "include";
   case F_CHUNKING:
   case F_CHUNKING_KEY: return "chunking_strategy";
   default: return NULL;
@@ -149,6 +155,7 @@ typedef struct {
   json_t *cs_keys;    /* chunking_strategy[key] = value, the values as strings */
   int gran_seen;      /* timestamp_granularities parts, empty ones included */
   char *bad_gran;     /* the first value that is neither segment nor word */
+  char *bad_include;  /* the first include value other than logprobs */
 } wd_raw_t;
 
 static void raw_clear(wd_raw_t *r) {
@@ -158,6 +165,7 @@ static void raw_clear(wd_raw_t *r) {
   free(r->chunking);
   json_decref(r->cs_keys);
   free(r->bad_gran);
+  free(r->bad_include);
 }
 
 /* One pass over the parts: the file, copies of the text fields. */
@@ -219,6 +227,21 @@ static int collect(const wd_multipart_t *form, wd_request_t *r, wd_raw_t *raw,
         r->timestamps_word = 1;
       else if (v[0] && !raw->bad_gran) {
         raw->bad_gran = v;
+        v = NULL;
+      }
+      free(v);
+      break;
+    }
+    case F_INCLUDE: {
+      char *v = value_dup(p, 1);
+      if (!v) {
+        rc = WD_ENOMEM;
+        break;
+      }
+      if (strcmp(v, "logprobs") == 0)
+        r->logprobs = 1;
+      else if (v[0] && !raw->bad_include) {
+        raw->bad_include = v;
         v = NULL;
       }
       free(v);
@@ -396,6 +419,13 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
   int rc = parse_chunking(r, raw, err);
   if (rc)
     return rc;
+  if (raw->bad_include)
+    return wd_api_error_set(err, 400, "include", "invalid_value",
+                            "'%.64s' is not one of ['logprobs'] - 'include'", raw->bad_include);
+  if (r->logprobs && r->format != WD_FMT_JSON && r->format != WD_FMT_VERBOSE_JSON)
+    return wd_api_error_set(err, 400, "include", "invalid_value",
+                            "include 'logprobs' requires response_format 'json' or "
+                            "'verbose_json'.");
   if (!transcribe) {
     /* Translations have no language, timestamp_granularities or stream
      * field: the source language is detected from the audio. */

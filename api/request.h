@@ -51,6 +51,7 @@ typedef struct {
   int timestamps_segment;    /* timestamp_granularities contains "segment" */
   int timestamps_word;       /* ... "word" (verbose_json only) */
   int stream;                /* transcriptions only: answer with SSE */
+  int logprobs;              /* include[] holds "logprobs": the tokens' log-probabilities */
   /* chunking_strategy: "auto" or {"type": "server_vad", "threshold",
    * "prefix_padding_ms", "silence_duration_ms"} (as a JSON string or as the
    * SDKs' chunking_strategy[key] fields). Unset: the server's default. */

@@ -98,6 +98,7 @@ struct wd_transcription {
   wd_format_t format;
   unsigned verbose_parts;    /* verbose_json: WD_RENDER_SEGMENTS / WD_RENDER_WORDS */
   int stream;
+  int logprobs;              /* include[]=logprobs */
   double audio_s;
   /* PH_DECODING: what the decode thread reads (the form holds the file
    * that req points into), kept for the submit after it. */
@@ -367,6 +368,13 @@ static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double 
   if (n > 0 && !t->conn_gone) {
     json_t *d = json_text(text, n);
     json_t *ev = d ? json_pack("{s:s, s:o}", "type", "transcript.text.delta", "delta", d) : NULL;
+    if (ev && t->logprobs) { /* OpenAI's delta carries its tokens' logprobs */
+      json_t *lp = wd_render_logprobs(seg, 1, t->s->model.tok);
+      if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
+        json_decref(ev);
+        ev = NULL;
+      }
+    }
     if (ev) {
       ev_append(t, ev, NULL);
       t->n_deltas++;
@@ -438,6 +446,13 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
         json_decref(tj);
         json_decref(usage);
       }
+      if (ev && t->logprobs) {
+        json_t *lp = wd_render_logprobs(t->result.segments, t->result.n_segments, s->model.tok);
+        if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
+          json_decref(ev);
+          ev = NULL;
+        }
+      }
       ev_append(t, ev, NULL);
       json_decref(ev);
       ev_append(t, NULL, "[DONE]");
@@ -474,9 +489,12 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
     snprintf(t->result.language, sizeof t->result.language, "en");
   char *text = NULL;
   const char *task = t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe";
-  const int r = t->format == WD_FMT_VERBOSE_JSON
-                    ? wd_render_verbose_json(&t->result, task, t->verbose_parts, &text)
-                    : wd_render(&t->result, t->format, task, &text);
+  const int r =
+      t->logprobs ? wd_render_with_logprobs(&t->result, t->format, task, t->verbose_parts,
+                                            s->model.tok, &text)
+      : t->format == WD_FMT_VERBOSE_JSON
+          ? wd_render_verbose_json(&t->result, task, t->verbose_parts, &text)
+          : wd_render(&t->result, t->format, task, &text);
   wd_transcript_free(&t->result);
   if (r < 0) {
     wd_api_error_t e;
@@ -735,6 +753,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   t->verbose_parts = (req.timestamps_segment || !req.timestamps_word ? WD_RENDER_SEGMENTS : 0u) |
                      (req.timestamps_word ? WD_RENDER_WORDS : 0u);
   t->stream = req.stream;
+  t->logprobs = req.logprobs;
   int32_t *prompt = NULL;
   int n_prompt = 0;
   if ((rc = wd_request_prompt_tokens(&req, s->model.tok, &prompt, &n_prompt)) < 0) {

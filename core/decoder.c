@@ -168,8 +168,8 @@ typedef struct {
   float temperature, avg_logprob, compression_ratio, no_speech_prob;
 } wd_window_stats_t;
 
-static int add_segment(wd_decoder_t *d, double start, double end, const int32_t *ids, int n,
-                       const wd_window_stats_t *w) {
+static int add_segment(wd_decoder_t *d, double start, double end, const int32_t *ids,
+                       const float *lps, int n, const wd_window_stats_t *w) {
   wd_transcript_t *t = &d->out;
   if (wd__fault_oom()) /* tests: this store fails as out of memory (fault.h) */
     return WD_ENOMEM;
@@ -184,13 +184,16 @@ static int add_segment(wd_decoder_t *d, double start, double end, const int32_t 
     .compression_ratio = w->compression_ratio, .no_speech_prob = w->no_speech_prob,
   };
   s->tokens = malloc(((size_t)n + 1) * sizeof *s->tokens);
+  s->logprobs = malloc(((size_t)n + 1) * sizeof *s->logprobs);
   s->text = tokens_text(d->tok, ids, n, d->sp->eot);
-  if (!s->tokens || !s->text) {
+  if (!s->tokens || !s->logprobs || !s->text) {
     free(s->tokens);
+    free(s->logprobs);
     free(s->text);
     return WD_ENOMEM;
   }
   memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+  memcpy(s->logprobs, lps, (size_t)n * sizeof *lps);
   s->n_tokens = n;
   t->n_segments++;
   return 0;
@@ -233,6 +236,7 @@ static void drop_segments(wd_decoder_t *d, int from) {
     wd_segment_t *s = &d->out.segments[i];
     free(s->text);
     free(s->tokens);
+    free(s->logprobs);
     wd_words_free(s->words, s->n_words);
   }
   if (from < d->out.n_segments)
@@ -368,6 +372,7 @@ static int next_window(wd_decoder_t *d) {
 static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_stats_t *ws) {
   const wd_decode_opts_t *o = &d->opts;
   const int32_t *tk = best->tok;
+  const float *lp = best->lp;
   const int n = best->n, tb = d->sp->ts_begin;
   /* The no-speech rule: skip a silent window unless its text is confident. */
   if (!isnan(o->no_speech_threshold) && ws->no_speech_prob > o->no_speech_threshold &&
@@ -387,14 +392,14 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
     any_consecutive = 1;
     rc = add_segment(d, time_offset + (tk[last_slice] - tb) * WD_TIME_PRECISION,
                      time_offset + (tk[i - 1] - tb) * WD_TIME_PRECISION, tk + last_slice,
-                     i - last_slice, ws);
+                     lp + last_slice, i - last_slice, ws);
     last_slice = i;
   }
   if (rc == 0 && any_consecutive) {
     if (single_ts_ending) {
       rc = add_segment(d, time_offset + (tk[last_slice] - tb) * WD_TIME_PRECISION,
                        time_offset + (tk[n - 1] - tb) * WD_TIME_PRECISION, tk + last_slice,
-                       n - last_slice, ws);
+                       lp + last_slice, n - last_slice, ws);
     } else {
       /* Resume at the last closed timestamp; the tail is decoded again. */
       const int advance = (tk[last_slice - 1] - tb) * WD_INPUT_STRIDE;
@@ -410,7 +415,7 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
           duration = (tk[i] - tb) * WD_TIME_PRECISION;
         break;
       }
-    rc = add_segment(d, time_offset, time_offset + duration, tk, n, ws);
+    rc = add_segment(d, time_offset, time_offset + duration, tk, lp, n, ws);
   }
   if (rc < 0)
     return rc;

@@ -163,8 +163,39 @@ static json_t *word_json(const wd_word_t *w, int api) {
   return o;
 }
 
+json_t *wd_render_logprobs(const wd_segment_t *segs, int n, const wd_tokenizer_t *tok) {
+  json_t *arr = json_array();
+  const int32_t eot = wd_tokenizer_special(tok)->eot;
+  for (int s = 0; arr && s < n; s++) {
+    const wd_segment_t *g = &segs[s];
+    for (int i = 0; g->logprobs && i < g->n_tokens; i++) {
+      if (g->tokens[i] >= eot)
+        continue;
+      char buf[512];
+      if (wd_tokenizer_token_text(tok, g->tokens[i], buf, sizeof buf) < 0)
+        continue;
+      const size_t len = strlen(buf);
+      char *token = wd_render_utf8_dup(buf, len);
+      json_t *bytes = json_array();
+      for (size_t b = 0; bytes && b < len; b++)
+        json_array_append_new(bytes, json_integer((unsigned char)buf[b]));
+      json_t *o = token && bytes ? json_pack("{s:s, s:f, s:o}", "token", token, "logprob",
+                                            (double)g->logprobs[i], "bytes", bytes)
+                                 : NULL;
+      if (!o)
+        json_decref(bytes);
+      free(token);
+      if (!o || json_array_append_new(arr, o) < 0) {
+        json_decref(arr);
+        return NULL;
+      }
+    }
+  }
+  return arr;
+}
+
 static int render_json(const wd_transcript_t *t, int verbose, const char *task, unsigned flags,
-                       char **ret) {
+                       const wd_tokenizer_t *lp_tok, char **ret) {
   json_t *root = json_object();
   int rc = root ? 0 : WD_ENOMEM;
   /* The API's "text" has no surrounding space (openai's library keeps it). */
@@ -192,6 +223,10 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
   }
   if (!rc)
     rc |= json_object_set_new(root, "text", json_text(text, tn));
+  if (!rc && lp_tok) {
+    json_t *lp = wd_render_logprobs(t->segments, t->n_segments, lp_tok);
+    rc |= lp ? json_object_set_new(root, "logprobs", lp) : -1;
+  }
   if (verbose && !rc) {
     json_t *segs = json_array();
     for (int i = 0; segs && i < t->n_segments; i++) {
@@ -247,7 +282,7 @@ static int render_json(const wd_transcript_t *t, int verbose, const char *task, 
 int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char **ret_text) {
   if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
     return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task,
-                       WD_RENDER_SEGMENTS | WD_RENDER_SEGMENT_WORDS, ret_text);
+                       WD_RENDER_SEGMENTS | WD_RENDER_SEGMENT_WORDS, NULL, ret_text);
   wd_sb_t b = { 0 };
   switch (fmt) {
   case WD_FMT_TEXT: {
@@ -305,5 +340,12 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
 
 int wd_render_verbose_json(const wd_transcript_t *t, const char *task, unsigned flags,
                            char **ret_text) {
-  return render_json(t, 1, task, flags, ret_text);
+  return render_json(t, 1, task, flags, NULL, ret_text);
+}
+
+int wd_render_with_logprobs(const wd_transcript_t *t, wd_format_t fmt, const char *task,
+                            unsigned verbose_flags, const wd_tokenizer_t *tok, char **ret_text) {
+  if (fmt != WD_FMT_JSON && fmt != WD_FMT_VERBOSE_JSON)
+    return WD_EINVAL;
+  return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task, verbose_flags, tok, ret_text);
 }

@@ -7,7 +7,10 @@
 #ifndef WD_RENDER_H
 #define WD_RENDER_H
 
+#include <jansson.h>
+
 #include "decode.h"
+#include "tokenizer.h"
 
 typedef enum {
   WD_FMT_TEXT = 0,      /* the text alone (OpenAI response_format=text) */
@@ -44,6 +47,18 @@ enum {
  * SEGMENTS | SEGMENT_WORDS (words appear where they were computed). */
 int wd_render_verbose_json(const wd_transcript_t *t, const char *task, unsigned flags,
                            char **ret_text);
+
+/* OpenAI's `logprobs` (include[]=logprobs): for every text token of
+ * segs[0..n) in order (timestamps and specials left out),
+ * {"token": its text (invalid UTF-8 repaired as wd_render_utf8_dup does),
+ * "logprob": its log-probability, "bytes": its raw bytes}. NULL when out of
+ * memory; an empty array when the segments keep no log-probabilities. */
+json_t *wd_render_logprobs(const wd_segment_t *segs, int n, const wd_tokenizer_t *tok);
+
+/* wd_render's json and verbose_json with `logprobs` (wd_render_logprobs)
+ * after the text. */
+int wd_render_with_logprobs(const wd_transcript_t *t, wd_format_t fmt, const char *task,
+                            unsigned verbose_flags, const wd_tokenizer_t *tok, char **ret_text);
 
 /* The whole seconds `usage` reports for a duration: ceil, at least 0. */
 long wd_render_usage_seconds(double duration_s);

@@ -123,6 +123,7 @@ static int update_rows(wd_search_t *s, const wd_filter_t *f, float *work,
       h->done = 1;
       continue;
     }
+    h->lp[h->n] = (float)((double)work[t] - lse);
     h->tok[h->n++] = t;
     if (h->n >= s->max_len)
       h->done = 1; /* unfinished: finalize appends EOT */
@@ -223,7 +224,9 @@ static int update_beam(wd_search_t *s, const wd_filter_t *f, float *work,
     const wd_hyp_t *h = &s->hyp[cand[i].src];
     wd_hyp_t *g = &next[saved];
     memcpy(g->tok, h->tok, (size_t)h->n * sizeof *h->tok);
+    memcpy(g->lp, h->lp, (size_t)h->n * sizeof *h->lp);
     g->tok[h->n] = cand[i].tok;
+    g->lp[h->n] = (float)(cand[i].score - h->sum_logprob);
     g->n = h->n + 1;
     g->sum_logprob = cand[i].score;
     g->done = 0;

@@ -38,6 +38,8 @@ typedef enum { WD_SEARCH_GREEDY, WD_SEARCH_SAMPLE, WD_SEARCH_BEAM } wd_search_mo
 /* One row's sequence: the sampled tokens, without the final EOT. */
 typedef struct {
   int32_t tok[WD_SEARCH_MAX_LEN + 1];
+  float lp[WD_SEARCH_MAX_LEN + 1]; /* lp[i]: log-probability of tok[i] (filtered,
+                                    * untempered: the terms of sum_logprob) */
   int n;
   double sum_logprob;
   int done;                    /* greedy and sample rows: ended with EOT */

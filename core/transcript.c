@@ -20,6 +20,7 @@ void wd_transcript_free(wd_transcript_t *t) {
   for (int i = 0; i < t->n_segments; i++) {
     free(t->segments[i].text);
     free(t->segments[i].tokens);
+    free(t->segments[i].logprobs);
     wd_words_free(t->segments[i].words, t->segments[i].n_words);
   }
   free(t->segments);

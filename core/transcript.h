@@ -27,6 +27,8 @@ typedef struct wd_segment {
   double start, end;           /* seconds */
   char *text;                  /* decoded text tokens, leading space kept */
   int32_t *tokens;             /* the segment's tokens, timestamps included */
+  float *logprobs;             /* each token's log-probability (n_tokens), owned; NULL
+                                * when not kept */
   int n_tokens;
   float temperature;
   float avg_logprob;           /* per window, as openai */

@@ -370,6 +370,23 @@ WD_TEST(chunking_strategy_forms) {
              "invalid_value", "both");
 }
 
+/* include: the array spellings, "logprobs" alone, json formats only. */
+WD_TEST(include_logprobs) {
+  static const char *const spellings[] = { "include[]", "include", "include[0]" };
+  for (size_t i = 0; i < 3; i++) {
+    wd_request_t r;
+    if (parse_ok(KV("model", "whisper-1", spellings[i], "logprobs", "file", NULL), T, &english,
+                 &r) == 0)
+      WD_CHECK_EQ_INT(r.logprobs, 1);
+    wd_request_clear(&r);
+    wd_multipart_free(g_form.form);
+  }
+  parse_fail(KV("model", "whisper-1", "include[]", "logits", "file", NULL), T, &english, 400,
+             "include", "invalid_value", "'logits' is not one of ['logprobs']");
+  parse_fail(KV("model", "whisper-1", "include[]", "logprobs", "response_format", "vtt", "file",
+                NULL), T, &english, 400, "include", "invalid_value", "requires response_format");
+}
+
 WD_TEST(repeated_fields_last_wins_and_file_anywhere) {
   wd_request_t r;
   form_t *f = &g_form;
