@@ -94,21 +94,28 @@ struct wd_worker {
 
 static void beat(wd_worker_t *w) { atomic_store(&w->heartbeat_ns, wd_now_ns()); }
 
-/* Calls on_done and frees the job; the job is unlinked (and counted in
- * n_ending), no lock held. A drain returns only after this. */
+/* Frees the job's audio and gives its seconds back to the budget, then
+ * calls on_done, then frees the job; the job is unlinked (and counted in
+ * n_ending), no lock held. The audio goes first (the transcript was taken
+ * out of the decoder already): a client that has its answer finds the
+ * budget free again, never a 429 for audio that is about to be freed. A
+ * drain returns only after this. */
 static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
-  if (j->cb.on_done)
-    j->cb.on_done(j->cb.ud, rc, t);
-  else if (t)
-    wd_transcript_free(t);
   const double held_s = j->held_s;
   wd_decoder_free(j->dec);
-  free(j);
+  j->dec = NULL;
   pthread_mutex_lock(&w->mu);
   w->held_s -= held_s;
   if (w->held_s < 1e-6) /* no drift below zero from the sums */
     w->held_s = 0.0;
   w->st.audio_held_s = w->held_s;
+  pthread_mutex_unlock(&w->mu);
+  if (j->cb.on_done)
+    j->cb.on_done(j->cb.ud, rc, t);
+  else if (t)
+    wd_transcript_free(t);
+  free(j);
+  pthread_mutex_lock(&w->mu);
   w->n_ending--;
   pthread_cond_broadcast(&w->idle);
   pthread_mutex_unlock(&w->mu);
