@@ -68,9 +68,10 @@ int wd_vad_speech(const float *probs, size_t n_probs, size_t n_samples,
   const double neg = p->neg_threshold >= 0 ? p->neg_threshold : fmax(p->threshold - 0.15, 0.01);
   const double th = p->threshold;
   spans_t out = { 0 };
-  gap_t *gaps = NULL;
-  size_t n_gaps = 0, cap_gaps = 0;
-  int triggered = 0, have_start = 0, rc = 0;
+  /* A silence is remembered at most once per chunk: n_probs bounds them. */
+  gap_t *gaps = malloc((n_probs ? n_probs : 1) * sizeof *gaps);
+  size_t n_gaps = 0;
+  int triggered = 0, have_start = 0, rc = gaps ? 0 : WD_ENOMEM;
   long long start = 0, temp_end = 0, prev_end = 0, next_start = 0;
   *ret = NULL;
   *ret_n = 0;
@@ -79,18 +80,8 @@ int wd_vad_speech(const float *probs, size_t n_probs, size_t n_samples,
     const double prob = probs[i];
     if (prob >= th && temp_end) {
       const long long dur = cur - temp_end;
-      if (dur > min_silence_at_max) {
-        if (n_gaps == cap_gaps) {
-          cap_gaps = cap_gaps ? 2 * cap_gaps : 16;
-          gap_t *g = realloc(gaps, cap_gaps * sizeof *g);
-          if (!g) {
-            rc = WD_ENOMEM;
-            break;
-          }
-          gaps = g;
-        }
+      if (dur > min_silence_at_max && n_gaps < n_probs)
         gaps[n_gaps++] = (gap_t){ temp_end, dur };
-      }
       temp_end = 0;
       if (next_start < prev_end)
         next_start = cur;
