@@ -52,4 +52,21 @@ int wd_vk_attn_bind(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t 
 int wd_vk_attn_record(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                       const wd_pc_attn_t *pc, uint32_t nb);
 
+/* Many rows of one sequence (prefill, align): on GPUs, 16 rows per
+ * workgroup read each key and value once (shaders/attn_rows.comp); on CPU
+ * drivers the one-row kernel runs (faster there). Every row of a group of
+ * 16 must have the same seq[].audio (cross) or seq[].slot (self); the
+ * self-attention mask is each row's len, as in wd_vk_attn_record. WD_EINVAL
+ * as wd_vk_attn_record, and when nb is not a multiple of WD_VK_ATTN_ROWS or
+ * pc->flags asks to save scores (only wd_vk_attn_record saves them).
+ * wd_vk_attn_use_rows overrides the device's choice (tests): call it
+ * before binding, as sets and recordings follow the choice made then. */
+#define WD_VK_ATTN_ROWS 16u
+void wd_vk_attn_use_rows(wd_vk_attn_t *a, bool on);
+int wd_vk_attn_bind_rows(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
+                         const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,
+                         wd_vk_dset_t **ret_set);
+int wd_vk_attn_record_rows(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                           const wd_pc_attn_t *pc, uint32_t nb);
+
 #endif

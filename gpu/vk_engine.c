@@ -830,9 +830,11 @@ int wd_vk_engine_read_encoded(wd_vk_engine_t *e, float *out) {
 
 int wd_vk_engine_profile(wd_vk_engine_t *e, int which, wd_vk_prof_row_t *rows, int max_rows,
                          int *ret_n) {
-  const wd_eng_prof_t *p = which == 0 ? e->prof_enc : e->prof_step;
-  wd_vk_cmd_t *cmd = which == 0 ? e->enc_cmd : e->step_cmd[0];
-  if (!p)
+  const wd_eng_prof_t *p = which == 0 ? e->prof_enc : which == 1 ? e->prof_step : e->prof_pf;
+  wd_vk_cmd_t *cmd = which == 0   ? e->enc_cmd
+                     : which == 1 ? e->step_cmd[0]
+                                  : e->pf_cmd[WD_ENG_N_BUCKETS - 1];
+  if (!p || !cmd || which < 0 || which > 2)
     return WD_EINVAL;
   int n = 0;
   if (!wd_vk_cmd_has_timestamps(cmd)) { /* a queue without timestamps: nothing to report */

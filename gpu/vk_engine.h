@@ -117,8 +117,9 @@ typedef struct {
 
 void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *ret);
 
-/* Per-operation GPU time of the last encoder run (which = 0) or the last
- * decoder step of batch size 1 (which = 1), summed by kind ("gemm-qk",
+/* Per-operation GPU time of the last encoder run (which = 0), the last
+ * decoder step of batch size 1 (which = 1) or the last prefill of the
+ * largest bucket (which = 2, 129..256 tokens), summed by kind ("gemm-qk",
  * "gemv", "attn-cross", ...), when the engine was built with profile. */
 typedef struct {
   const char *kind;

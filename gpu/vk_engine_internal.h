@@ -109,6 +109,7 @@ struct wd_vk_engine {
   double encode_ms, cross_ms, step_ms, prefill_ms, align_ms, copy_ms;
   int profile;
   wd_eng_prof_t *prof_enc, *prof_step; /* marks of enc_cmd and step_cmd[0] */
+  wd_eng_prof_t *prof_pf;              /* marks of the largest prefill recording */
   wd_eng_prof_t *prof_cur;             /* the recording being made, or NULL */
   unsigned long long n_steps;
   uint64_t act_bytes;

@@ -17,6 +17,8 @@
  * have pos = n_text_ctx, which kv_append skips and embed clamps, and len =
  * 0, for which attention writes zeros: they touch no cache and no real row
  * (every kernel is row-wise except attention, which reads only the cache).
+ * Attention runs wd_vk_attn_record_rows: on GPUs 16 rows of the one
+ * sequence per workgroup, each key and value read once for all 16.
  *
  * align (two submits). The same rows recording, bound to a scratch cache
  * of one sequence (kx/vx, WD_ENG_MAX_PREFILL rows per layer) instead of the
@@ -95,11 +97,22 @@ typedef struct {
   uint32_t rows[2 * WD_ENG_N_BUCKETS];
   int al[2 * WD_ENG_N_BUCKETS]; /* over the align scratch (else the slots) */
   uint32_t d;
+  int prof_k; /* the recording that is profiled (the largest prefill), or -1 */
 } rows_ctx_t;
 
-static void rows_barrier(rows_ctx_t *c) {
+/* Ends a profiled operation of the profiled recording (after a barrier). */
+static void rows_mark(rows_ctx_t *c, const char *kind) {
+  wd_eng_prof_t *p = c->e->prof_pf;
+  if (!p || c->prof_k < 0 || p->n >= WD_ENG_PROF_MAX)
+    return;
+  wd_vk_cmd_timestamp(c->cmd[c->prof_k], (uint32_t)(2 + p->n));
+  p->kind[p->n++] = kind;
+}
+
+static void rows_barrier(rows_ctx_t *c, const char *kind) {
   for (int k = 0; k < c->n; k++)
     wd_vk_cmd_barrier(c->cmd[k]);
+  rows_mark(c, kind);
 }
 
 /* Y[:, y_off:] (rows, ldy) (+)= X (rows, n_in) . W^T (+b) in every recording. */
@@ -117,7 +130,7 @@ static int rows_linear(rows_ctx_t *c, wd_vk_buffer_t *x, uint32_t n_in, const wd
     rc = wd_vk_gemm_record(e->gemm, c->cmd[k], s, &pc, 1);
   }
   if (barrier)
-    rows_barrier(c);
+    rows_barrier(c, "gemm-linear");
   return rc;
 }
 
@@ -140,7 +153,7 @@ static int rows_norm(rows_ctx_t *c, const char *fmt, int l, int last_only) {
                               .ldx = c->d, .y_off = off, .ldy = c->d, .eps = 1e-5f };
     rc = wd_vk_norm_record(e->norm, c->cmd[k], s, &pc);
   }
-  rows_barrier(c);
+  rows_barrier(c, "layernorm");
   return rc;
 }
 
@@ -149,7 +162,6 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
   wd_vk_engine_t *e = c->e;
   const uint32_t d = c->d, C = (uint32_t)e->hp.n_text_ctx;
   const wd_vk_arg_t st = whole(e->step), aqkv = whole(e->qkv), ao = whole(e->o);
-  const wd_vk_arg_t dm = whole(e->dummy);
   wd_vk_dset_t *app[2] = { NULL, NULL }, *att[2] = { NULL, NULL };
   int rc = 0;
   for (int i = 0; i < 2 && !rc; i++) {
@@ -158,7 +170,7 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
     const wd_vk_arg_t v = wd_vk_layers_arg(i ? e->vx : e->vc, (uint32_t)l, 0, 0);
     rc = wd__eng_keep(e, wd_vk_kv_bind_append(e->kv, &st, &aqkv, &k, &v, &app[i]), &app[i]);
     if (!rc)
-      rc = wd__eng_keep(e, wd_vk_attn_bind(e->attn, &st, &aqkv, &k, &v, &ao, &dm, &att[i]),
+      rc = wd__eng_keep(e, wd_vk_attn_bind_rows(e->attn, &st, &aqkv, &k, &v, &ao, &att[i]),
                         &att[i]);
   }
   for (int k = 0; k < c->n && !rc; k++) {
@@ -173,9 +185,9 @@ static int rows_self_attn(rows_ctx_t *c, int l) {
     const wd_pc_attn_t pa = { .n_head = (uint32_t)e->hp.n_text_head, .n_ctx = n_ctx,
                               .q_off = 0, .ldq = 3 * d, .kv_off = 0, .ldkv = d, .o_off = 0,
                               .ldo = d, .scale = 0.125f /* 1 / sqrt(64) */ };
-    if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd[k], att[al], &pa, c->rows[k]);
+    if (!rc) rc = wd_vk_attn_record_rows(e->attn, c->cmd[k], att[al], &pa, c->rows[k]);
   }
-  rows_barrier(c);
+  rows_barrier(c, "attn-self");
   return rc;
 }
 
@@ -186,9 +198,9 @@ static int rows_cross_attn(rows_ctx_t *c, int l) {
   const wd_vk_arg_t st = whole(e->step), aq = whole(e->qall);
   const wd_vk_arg_t ak = wd_vk_layers_arg(e->xk, (uint32_t)l, 0, 0);
   const wd_vk_arg_t av = wd_vk_layers_arg(e->xv, (uint32_t)l, 0, 0);
-  const wd_vk_arg_t ao = whole(e->o), dm = whole(e->dummy);
+  const wd_vk_arg_t ao = whole(e->o);
   wd_vk_dset_t *s = NULL;
-  int rc = wd__eng_keep(e, wd_vk_attn_bind(e->attn, &st, &aq, &ak, &av, &ao, &dm, &s), &s);
+  int rc = wd__eng_keep(e, wd_vk_attn_bind_rows(e->attn, &st, &aq, &ak, &av, &ao, &s), &s);
   const wd_pc_attn_t pa = {
     .n_head = (uint32_t)e->hp.n_text_head, .n_ctx = na, .n_keys = na, .flags = WD_ATTN_CROSS,
     .q_off = (uint32_t)((uint64_t)l * al_layer(e)), .ldq = d,
@@ -196,8 +208,8 @@ static int rows_cross_attn(rows_ctx_t *c, int l) {
     .o_off = 0, .ldo = d, .scale = 0.125f,
   };
   for (int k = 0; k < c->n && !rc; k++)
-    rc = wd_vk_attn_record(e->attn, c->cmd[k], s, &pa, c->rows[k]);
-  rows_barrier(c);
+    rc = wd_vk_attn_record_rows(e->attn, c->cmd[k], s, &pa, c->rows[k]);
+  rows_barrier(c, "attn-cross");
   return rc;
 }
 
@@ -258,7 +270,7 @@ static int rec_rows(rows_ctx_t *c) {
                              .n_pos = (uint32_t)e->hp.n_text_ctx };
   for (int k = 0; k < c->n && !rc; k++)
     rc = wd_vk_misc_record_embed(e->misc, c->cmd[k], s, &pe, c->rows[k]);
-  rows_barrier(c);
+  rows_barrier(c, "embed");
   for (int l = 0; l < e->hp.n_text_layer && !rc; l++)
     rc = rows_layer(c, l);
   if (!rc) rc = rows_norm(c, "decoder.ln", 0, 1);
@@ -274,6 +286,7 @@ static int rec_rows(rows_ctx_t *c) {
     rc = wd_vk_gemv_record(e->gemv, c->cmd[k], s, &pc);
     if (!rc) rc = wd__eng_rec_readback(c->cmd[k], e->logits, e->lg_rb, (uint64_t)nv * 4);
   }
+  rows_mark(c, "logits");
   int rc2 = 0;
   for (int k = 0; k < c->n; k++) {
     wd_vk_cmd_timestamp(c->cmd[k], 1);
@@ -354,12 +367,19 @@ int wd__eng_rows_new(wd_vk_engine_t *e) {
     return WD_ENOMEM;
   /* Prefill recordings only where n > max_seqs can land (shorter prompts
    * replay the step recordings); align recordings for every size. */
-  rows_ctx_t c = { .e = e, .d = (uint32_t)d };
+  rows_ctx_t c = { .e = e, .d = (uint32_t)d, .prof_k = -1 };
   e->n_buckets = WD_ENG_N_BUCKETS;
+  /* With profile, the largest prefill recording has a timestamp per operation. */
+  if (e->opts.profile && !(e->prof_pf = calloc(1, sizeof *e->prof_pf)))
+    return WD_ENOMEM;
   for (int k = 0; k < WD_ENG_N_BUCKETS && !rc; k++) {
     e->bucket[k] = wd_eng_buckets[k];
-    if (e->bucket[k] > (uint32_t)e->max_seqs && !(rc = wd_vk_cmd_new(e->dev, 2, &e->pf_cmd[k])))
+    const int prof = e->prof_pf && k == WD_ENG_N_BUCKETS - 1;
+    if (e->bucket[k] > (uint32_t)e->max_seqs &&
+        !(rc = wd_vk_cmd_new(e->dev, prof ? 2 + WD_ENG_PROF_MAX : 2, &e->pf_cmd[k]))) {
+      c.prof_k = prof ? c.n : c.prof_k;
       c.cmd[c.n] = e->pf_cmd[k], c.rows[c.n] = e->bucket[k], c.al[c.n++] = 0;
+    }
     if (!rc && !(rc = wd_vk_cmd_new(e->dev, 2, &e->al_cmd[k])))
       c.cmd[c.n] = e->al_cmd[k], c.rows[c.n] = e->bucket[k], c.al[c.n++] = 1;
   }
@@ -407,6 +427,8 @@ void wd__eng_rows_free(wd_vk_engine_t *e) {
   wd_vk_layers_free(e->kx);
   wd_vk_layers_free(e->vx);
   free(e->set_qk); /* the sets themselves are in e->sets */
+  free(e->prof_pf);
+  e->prof_pf = NULL;
 }
 
 /* ---- operations ---------------------------------------------------------- */

@@ -239,12 +239,13 @@ int main(int argc, char **argv) {
     else
       fprintf(stderr, "bench_engine: prefill: %s\n", wd_strerror(rc));
   }
-  for (int which = 0; which < 2; which++) {
+  static const char *const prof_name[] = { "encoder", "decoder step", "prefill of 224" };
+  for (int which = 0; which < 3; which++) {
     wd_vk_prof_row_t rows[32];
     int nr = 0;
     if (!be.vk || wd_vk_engine_profile(be.vk, which, rows, 32, &nr) < 0)
       continue;
-    printf("%s, by operation (last run, GPU ms):\n", which ? "decoder step" : "encoder");
+    printf("%s, by operation (last run, GPU ms):\n", prof_name[which]);
     for (int i = 0; i < nr; i++)
       printf("  %-14s %9.2f ms  (%u)\n", rows[i].kind, rows[i].ms, rows[i].count);
   }

@@ -3,8 +3,9 @@
  * OpenBLAS sgemm on the host, in the same run.
  *
  * C[M, N] = A[M, K] * B[N, K]^T for the Linear layers of tiny, base and
- * large-v3(-turbo), M = 1500 (audio frames per 30 s window), a 224-token
- * prompt's prefill at the large shape, and one head's attention products.
+ * large-v3(-turbo), M = 1500 (audio frames per 30 s window), the 256-row
+ * prefill recording (prompts of 129..256 tokens) at the large shape, and one
+ * head's attention products.
  * GPU time: one command buffer holds GPU_REPS dispatches of the shape, a
  * barrier and a timestamp after each; it is submitted 3 times and the best
  * delta counts. All GPU shapes run first, back to back, then OpenBLAS (best
@@ -151,7 +152,8 @@ static const struct { uint32_t m, n, k; const char *what; } shapes[] = {
   { 1500, 512, 2048, "base fc2" },
   { 1500, 1280, 1280, "large attn" },        { 1500, 3840, 1280, "large fused qkv" },
   { 1500, 5120, 1280, "large fc1" },         { 1500, 1280, 5120, "large fc2" },
-  { 224, 1280, 1280, "large prefill attn" }, { 224, 5120, 1280, "large prefill fc1" },
+  { 256, 1280, 1280, "large prefill attn" }, { 256, 5120, 1280, "large prefill fc1" },
+  { 256, 1280, 5120, "large prefill fc2" },
   { 1500, 1500, 64, "attn QK^T, one head" }, { 1500, 64, 1500, "attn P.V, one head" },
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])

@@ -9,7 +9,9 @@
  * through audio[b] (two beams sharing one output). B = 1, 3, 8; tiny's
  * 6 heads of 64. Both reduction variants. The saved scores (QK) and weights
  * (P) of chosen heads are checked too, and heads not chosen must leave the
- * save buffer untouched. Tolerance: max |err| <= 2e-5, NMSE <= 1e-10
+ * save buffer untouched. The rows kernel (prefill, align: 16 rows of one
+ * sequence per workgroup) on 32 rows of self-attention (causal lengths,
+ * padding rows of zeros) and 48 of cross-attention. Tolerance: max |err| <= 2e-5, NMSE <= 1e-10
  * (outputs are convex combinations of V in [-1, 1]).
  */
 #include "gpu_util.h"
@@ -43,11 +45,14 @@ static void ref_attn(const float *q, const float *k, const float *v, uint32_t ld
   }
 }
 
-/* One case: nb sequences, self (lens) or cross (audio map, n_audio outputs). */
+/* One case: nb sequences, self (lens) or cross (audio map, n_audio outputs);
+ * with rows, nb rows of one sequence through the rows kernel instead: a
+ * prompt of nb - 5 tokens after 400 cached ones in slot 3 (self) or over
+ * audio 1 (cross), behind 5 padding rows (len 0: zeros). */
 static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cross,
-                     uint32_t save_flag, uint32_t save_heads) {
+                     uint32_t save_flag, uint32_t save_heads, int rows) {
   /* Self: more cache slots than rows, so rows and slots cannot coincide. */
-  const uint32_t n_ctx = cross ? 1500 : 448, n_src = cross ? 2 : 2 * nb + 1;
+  const uint32_t n_ctx = cross ? 1500 : 448, n_src = cross ? 2 : rows ? 5 : 2 * nb + 1;
   const uint32_t ldq = 3 * D; /* q inside a fused QKV row */
   const size_t nq = (size_t)nb * ldq, nkv = (size_t)n_src * n_ctx * D, no = (size_t)nb * D;
   const size_t save_ld = n_ctx, ns = (size_t)nb * NH * save_ld;
@@ -58,11 +63,14 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
   tg_fill(q, nq, 2.0f);
   tg_fill(k, nkv, 1.0f);
   tg_fill(v, nkv, 1.0f);
-  wd_seq_t seq[8];
+  wd_seq_t seq[64];
   for (uint32_t b = 0; b < nb; b++) {
     const uint32_t len = b == 0 ? (nb == 1 ? 37 : 1) : b == nb - 1 ? n_ctx : 5 + 41 * b;
     seq[b] = (wd_seq_t){ .token = 0, .pos = len - 1, .len = len, .audio = (b / 2) % 2,
                          .slot = (5 * b + 2) % n_src }; /* distinct: gcd(5, 2B + 1) = 1 */
+    if (rows) /* one sequence: padding, then consecutive positions */
+      seq[b] = (wd_seq_t){ .pos = b < 5 ? n_ctx : 400 + b - 5, .len = b < 5 ? 0 : 401 + b - 5,
+                           .audio = 1, .slot = 3 };
   }
   /* The saved rows are compared only where written: keep a copy to compare. */
   double *ref_s = malloc(ns * sizeof *ref_s);
@@ -80,7 +88,7 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
     }
 
   tg_buf_t bq, bk, bv, bo, bs, bstep;
-  float stepf[8 * 8];
+  float stepf[64 * 8];
   memcpy(stepf, seq, nb * sizeof seq[0]);
   WD_CHECK_EQ_INT(tg_buf_new(dev, nq, q, 0, &bq), 0);
   WD_CHECK_EQ_INT(tg_buf_new(dev, nkv, k, 0, &bk), 0);
@@ -92,7 +100,10 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
   wd_vk_cmd_t *cmd = NULL;
   const wd_vk_arg_t astep = tg_data(&bstep), aq = tg_all(&bq), ak = tg_all(&bk), av = tg_all(&bv),
                     ao = tg_all(&bo), as = tg_all(&bs);
-  WD_CHECK_EQ_INT(wd_vk_attn_bind(a, &astep, &aq, &ak, &av, &ao, &as, &set), 0);
+  if (rows)
+    WD_CHECK_EQ_INT(wd_vk_attn_bind_rows(a, &astep, &aq, &ak, &av, &ao, &set), 0);
+  else
+    WD_CHECK_EQ_INT(wd_vk_attn_bind(a, &astep, &aq, &ak, &av, &ao, &as, &set), 0);
   const wd_pc_attn_t pc = {
     .n_head = NH, .n_ctx = n_ctx, .n_keys = cross ? n_ctx : 0,
     .flags = (cross ? WD_ATTN_CROSS : 0u) | save_flag,
@@ -102,13 +113,15 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
   };
   WD_CHECK_EQ_INT(wd_vk_cmd_new(dev, 0, &cmd), 0);
   WD_CHECK_EQ_INT(wd_vk_cmd_begin(cmd), 0);
-  WD_CHECK_EQ_INT(wd_vk_attn_record(a, cmd, set, &pc, nb), 0);
+  WD_CHECK_EQ_INT(rows ? wd_vk_attn_record_rows(a, cmd, set, &pc, nb)
+                       : wd_vk_attn_record(a, cmd, set, &pc, nb),
+                  0);
   WD_CHECK_EQ_INT(wd_vk_cmd_end(cmd), 0);
   WD_CHECK_EQ_INT(wd_vk_cmd_submit(cmd, UINT64_MAX), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bo, got), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bs, gs), 0);
   char what[96];
-  snprintf(what, sizeof what, "attn %s B%u %s", cross ? "cross" : "self", nb,
+  snprintf(what, sizeof what, "attn%s %s B%u %s", rows ? " rows" : "", cross ? "cross" : "self", nb,
            save_flag == WD_ATTN_SAVE_QK ? "save QK" : save_flag ? "save P" : "");
   WD_CHECK(tg_compare(what, got, ref, no, 2e-5, 1e-10));
   WD_CHECK(tg_guards_ok(&bo));
@@ -150,12 +163,26 @@ static void run_variant(wd_vk_attn_variant_t var) {
     return;
   WD_CHECK_EQ_INT(wd_vk_attn_variant(a), var);
   tg_srand(99 + (uint64_t)var);
-  run_case(dev, a, 1, 0, 0, 0);
-  run_case(dev, a, 3, 0, WD_ATTN_SAVE_P, 0x5);
-  run_case(dev, a, 8, 0, 0, 0);
-  run_case(dev, a, 1, 1, 0, 0);
-  run_case(dev, a, 3, 1, WD_ATTN_SAVE_QK, 0x22);
-  run_case(dev, a, 8, 1, WD_ATTN_SAVE_P, 0x1);
+  run_case(dev, a, 1, 0, 0, 0, 0);
+  run_case(dev, a, 3, 0, WD_ATTN_SAVE_P, 0x5, 0);
+  run_case(dev, a, 8, 0, 0, 0, 0);
+  run_case(dev, a, 1, 1, 0, 0, 0);
+  run_case(dev, a, 3, 1, WD_ATTN_SAVE_QK, 0x22, 0);
+  run_case(dev, a, 8, 1, WD_ATTN_SAVE_P, 0x1, 0);
+  wd_vk_attn_free(a);
+}
+
+/* The rows kernel (prefill and align), made to run on every device. */
+WD_TEST(attn_rows) {
+  TG_DEVICE(dev);
+  wd_vk_attn_t *a = NULL;
+  WD_CHECK_EQ_INT(wd_vk_attn_new(dev, WD_VK_ATTN_AUTO, &a), 0);
+  if (!a)
+    return;
+  wd_vk_attn_use_rows(a, true);
+  tg_srand(7);
+  run_case(dev, a, 32, 0, 0, 0, 1);
+  run_case(dev, a, 48, 1, 0, 0, 1);
   wd_vk_attn_free(a);
 }
 
