@@ -603,6 +603,7 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
     wd_vk_layers_free(caches[i]);
   wd_vk_gemm_free(e->gemm);
   wd_vk_gemm_free(e->gemm_f32b);
+  wd_vk_gemm_free(e->gemm_rows);
   wd_vk_gemv_free(e->gemv);
   wd_vk_norm_free(e->norm);
   wd_vk_softmax_free(e->softmax);
@@ -639,8 +640,13 @@ static int make_plan(wd_vk_engine_t *e, uint64_t wbytes, char *err, size_t err_l
 
 static int make_pipelines(wd_vk_engine_t *e) {
   const bool f16 = e->plan.kv_f16;
+  /* A family named in the options runs everywhere; AUTO picks per shape. */
+  const wd_vk_gemm_family_t rows =
+      e->opts.gemm != WD_VK_GEMM_AUTO ? e->opts.gemm
+                                      : wd_vk_gemm_auto_rows(wd_vk_device_info(e->dev)->device_class);
   int rc;
   if ((rc = wd_vk_gemm_new(e->dev, e->opts.gemm, &e->gemm)) < 0 ||
+      (rc = wd_vk_gemm_new(e->dev, rows, &e->gemm_rows)) < 0 ||
       (rc = wd_vk_gemm_new_fmt(e->dev, e->opts.gemm, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||

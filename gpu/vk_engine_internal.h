@@ -52,6 +52,7 @@ struct wd_vk_engine {
   wd_vk_plan_t plan; /* layouts and sizes, checked against the device (vk_plan.h) */
   /* kernels */
   wd_vk_gemm_t *gemm, *gemm_f32b;
+  wd_vk_gemm_t *gemm_rows; /* the Linear layers of the prefill and align recordings */
   wd_vk_gemv_t *gemv;
   wd_vk_norm_t *norm;
   wd_vk_softmax_t *softmax;

@@ -122,12 +122,12 @@ static int rows_linear(rows_ctx_t *c, wd_vk_buffer_t *x, uint32_t n_in, const wd
   wd_vk_engine_t *e = c->e;
   wd_vk_dset_t *s = NULL;
   const wd_vk_arg_t ax = whole(x), ay = whole(y), ab = b ? *b : whole(e->dummy);
-  int rc = wd__eng_keep(e, wd_vk_gemm_bind(e->gemm, &ax, w, &ab, &ay, &s), &s);
+  int rc = wd__eng_keep(e, wd_vk_gemm_bind(e->gemm_rows, &ax, w, &ab, &ay, &s), &s);
   for (int k = 0; k < c->n && !rc; k++) {
     const wd_pc_gemm_t pc = { .M = c->rows[k], .N = n_out, .K = n_in, .lda = n_in, .ldb = n_in,
                               .ldc = ldy, .c_off = y_off,
                               .flags = flags | (b ? WD_GEMM_BIAS : 0u), .alpha = 1.0f };
-    rc = wd_vk_gemm_record(e->gemm, c->cmd[k], s, &pc, 1);
+    rc = wd_vk_gemm_record(e->gemm_rows, c->cmd[k], s, &pc, 1);
   }
   if (barrier)
     rows_barrier(c, "gemm-linear");

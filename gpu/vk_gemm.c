@@ -103,6 +103,18 @@ wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt) {
   return bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_TILED : WD_VK_GEMM_RB64;
 }
 
+wd_vk_gemm_family_t wd_vk_gemm_auto_rows(wd_vk_class_t c) {
+  /* At M = 256 the 64 x 64 tiles make 80 workgroups of a d x d product,
+   * fewer than a large GPU's multiprocessors, and rb's 64 invocations
+   * per tile leave each of them nearly idle; tiled's 256 hide more
+   * latency. NVIDIA H200, large-v3-turbo shapes, GPU ms (2026-11-26):
+   * 256 x 1280 x 1280 0.077 tiled / 0.110 rb-64x64, 256 x 5120 x 1280
+   * 0.184 / 0.162, 256 x 1280 x 5120 0.295 / 0.415. */
+  if (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED)
+    return WD_VK_GEMM_TILED;
+  return wd_vk_gemm_auto(c, WD_VK_GEMM_B_F16);
+}
+
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
   return wd_vk_gemm_new_fmt(dev, family, WD_VK_GEMM_B_F16, ret_gemm);
 }

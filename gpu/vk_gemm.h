@@ -53,6 +53,9 @@ wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
 /* The family AUTO picks on a device of class c for B of format bfmt. */
 wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt);
+/* The family AUTO picks for the decoder's Linear layers over at most 256
+ * rows (the prefill and align recordings), B in f16 or quantized. */
+wd_vk_gemm_family_t wd_vk_gemm_auto_rows(wd_vk_class_t c);
 
 /* The family a name from wd_vk_gemm_family_name (or "auto") stands for;
  * WD_EINVAL for another name. */
