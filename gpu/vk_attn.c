@@ -16,6 +16,8 @@ struct wd_vk_attn {
   wd_vk_pipeline_t *pipe;
   wd_vk_pipeline_t *rows; /* attn_rows: 16 rows of one cache per workgroup */
   bool use_rows;          /* the *_rows calls use it (else the one-row kernel) */
+  wd_vk_pipeline_t *split, *merge; /* attn_dec_*_split and its sibling attn_merge */
+  uint32_t n_split;                /* key chunks wd_vk_attn_splits reports */
 };
 
 int wd_vk_attn_new(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, wd_vk_attn_t **ret_attn) {
@@ -41,8 +43,11 @@ int wd_vk_attn_new_fmt(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, bool k
    * whose shared memory is a scalar loop per lane (reference/lavapipe.md),
    * it made tiny.en's prefill 8x slower (352 -> 2754 ms). */
   const wd_vk_class_t cls = wd_vk_device_info(dev)->device_class;
-  *a = (wd_vk_attn_t){ .variant = variant,
-                       .use_rows = cls == WD_VK_CLASS_DISCRETE || cls == WD_VK_CLASS_INTEGRATED };
+  const bool gpu = cls == WD_VK_CLASS_DISCRETE || cls == WD_VK_CLASS_INTEGRATED;
+  /* Cross-attention of a step in key chunks on GPUs: one row is n_head
+   * workgroups (20 for large) otherwise, too few to fill one. 8 chunks of
+   * 1500 keys: 188 per workgroup, 3 per invocation. */
+  *a = (wd_vk_attn_t){ .variant = variant, .use_rows = gpu, .n_split = gpu ? 8u : 1u };
   wd_vk_pipeline_desc_t desc = {
     .shader = variant == WD_VK_ATTN_SUBGROUP ? "attn_dec_sg" : "attn_dec_shm",
     .n_args = 6,
@@ -55,6 +60,11 @@ int wd_vk_attn_new_fmt(wd_vk_device_t *dev, wd_vk_attn_variant_t variant, bool k
   desc.shader = "attn_rows";
   if (rc == 0)
     rc = wd_vk_pipeline_new(dev, &desc, &a->rows);
+  desc.shader = variant == WD_VK_ATTN_SUBGROUP ? "attn_dec_sg_split" : "attn_dec_shm_split";
+  if (rc == 0)
+    rc = wd_vk_pipeline_new(dev, &desc, &a->split);
+  if (rc == 0)
+    rc = wd_vk_pipeline_sibling(a->split, "attn_merge", &a->merge);
   if (rc < 0)
     goto fail;
   *ret_attn = a;
@@ -69,6 +79,8 @@ void wd_vk_attn_free(wd_vk_attn_t *a) {
     return;
   wd_vk_pipeline_free(a->pipe);
   wd_vk_pipeline_free(a->rows);
+  wd_vk_pipeline_free(a->merge); /* before its base */
+  wd_vk_pipeline_free(a->split);
   free(a);
 }
 
@@ -129,4 +141,31 @@ int wd_vk_attn_record_rows(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t
     wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, pc->n_head,
                        a->use_rows ? nb / WD_VK_ATTN_ROWS : nb, 1);
   return rc;
+}
+
+uint32_t wd_vk_attn_splits(const wd_vk_attn_t *a) { return a->n_split; }
+
+void wd_vk_attn_set_splits(wd_vk_attn_t *a, uint32_t n) {
+  a->n_split = n < 1 ? 1 : n > WD_VK_ATTN_MAX_SPLIT ? WD_VK_ATTN_MAX_SPLIT : n;
+}
+
+int wd_vk_attn_bind_split(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
+                          const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,
+                          const wd_vk_arg_t *part, wd_vk_dset_t **ret_set) {
+  const wd_vk_arg_t args[6] = { *step, *q, *k, *v, *o, *part };
+  return wd_vk_dset_new(a->split, args, 6, ret_set);
+}
+
+int wd_vk_attn_record_split(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                            const wd_pc_attn_t *pc, uint32_t nb) {
+  if (pc->n_split < 2 || pc->n_split > WD_VK_ATTN_MAX_SPLIT ||
+      (pc->flags & (WD_ATTN_SAVE_QK | WD_ATTN_SAVE_P)))
+    return WD_EINVAL;
+  const int rc = check(pc, nb);
+  if (rc < 0)
+    return rc;
+  wd_vk_cmd_dispatch(cmd, set, pc, sizeof *pc, pc->n_head, nb, pc->n_split);
+  wd_vk_cmd_barrier(cmd);
+  wd_vk_cmd_dispatch_pipe(cmd, a->merge, set, pc, sizeof *pc, pc->n_head, nb, 1);
+  return 0;
 }

@@ -62,11 +62,29 @@ int wd_vk_attn_record(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set
  * wd_vk_attn_use_rows overrides the device's choice (tests): call it
  * before binding, as sets and recordings follow the choice made then. */
 #define WD_VK_ATTN_ROWS 16u
+#define WD_VK_ATTN_MAX_SPLIT 16u /* vk_plan.h WD_PLAN_ATTN_SPLIT sizes the engine's partials */
 void wd_vk_attn_use_rows(wd_vk_attn_t *a, bool on);
 int wd_vk_attn_bind_rows(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
                          const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,
                          wd_vk_dset_t **ret_set);
 int wd_vk_attn_record_rows(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
                            const wd_pc_attn_t *pc, uint32_t nb);
+
+/* Key chunks (flash-decoding): pc->n_split workgroups per (row, head),
+ * each over a contiguous chunk of the keys, write partial results to part
+ * (nb * n_head * n_split * WD_ATTN_PART floats from pc->save_off), then a merge writes O:
+ * the same result as wd_vk_attn_record (to rounding) with n_split times
+ * the workgroups. wd_vk_attn_splits: the chunks this device wants for a
+ * step's cross-attention (1: use wd_vk_attn_record; 8 on GPUs);
+ * wd_vk_attn_set_splits overrides it (tests). WD_EINVAL as
+ * wd_vk_attn_record, and for n_split outside 2..WD_VK_ATTN_MAX_SPLIT or
+ * saved scores. Records a barrier between its two dispatches. */
+uint32_t wd_vk_attn_splits(const wd_vk_attn_t *a);
+void wd_vk_attn_set_splits(wd_vk_attn_t *a, uint32_t n);
+int wd_vk_attn_bind_split(wd_vk_attn_t *a, const wd_vk_arg_t *step, const wd_vk_arg_t *q,
+                          const wd_vk_arg_t *k, const wd_vk_arg_t *v, const wd_vk_arg_t *o,
+                          const wd_vk_arg_t *part, wd_vk_dset_t **ret_set);
+int wd_vk_attn_record_split(wd_vk_attn_t *a, wd_vk_cmd_t *cmd, const wd_vk_dset_t *set,
+                            const wd_pc_attn_t *pc, uint32_t nb);
 
 #endif

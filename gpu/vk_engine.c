@@ -24,7 +24,7 @@
  *   caches of the row's sequence slot at pos; self-attention over that
  *   slot's len keys -> o; x += o . Wo^T + bo;
  *   LN -> h; q = h . Wq^T + bq; cross-attention over the 1500 keys of the
- *   sequence's audio slot -> o; x += o . Wo^T + bo; LN -> h;
+ *   sequence's audio slot -> o (on GPUs in key chunks, merged: vk_attn.h); x += o . Wo^T + bo; LN -> h;
  *   f = GELU(h . W1^T + b1); x += f . W2^T + b2; final LN -> h;
  *   logits = h . token_embedding^T into a host-visible buffer.
  * Per-step values (token, position, length, audio slot, sequence slot) live
@@ -381,16 +381,23 @@ static int rec_attn(step_ctx_t *c, int cross, int l) {
    * relative to it (kv_off 0). */
   const wd_vk_arg_t k = wd_vk_layers_arg(cross ? e->xk : e->kc, (uint32_t)l, 0, 0);
   const wd_vk_arg_t v = wd_vk_layers_arg(cross ? e->xv : e->vc, (uint32_t)l, 0, 0);
-  const wd_vk_arg_t o = whole(e->o), save = whole(e->dummy);
-  int rc = keep(e, wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s), &s);
+  const wd_vk_arg_t o = whole(e->o), save = whole(e->dummy), part = whole(e->part);
+  /* Cross-attention in key chunks where the device wants them (GPUs). */
+  const uint32_t split = cross ? wd_vk_attn_splits(e->attn) : 1;
+  int rc = keep(e,
+                split > 1 ? wd_vk_attn_bind_split(e->attn, &st, &q, &k, &v, &o, &part, &s)
+                          : wd_vk_attn_bind(e->attn, &st, &q, &k, &v, &o, &save, &s),
+                &s);
   const uint32_t n_ctx = cross ? (uint32_t)e->hp.n_audio_ctx : (uint32_t)e->hp.n_text_ctx;
   wd_pc_attn_t pc = {
     .n_head = nh, .n_ctx = n_ctx, .n_keys = cross ? n_ctx : 0,
     .flags = cross ? WD_ATTN_CROSS : 0u, .q_off = 0, .ldq = cross ? d : 3 * d,
     .kv_off = 0, .ldkv = d, .o_off = 0, .ldo = d,
-    .scale = (float)(1.0 / sqrt((double)(d / nh))),
+    .scale = (float)(1.0 / sqrt((double)(d / nh))), .n_split = split > 1 ? split : 0,
   };
-  if (!rc) rc = wd_vk_attn_record(e->attn, c->cmd, s, &pc, c->nb);
+  if (!rc)
+    rc = split > 1 ? wd_vk_attn_record_split(e->attn, c->cmd, s, &pc, c->nb)
+                   : wd_vk_attn_record(e->attn, c->cmd, s, &pc, c->nb);
   wd_vk_cmd_barrier(c->cmd);
   mark(e, c->cmd, cross ? "attn-cross" : "attn-self");
   return rc;
@@ -595,7 +602,7 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
   wd__eng_io_free(e);
   wd_vk_buffer_t *bufs[] = { e->dummy, e->mel, e->col, e->x1, e->xa, e->ha, e->qa, e->ka,
                              e->va, e->oa, e->vt, e->scores, e->fa, e->step,
-                             e->x, e->h, e->o, e->q, e->qkv, e->f, e->logits };
+                             e->x, e->h, e->o, e->q, e->qkv, e->f, e->logits, e->part };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     wd_vk_buffer_free(bufs[i]);
   wd_vk_layers_t *caches[] = { e->xk, e->xv, e->kc, e->vc };
@@ -685,7 +692,8 @@ static int make_buffers(wd_vk_engine_t *e) {
       (rc = wd__eng_act(e, WD_ACT_F, D, &e->f)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->kc)) ||
       (rc = wd_vk_layers_new(e->dev, &e->plan.self, &e->vc)) ||
-      (rc = wd__eng_act(e, WD_ACT_LOGITS, D, &e->logits)) || (rc = wd__eng_io_new(e)))
+      (rc = wd__eng_act(e, WD_ACT_LOGITS, D, &e->logits)) ||
+      (rc = wd__eng_act(e, WD_ACT_PART, D, &e->part)) || (rc = wd__eng_io_new(e)))
     return rc;
   e->act_bytes += e->plan.self_bytes + e->plan.cross_bytes;
   return 0;

@@ -77,6 +77,7 @@ struct wd_vk_engine {
   wd_vk_buffer_t *f;      /* (rows, 4d) */
   wd_vk_layers_t *kc, *vc; /* per layer (max_seqs slots, n_text_ctx, d) self K/V (plan.self) */
   wd_vk_buffer_t *logits; /* (max_seqs, n_vocab), host-visible */
+  wd_vk_buffer_t *part;   /* (max_seqs, n_text_head, splits, WD_ATTN_PART) cross chunks */
   /* recordings */
   wd_vk_cmd_t *enc_cmd;
   wd_vk_cmd_t **cross_cmd; /* [max_audio] */

@@ -39,7 +39,9 @@ void wd_vk_pipeline_free(wd_vk_pipeline_t *p) {
   VkDevice dev = p->dev->dev;
   if (p->pipeline != VK_NULL_HANDLE)
     vkDestroyPipeline(dev, p->pipeline, NULL);
-  if (p->base) { /* a variant owns nothing else */
+  if (p->base) { /* a variant owns nothing else, a sibling its module too */
+    if (p->own_module && p->module != VK_NULL_HANDLE)
+      vkDestroyShaderModule(dev, p->module, NULL);
     free(p);
     return;
   }
@@ -275,6 +277,38 @@ int wd_vk_dset_new(wd_vk_pipeline_t *p, const wd_vk_arg_t *args, uint32_t n_args
   return 0;
 fail:
   wd_vk_dset_free(s);
+  return rc;
+}
+
+int wd_vk_pipeline_sibling(const wd_vk_pipeline_t *base, const char *shader,
+                           wd_vk_pipeline_t **ret_pipe) {
+  int rc = 0;
+  if (!base || base->base || !shader)
+    return WD_EINVAL;
+  const wd_spirv_t *spv = wd_spirv_find(shader);
+  if (!spv) {
+    wd_log_debug("%s: no shader variant '%s' is embedded", __func__, shader);
+    return WD_ENOENT;
+  }
+  wd_vk_pipeline_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return WD_ENOMEM;
+  *p = (wd_vk_pipeline_t){ .dev = base->dev, .desc = base->desc, .set_layout = base->set_layout,
+                           .layout = base->layout, .base = base, .own_module = true };
+  p->desc.shader = shader;
+  const VkShaderModuleCreateInfo smci = {
+    .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+    .codeSize = *spv->n_words * sizeof(uint32_t),
+    .pCode = spv->words,
+  };
+  WD_VK_TRY(vkCreateShaderModule(base->dev->dev, &smci, NULL, &p->module));
+  WD_VK_TRY(create_compute(p));
+  *ret_pipe = p;
+  return 0;
+fail:
+  wd_log_debug("%s: sibling '%s' of '%s' failed: %s", __func__, shader, base->desc.shader,
+               wd_strerror(rc));
+  wd_vk_pipeline_free(p);
   return rc;
 }
 

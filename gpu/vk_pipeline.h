@@ -69,6 +69,11 @@ const wd_vk_pipeline_desc_t *wd_vk_pipeline_desc(const wd_vk_pipeline_t *pipe);
  * base must outlive it. */
 int wd_vk_pipeline_variant(const wd_vk_pipeline_t *base, const uint32_t *spec, uint32_t n_spec,
                            wd_vk_pipeline_t **ret_pipe);
+/* Another shader with base's bindings, push constants and workgroup size
+ * (its declarations must match them): shares base's layouts like a
+ * variant, so base's sets bind to it; base must outlive it. */
+int wd_vk_pipeline_sibling(const wd_vk_pipeline_t *base, const char *shader,
+                           wd_vk_pipeline_t **ret_pipe);
 
 /* One binding: a byte range of a buffer. range 0 means "to the end".
  * Texel bindings need offset and range aligned to the texel size (4 bytes

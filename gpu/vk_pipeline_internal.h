@@ -18,6 +18,7 @@ struct wd_vk_pipeline {
   /* A variant (wd_vk_pipeline_variant) borrows module and layouts from its
    * base, which must outlive it; only the pipeline is its own. */
   const struct wd_vk_pipeline *base;
+  bool own_module; /* a sibling (wd_vk_pipeline_sibling): its module is its own */
 };
 
 struct wd_vk_dset {

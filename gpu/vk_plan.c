@@ -129,7 +129,7 @@ static int plan_core(const wd_hparams_t *hp, uint64_t weight_bytes, const wd_vk_
     [WD_ACT_CP_IN] = "seq_copy records", [WD_ACT_CP_OUT] = "seq_copy results",
     [WD_ACT_LGC] = "align logits chunk", [WD_ACT_MASK] = "vocabulary mask",
     [WD_ACT_STATS] = "align statistics", [WD_ACT_TGT] = "align targets",
-    [WD_ACT_QK] = "align scores",
+    [WD_ACT_QK] = "align scores", [WD_ACT_PART] = "cross-attention partials",
   };
   uint64_t *f = p->act_floats;
   f[WD_ACT_DUMMY] = 64, f[WD_ACT_MEL] = nm * T, f[WD_ACT_COL] = max64(T * nm * 3, n * d * 3);
@@ -144,6 +144,7 @@ static int plan_core(const wd_hparams_t *hp, uint64_t weight_bytes, const wd_vk_
   f[WD_ACT_LGC] = WD_PLAN_LG_ROWS * ldv, f[WD_ACT_MASK] = nv;
   f[WD_ACT_STATS] = P * sizeof(wd_argmax_out_t) / 4, f[WD_ACT_TGT] = P;
   f[WD_ACT_QK] = WD_PLAN_QK_ROWS * n;
+  f[WD_ACT_PART] = S * (uint64_t)hp->n_text_head * WD_PLAN_ATTN_SPLIT * WD_ATTN_PART;
   int rc = 0;
   for (int i = 0; i < WD_ACT_N && !rc; i++) {
     rc = check_bind(&c, names[i], f[i] * 4, 1, 16);

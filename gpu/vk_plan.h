@@ -48,6 +48,9 @@
  * per submit (vk_engine_rows.c). */
 #define WD_PLAN_LG_ROWS 32u
 #define WD_PLAN_QK_ROWS 1024u
+/* A step's cross-attention in key chunks: chunks per (row, head), at most
+ * (vk_attn.h WD_VK_ATTN_MAX_SPLIT). */
+#define WD_PLAN_ATTN_SPLIT 16u
 
 /* The engine's activation buffers, one entry each: vk_engine*.c allocate
  * every one at its entry's size (wd_vk_plan_t.act_floats) and nothing else,
@@ -62,6 +65,7 @@ typedef enum {
   WD_ACT_Q, WD_ACT_QKV, WD_ACT_F, WD_ACT_LOGITS,        /* cross queries, qkv, MLP, logits */
   WD_ACT_QALL, WD_ACT_CP_IN, WD_ACT_CP_OUT,             /* prefill queries, seq_copy records */
   WD_ACT_LGC, WD_ACT_MASK, WD_ACT_STATS, WD_ACT_TGT, WD_ACT_QK, /* align */
+  WD_ACT_PART,                                          /* cross-attention key chunks */
   WD_ACT_N
 } wd_vk_act_t;
 

@@ -76,13 +76,15 @@ typedef struct {
   uint32_t o_off, ldo;
   uint32_t save_heads, save_off, save_ld;
   float scale;
-  uint32_t pad0, pad1;
+  uint32_t n_split; /* the split kernels: key chunks per (row, head) */
+  uint32_t pad1;
 } wd_pc_attn_t;
 enum {
   WD_ATTN_CROSS = 1u,
   WD_ATTN_SAVE_QK = 2u,
   WD_ATTN_SAVE_P = 4u,
   WD_ATTN_HEAD_DIM = 64u,
+  WD_ATTN_PART = 68u, /* floats of one split chunk's partial (attn_dec.comp) */
 };
 _Static_assert(sizeof(wd_pc_attn_t) == 64, "wd_pc_attn_t must match common.glsl");
 _Static_assert(offsetof(wd_pc_attn_t, scale) == 52, "wd_pc_attn_t.scale offset");

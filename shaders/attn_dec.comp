@@ -42,6 +42,15 @@
 // p_j * V[j] per invocation, summed across the workgroup at the end
 // (subgroupAdd, then one shared slot per subgroup; or a shared tree).
 // Grid: (n_head, nb, 1).
+//
+// WD_ATTN_SPLIT (flash-decoding): workgroup z of p.n_split takes the keys
+// [z * c, min((z + 1) * c, n_keys)), c = ceil(n_keys / n_split), and writes
+// its partial result to S instead of O: at S[save_off + ((b * n_head + h) *
+// n_split + z) * WD_ATTN_PART]: the chunk's max score m, its sum of exp(s - m), two
+// unused floats, then the 64 sums of exp(s_j - m) * V[j] (unnormalised).
+// attn_merge.comp combines the chunks. One row's cross-attention is 20
+// workgroups of a large model's heads otherwise, too few to fill a GPU.
+// Grid: (n_head, nb, n_split); saving scores is not supported.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
@@ -70,6 +79,12 @@ void main() {
   const uint h = gl_WorkGroupID.x, b = gl_WorkGroupID.y, l = gl_LocalInvocationIndex;
   const bool cross = (p.flags & WD_ATTN_CROSS) != 0u;
   const uint n_keys = min(cross ? p.n_keys : seq[b].len, min(p.n_ctx, MAX_KEYS));
+#ifdef WD_ATTN_SPLIT
+  const uint chunk = (n_keys + p.n_split - 1u) / p.n_split;
+  const uint k0 = min(gl_WorkGroupID.z * chunk, n_keys), k1 = min(k0 + chunk, n_keys);
+#else
+  const uint k0 = 0u, k1 = n_keys;
+#endif
   const uint row0 = (cross ? seq[b].audio : seq[b].slot) * p.n_ctx;
   const int ld4 = int(p.ldkv / 4u);
   const int kv4 = int((p.kv_off + row0 * p.ldkv + h * WD_ATTN_HEAD_DIM) / 4u);
@@ -83,7 +98,7 @@ void main() {
 
   // Pass 1: this invocation's max and sum of exp(s - max), merged.
   float m = NEG_INF, sum = 0.0;
-  for (uint j = l; j < n_keys; j += 64u) {
+  for (uint j = k0 + l; j < k1; j += 64u) {
     const int kr = kv4 + int(j) * ld4;
     float s = 0.0;
     [[unroll]] for (int i = 0; i < 16; i++) s += dot(q[i], texelFetch(tK, kr + i));
@@ -94,12 +109,16 @@ void main() {
   }
   const float gm = wd_wg_max(m);
   const float gsum = wd_wg_sum(m == NEG_INF ? 0.0 : sum * exp(m - gm));
+#ifdef WD_ATTN_SPLIT
+  const float inv = 1.0; // the chunk's weights stay unnormalised
+#else
   const float inv = n_keys > 0u ? 1.0 / gsum : 0.0;
+#endif
 
   // Pass 2: weights and the weighted sum of V.
   vec4 acc[16];
   [[unroll]] for (int i = 0; i < 16; i++) acc[i] = vec4(0.0);
-  for (uint j = l; j < n_keys; j += 64u) {
+  for (uint j = k0 + l; j < k1; j += 64u) {
     const int kr = kv4 + int(j) * ld4;
     float s = 0.0;
     [[unroll]] for (int i = 0; i < 16; i++) s += dot(q[i], texelFetch(tK, kr + i));
@@ -126,10 +145,23 @@ void main() {
   if (l < 16u) {
     const vec4 r = part[0][l];
 #endif
+#ifdef WD_ATTN_SPLIT
+    const uint pi = p.save_off + ((b * p.n_head + h) * p.n_split + gl_WorkGroupID.z) * WD_ATTN_PART;
+    if (l == 0u) {
+      sv[pi] = gm;
+      sv[pi + 1u] = gsum;
+    }
+    const uint oi = pi + 4u + l * 4u;
+    sv[oi + 0u] = r.x;
+    sv[oi + 1u] = r.y;
+    sv[oi + 2u] = r.z;
+    sv[oi + 3u] = r.w;
+#else
     const uint oi = p.o_off + b * p.ldo + h * WD_ATTN_HEAD_DIM + l * 4u;
     o[oi + 0u] = r.x;
     o[oi + 1u] = r.y;
     o[oi + 2u] = r.z;
     o[oi + 3u] = r.w;
+#endif
   }
 }

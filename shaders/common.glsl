@@ -88,11 +88,13 @@ struct wd_pc_attn {
   uint save_heads;   // bit h set: save QK or P of head h (WD_ATTN_SAVE_*)
   uint save_off, save_ld; // S[save_off + (b * n_head + h) * save_ld + j]
   float scale;       // 1/sqrt(64): openai scales q and k by 64^-0.25 each
-  uint pad0, pad1;
+  uint n_split;      // attn_dec_*_split: key chunks per (b, h) (grid z), partials in S
+  uint pad1;
 };
 #define WD_ATTN_CROSS 1u   // keys of audio a[b], n_keys of them; else self: len[b] keys of slot[b]
 #define WD_ATTN_SAVE_QK 2u // save scaled pre-softmax scores of the heads in save_heads
 #define WD_ATTN_SAVE_P 4u  // save the softmax weights instead
+#define WD_ATTN_PART 68u   // floats of one split chunk's partial: m, sum, 2 unused, 64 sums
 #define WD_ATTN_HEAD_DIM 64u
 
 // KV-cache append and beam gather.

@@ -46,16 +46,21 @@ static void ref_attn(const float *q, const float *k, const float *v, uint32_t ld
 }
 
 /* One case: nb sequences, self (lens) or cross (audio map, n_audio outputs);
- * with rows, nb rows of one sequence through the rows kernel instead: a
+ * with rows = 1, nb rows of one sequence through the rows kernel instead: a
  * prompt of nb - 5 tokens after 400 cached ones in slot 3 (self) or over
- * audio 1 (cross), behind 5 padding rows (len 0: zeros). */
+ * audio 1 (cross), behind 5 padding rows (len 0: zeros); with rows = -n,
+ * the sequences of the first form in n key chunks (the save buffer holds
+ * the partials). */
 static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cross,
                      uint32_t save_flag, uint32_t save_heads, int rows) {
+  const uint32_t n_split = rows < 0 ? (uint32_t)-rows : 0;
+  rows = rows > 0;
   /* Self: more cache slots than rows, so rows and slots cannot coincide. */
   const uint32_t n_ctx = cross ? 1500 : 448, n_src = cross ? 2 : rows ? 5 : 2 * nb + 1;
   const uint32_t ldq = 3 * D; /* q inside a fused QKV row */
   const size_t nq = (size_t)nb * ldq, nkv = (size_t)n_src * n_ctx * D, no = (size_t)nb * D;
-  const size_t save_ld = n_ctx, ns = (size_t)nb * NH * save_ld;
+  const size_t save_ld = n_split * WD_ATTN_PART > n_ctx ? n_split * WD_ATTN_PART : n_ctx;
+  const size_t ns = (size_t)nb * NH * save_ld;
   float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4);
   float *got = malloc(no * 4), *gs = malloc(ns * 4);
   double *ref = calloc(no, sizeof *ref), *qk = malloc(n_ctx * sizeof *qk),
@@ -102,6 +107,8 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
                     ao = tg_all(&bo), as = tg_all(&bs);
   if (rows)
     WD_CHECK_EQ_INT(wd_vk_attn_bind_rows(a, &astep, &aq, &ak, &av, &ao, &set), 0);
+  else if (n_split)
+    WD_CHECK_EQ_INT(wd_vk_attn_bind_split(a, &astep, &aq, &ak, &av, &ao, &as, &set), 0);
   else
     WD_CHECK_EQ_INT(wd_vk_attn_bind(a, &astep, &aq, &ak, &av, &ao, &as, &set), 0);
   const wd_pc_attn_t pc = {
@@ -109,23 +116,28 @@ static void run_case(wd_vk_device_t *dev, wd_vk_attn_t *a, uint32_t nb, int cros
     .flags = (cross ? WD_ATTN_CROSS : 0u) | save_flag,
     .q_off = TG_GUARD, .ldq = ldq, .kv_off = TG_GUARD, .ldkv = D, .o_off = TG_GUARD, .ldo = D,
     .save_heads = save_heads, .save_off = TG_GUARD, .save_ld = (uint32_t)save_ld,
-    .scale = 0.125f,
+    .scale = 0.125f, .n_split = n_split,
   };
   WD_CHECK_EQ_INT(wd_vk_cmd_new(dev, 0, &cmd), 0);
   WD_CHECK_EQ_INT(wd_vk_cmd_begin(cmd), 0);
-  WD_CHECK_EQ_INT(rows ? wd_vk_attn_record_rows(a, cmd, set, &pc, nb)
-                       : wd_vk_attn_record(a, cmd, set, &pc, nb),
+  WD_CHECK_EQ_INT(rows      ? wd_vk_attn_record_rows(a, cmd, set, &pc, nb)
+                  : n_split ? wd_vk_attn_record_split(a, cmd, set, &pc, nb)
+                            : wd_vk_attn_record(a, cmd, set, &pc, nb),
                   0);
   WD_CHECK_EQ_INT(wd_vk_cmd_end(cmd), 0);
   WD_CHECK_EQ_INT(wd_vk_cmd_submit(cmd, UINT64_MAX), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bo, got), 0);
   WD_CHECK_EQ_INT(tg_buf_read(&bs, gs), 0);
   char what[96];
-  snprintf(what, sizeof what, "attn%s %s B%u %s", rows ? " rows" : "", cross ? "cross" : "self", nb,
+  snprintf(what, sizeof what, "attn%s%.0u %s B%u %s", rows ? " rows" : n_split ? " split " : "",
+           n_split, cross ? "cross" : "self", nb,
            save_flag == WD_ATTN_SAVE_QK ? "save QK" : save_flag ? "save P" : "");
   WD_CHECK(tg_compare(what, got, ref, no, 2e-5, 1e-10));
   WD_CHECK(tg_guards_ok(&bo));
   WD_CHECK(tg_guards_ok(&bs));
+  if (n_split) /* the save buffer held the partials */
+    for (size_t i = 0; i < ns; i++)
+      ref_s[i] = NAN, memcpy(&gs[i], &(uint32_t){ TG_SENTINEL }, 4);
   /* Saved values where expected; sentinels elsewhere. */
   size_t n_saved = 0, bad = 0;
   double max_err = 0.0;
@@ -183,6 +195,22 @@ WD_TEST(attn_rows) {
   tg_srand(7);
   run_case(dev, a, 32, 0, 0, 0, 1);
   run_case(dev, a, 48, 1, 0, 0, 1);
+  wd_vk_attn_free(a);
+}
+
+/* Key chunks and their merge: 8 (the GPUs' choice) and an odd 3, every
+ * sequence's keys (1 for one row) split, some chunks empty. */
+WD_TEST(attn_split) {
+  TG_DEVICE(dev);
+  wd_vk_attn_t *a = NULL;
+  WD_CHECK_EQ_INT(wd_vk_attn_new(dev, WD_VK_ATTN_AUTO, &a), 0);
+  if (!a)
+    return;
+  tg_srand(11);
+  run_case(dev, a, 3, 0, 0, 0, -8);
+  run_case(dev, a, 8, 1, 0, 0, -8);
+  run_case(dev, a, 8, 0, 0, 0, -3);
+  run_case(dev, a, 1, 1, 0, 0, -3);
   wd_vk_attn_free(a);
 }
 
