@@ -269,13 +269,15 @@ static void label_escape(char *dst, size_t cap, const char *v) {
 }
 
 static void render_per_worker(wd_out_t *o, const wd_metrics_worker_t *per, int n_per) {
-  char labels[WD_WORKERS_MAX][96];
-  if (n_per > WD_WORKERS_MAX)
-    n_per = WD_WORKERS_MAX;
+  char labels[WD_METRICS_MAX_WORKERS][160];
+  if (n_per > WD_METRICS_MAX_WORKERS)
+    n_per = WD_METRICS_MAX_WORKERS;
   for (int i = 0; i < n_per; i++) {
-    char dev[64];
+    char dev[64], model[64];
     label_escape(dev, sizeof dev, per[i].device);
-    snprintf(labels[i], sizeof labels[i], "worker=\"%d\",device=\"%s\"", i, dev);
+    label_escape(model, sizeof model, per[i].model ? per[i].model : "");
+    snprintf(labels[i], sizeof labels[i], "worker=\"%d\",device=\"%s\"%s%s%s", i, dev,
+             per[i].model ? ",model=\"" : "", model, per[i].model ? "\"" : "");
   }
   for (int k = 0; k < PW_COUNT; k++) {
     family(o, wd_per_worker[k].name, wd_per_worker[k].type, wd_per_worker[k].help);

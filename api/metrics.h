@@ -35,14 +35,17 @@ typedef struct {
 /* One worker of the group (core/workers.h) for the per-worker series. */
 typedef struct {
   const char *device;        /* its label: "cpu", "vulkan", "vulkan:0" */
+  const char *model;         /* the name of the model it runs, or NULL */
   wd_worker_stats_t stats;
 } wd_metrics_worker_t;
+#define WD_METRICS_MAX_WORKERS 64 /* per-worker series rendered, at most */
 
 /*
  * Renders the exposition into a malloc'd string. ws (every worker's figures
  * summed) may be NULL before the workers are attached: the worker series
  * are then left out. per[0..n_per) add the per-worker series, labelled
- * worker="i" and device="<label>" (n_per 0: none). Returns 0 or WD_ENOMEM.
+ * worker="i", device="<label>" and, where set, model="<name>" (n_per 0:
+ * none). Returns 0 or WD_ENOMEM.
  */
 int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_worker_stats_t *ws,
                       const wd_metrics_worker_t *per, int n_per, char **ret);

@@ -385,13 +385,18 @@ out:
   return rc;
 }
 
-static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
-                    wd_api_error_t *err) {
+static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *models,
+                    int n_models, wd_api_error_t *err) {
   const int transcribe = r->task == WD_REQUEST_TRANSCRIBE;
-  if (!model_known(m, r->model))
+  int mi = 0;
+  while (mi < n_models && !model_known(&models[mi], r->model))
+    mi++;
+  if (mi == n_models)
     return wd_api_error_set(err, 404, NULL, "model_not_found",
                             "The model `%.200s` does not exist or you do not have access to it.",
                             r->model);
+  const wd_request_model_t *m = &models[mi];
+  r->model_idx = mi;
   r->format = WD_FMT_JSON;
   if (raw->format) {
     if (strcmp(raw->format, "diarized_json") == 0)
@@ -461,6 +466,12 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *m,
 
 int wd_request_parse(const wd_multipart_t *form, wd_request_task_t task,
                      const wd_request_model_t *model, wd_request_t *ret, wd_api_error_t *err) {
+  return wd_request_parse_in(form, task, model, 1, ret, err);
+}
+
+int wd_request_parse_in(const wd_multipart_t *form, wd_request_task_t task,
+                        const wd_request_model_t *models, int n_models, wd_request_t *ret,
+                        wd_api_error_t *err) {
   memset(ret, 0, sizeof *ret);
   ret->task = task;
   wd_raw_t raw = { 0 };
@@ -469,7 +480,7 @@ int wd_request_parse(const wd_multipart_t *form, wd_request_task_t task,
     rc = wd_api_error_set(err, 400, "model", "missing_required_parameter",
                           "you must provide a model parameter");
   if (!rc)
-    rc = validate(ret, &raw, model, err);
+    rc = validate(ret, &raw, models, n_models, err);
   raw_clear(&raw);
   if (rc)
     wd_request_clear(ret);

@@ -43,6 +43,7 @@ typedef struct {
   size_t file_len;
   char *filename;            /* as sent, or NULL */
   char *model;
+  int model_idx;             /* the model of wd_request_parse_in's list it names */
   char *language;            /* lower-case ISO 639-1 code, or NULL to detect */
   char *prompt;              /* as sent, or NULL */
   wd_format_t format;        /* WD_FMT_JSON unless response_format says otherwise */
@@ -70,6 +71,12 @@ typedef struct {
  */
 int wd_request_parse(const wd_multipart_t *form, wd_request_task_t task,
                      const wd_request_model_t *model, wd_request_t *ret, wd_api_error_t *err);
+/* The same against several served models: ret->model_idx is the one
+ * whose names hold `model` (the first that does), and the checks that
+ * depend on the model (language, translation) are that model's. */
+int wd_request_parse_in(const wd_multipart_t *form, wd_request_task_t task,
+                        const wd_request_model_t *models, int n_models, wd_request_t *ret,
+                        wd_api_error_t *err);
 
 /* Frees what r owns and zeroes it; a zeroed r is fine. */
 void wd_request_clear(wd_request_t *r);

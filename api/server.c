@@ -76,11 +76,24 @@ typedef struct {
   int deferred;              /* no body: answer on the next call */
 } wd_req_t;
 
-int wd__server_retry_after(wd_server_t *s) {
-  if (!atomic_load_explicit(&s->attached, memory_order_acquire))
+/* Every attached model's workers' figures, summed (device_lost: how many
+ * groups lost theirs); the number of models. */
+static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
+  const int n = atomic_load_explicit(&s->n_models, memory_order_acquire);
+  *ret = (wd_worker_stats_t){ 0 };
+  for (int i = 0; i < n; i++) {
+    wd_worker_stats_t st;
+    wd_workers_stats(s->models[i].workers, &st);
+    wd_worker_stats_add(ret, &st);
+  }
+  return n;
+}
+
+int wd__server_retry_after(wd_server_t *s, int mi) {
+  if (mi < 0 || mi >= atomic_load_explicit(&s->n_models, memory_order_acquire))
     return WD_MODEL_WAIT_RETRY_S;
   wd_worker_stats_t st;
-  wd_workers_stats(s->model.workers, &st);
+  wd_workers_stats(s->models[mi].workers, &st);
   const uint64_t jobs = st.jobs_done + st.jobs_failed;
   /* The worker's mean busy time per job, times the jobs ahead, shared over
    * the batch; at least 1 s, at most the 60 s a client would still wait. */
@@ -113,24 +126,25 @@ static json_t *model_object(const wd_server_t *s, const char *id) {
                    (json_int_t)s->created, "owned_by", "whisperd");
 }
 
-/* GET /v1/models (id NULL) or /v1/models/{id}. */
+/* GET /v1/models (id NULL) or /v1/models/{id}: every attached model's names. */
 static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
                                     const char *id) {
-  const int attached = atomic_load_explicit(&s->attached, memory_order_acquire);
-  const int n = attached ? s->model.n_names : 0;
+  const int n_models = atomic_load_explicit(&s->n_models, memory_order_acquire);
   if (id) {
-    for (int i = 0; i < n; i++)
-      if (s->model.names[i] && strcmp(s->model.names[i], id) == 0)
-        return reply_json(c, r, 200, model_object(s, id));
+    for (int k = 0; k < n_models; k++)
+      for (int i = 0; i < s->models[k].n_names; i++)
+        if (s->models[k].names[i] && strcmp(s->models[k].names[i], id) == 0)
+          return reply_json(c, r, 200, model_object(s, id));
     wd_api_error_t e;
     wd_api_error_set(&e, 404, NULL, "model_not_found",
                      "The model `%.200s` does not exist or you do not have access to it.", id);
     return reply_error(c, r, &e, NULL);
   }
   json_t *data = json_array();
-  for (int i = 0; data && i < n; i++)
-    if (s->model.names[i])
-      json_array_append_new(data, model_object(s, s->model.names[i]));
+  for (int k = 0; data && k < n_models; k++)
+    for (int i = 0; i < s->models[k].n_names; i++)
+      if (s->models[k].names[i])
+        json_array_append_new(data, model_object(s, s->models[k].names[i]));
   return reply_json(c, r, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
                                     : NULL);
 }
@@ -148,7 +162,7 @@ static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_
      * several): requests queue, but a load balancer should prefer another
      * instance meanwhile. */
     wd_worker_stats_t ws;
-    wd_workers_stats(s->model.workers, &ws);
+    all_stats(s, &ws);
     if (ws.device_lost)
       why = "device_rebuilding";
   }
@@ -168,14 +182,19 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
   wd_worker_stats_t ws;
-  wd_metrics_worker_t per[WD_WORKERS_MAX];
+  wd_metrics_worker_t per[WD_METRICS_MAX_WORKERS];
   int n_per = 0;
   if (st.model_loaded) {
-    wd_workers_stats(s->model.workers, &ws);
-    n_per = wd_workers_count(s->model.workers);
-    for (int i = 0; i < n_per; i++) {
-      per[i].device = wd_workers_label(s->model.workers, i);
-      wd_workers_stats_at(s->model.workers, i, &per[i].stats);
+    const int n_models = all_stats(s, &ws);
+    ws.device_lost = ws.device_lost == n_models; /* as one group: every device lost */
+    for (int k = 0; k < n_models; k++) {
+      wd_workers_t *g = s->models[k].workers;
+      for (int i = 0; i < wd_workers_count(g) && n_per < WD_METRICS_MAX_WORKERS; i++) {
+        /* model="..." where there are several (one model: the series as before) */
+        per[n_per] = (wd_metrics_worker_t){ .device = wd_workers_label(g, i),
+                                            .model = n_models > 1 ? s->models[k].label : NULL };
+        wd_workers_stats_at(g, i, &per[n_per++].stats);
+      }
     }
   }
   char *text = NULL;
@@ -380,10 +399,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* Watcher thread: the client of a waiting request hung up. */
-static void on_hangup(void *ctx, uint64_t job_id) {
+static void on_hangup(void *ctx, uint64_t token) {
   wd_server_t *s = ctx;
+  const int mi = wd__server_watch_model(token);
+  const uint64_t job_id = wd__server_watch_job(token);
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  wd_chunk_cancel(s->model.workers, job_id);
+  if (mi < atomic_load_explicit(&s->n_models, memory_order_acquire))
+    wd_chunk_cancel(s->models[mi].workers, job_id);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -555,13 +577,15 @@ fail:
 int wd_server_port(const wd_server_t *s) { return s ? s->port : 0; }
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m) {
-  if (!s || !m || atomic_load(&s->attached))
+  const int n = s ? atomic_load(&s->n_models) : WD_SERVER_MAX_MODELS;
+  if (!m || n >= WD_SERVER_MAX_MODELS)
     return;
-  s->model = *m;
-  if (m->created > 0)
+  s->models[n] = *m;
+  if (n == 0 && m->created > 0)
     s->created = (time_t)m->created;
   const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
-  s->n_langs = sp ? sp->n_langs : 0;
+  s->n_langs[n] = sp ? sp->n_langs : 0;
+  atomic_store_explicit(&s->n_models, n + 1, memory_order_release);
   atomic_store_explicit(&s->attached, 1, memory_order_release);
   wd_log_info("api: model attached as '%s' (%d name%s)", m->n_names > 0 ? m->names[0] : "?",
               m->n_names, m->n_names == 1 ? "" : "s");

@@ -58,10 +58,13 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
 /* The TCP port the server listens on (useful after binding port 0). */
 int wd_server_port(const wd_server_t *s);
 
-/* The model is loaded: audio routes use workers and tok from now on. names
- * are the accepted `model` values (whisper-1, the model's name, aliases);
- * the first is listed first by /v1/models. Everything passed must outlive
- * the server's use of it (until wd_server_free). */
+/* A model is loaded: audio routes use its workers and tok from now on.
+ * names are the accepted `model` values (whisper-1, the model's name,
+ * aliases); /v1/models lists every model's, in attach order. Several
+ * models may be attached (up to WD_SERVER_MAX_MODELS, one call each): a
+ * request goes to the first whose names hold its `model`. Everything
+ * passed must outlive the server's use of it (until wd_server_free). */
+#define WD_SERVER_MAX_MODELS 4
 typedef struct {
   wd_workers_t *workers;     /* one worker per device (core/workers.h) */
   const wd_tokenizer_t *tok;
@@ -80,6 +83,7 @@ typedef struct {
   const wd_vad_model_t *vad;
   const wd_vad_params_t *vad_params;
   int vad_default;
+  const char *label;         /* the model's name, for the per-worker metrics */
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

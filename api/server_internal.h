@@ -39,10 +39,12 @@ struct wd_server {
   wd_taskq_t *decoders;      /* audio decoding, off the HTTP threads */
   atomic_int n_decoding;     /* uploads pushed there and not yet submitted */
 
-  /* Written once by wd_server_attach before `attached` is set (release);
-   * read only after seeing `attached` (acquire). */
-  wd_server_model_t model;
-  int n_langs;               /* language tokens of the model */
+  /* models[i] and n_langs[i] are written once by wd_server_attach before
+   * n_models covers i (release); read only below the n_models seen
+   * (acquire). attached: n_models > 0. */
+  wd_server_model_t models[WD_SERVER_MAX_MODELS];
+  int n_langs[WD_SERVER_MAX_MODELS]; /* language tokens of each model */
+  atomic_int n_models;
   atomic_int attached;
   atomic_int ready;
   atomic_int quiescing;
@@ -55,7 +57,21 @@ struct wd_server {
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
-/* Seconds a client refused with 429 should wait, from the worker's pace. */
-int wd__server_retry_after(wd_server_t *s);
+/* Seconds a client refused with 429 should wait, from the pace of model
+ * mi's workers. */
+int wd__server_retry_after(wd_server_t *s, int mi);
+
+/* The watcher's token for job id of model mi, and back: the model's index
+ * in bits 56..61 (worker ids count up from 1; chunk ids set bit 63 only). */
+#define WD_SERVER_MODEL_SHIFT 56
+static inline uint64_t wd__server_watch_id(int mi, uint64_t id) {
+  return id | ((uint64_t)mi << WD_SERVER_MODEL_SHIFT);
+}
+static inline int wd__server_watch_model(uint64_t token) {
+  return (int)((token >> WD_SERVER_MODEL_SHIFT) & 0x3f);
+}
+static inline uint64_t wd__server_watch_job(uint64_t token) {
+  return token & ~(0x3full << WD_SERVER_MODEL_SHIFT);
+}
 
 #endif

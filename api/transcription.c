@@ -80,6 +80,8 @@ enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
 struct wd_transcription {
   wd_server_t *s;
+  const wd_server_model_t *m; /* the request's model (set with has_req), s->models[mi] */
+  int mi;
   struct MHD_Connection *conn;
   wd_request_task_t task;
   atomic_int refs;
@@ -347,7 +349,7 @@ static void suspend_locked(wd_transcription_t *t) {
   /* While decoding there is no job to cancel: the hang-up shows when the
    * job after it is suspended. */
   if (ci && t->job_id)
-    t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->job_id);
+    t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, wd__server_watch_id(t->mi, t->job_id));
 }
 
 /* Worker thread: a final segment (streaming only). */
@@ -369,7 +371,7 @@ static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double 
     json_t *d = json_text(text, n);
     json_t *ev = d ? json_pack("{s:s, s:o}", "type", "transcript.text.delta", "delta", d) : NULL;
     if (ev && t->logprobs) { /* OpenAI's delta carries its tokens' logprobs */
-      json_t *lp = wd_render_logprobs(seg, 1, t->s->model.tok);
+      json_t *lp = wd_render_logprobs(seg, 1, t->m->tok);
       if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
         json_decref(ev);
         ev = NULL;
@@ -447,7 +449,7 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
         json_decref(usage);
       }
       if (ev && t->logprobs) {
-        json_t *lp = wd_render_logprobs(t->result.segments, t->result.n_segments, s->model.tok);
+        json_t *lp = wd_render_logprobs(t->result.segments, t->result.n_segments, t->m->tok);
         if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
           json_decref(ev);
           ev = NULL;
@@ -479,7 +481,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
     if (rc != WD_ECANCELED)
       wd_log_warning("api: transcription failed: %s (%s)", wd_strerror(rc), wd_err_name(rc));
     return answer_error(t, &e);
@@ -491,7 +493,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
   const char *task = t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe";
   const int r =
       t->logprobs ? wd_render_with_logprobs(&t->result, t->format, task, t->verbose_parts,
-                                            s->model.tok, &text)
+                                            t->m->tok, &text)
       : t->format == WD_FMT_VERBOSE_JSON
           ? wd_render_verbose_json(&t->result, task, t->verbose_parts, &text)
           : wd_render(&t->result, t->format, task, &text);
@@ -562,15 +564,15 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   wd_server_t *s = t->s;
   const wd_request_t *req = &t->req;
   wd_job_params_t p = { 0 };
-  if (s->model.decode)
-    p.decode = *s->model.decode;
+  if (t->m->decode)
+    p.decode = *t->m->decode;
   else
     wd_decode_opts_default(&p.decode);
   /* temperature 0 (or none): the configured schedule; T > 0: from T up. */
   if (req->has_temperature && req->temperature > 0)
     (void)wd_decode_set_temperature(&p.decode, (float)req->temperature, p.decode.temperature_inc);
   /* English-only models take no language token at all. */
-  p.decode.language = s->model.multilingual ? req->language : NULL;
+  p.decode.language = t->m->multilingual ? req->language : NULL;
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
   p.decode.prompt = t->prompt;
   p.decode.n_prompt = t->n_prompt;
@@ -597,11 +599,11 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
    * server_vad's members in place of the server's settings. */
   wd_vad_params_t vp;
   wd_vad_params_default(&vp);
-  if (s->model.vad_params)
-    vp = *s->model.vad_params;
-  const wd_vad_model_t *vad = s->model.vad_default ? s->model.vad : NULL;
+  if (t->m->vad_params)
+    vp = *t->m->vad_params;
+  const wd_vad_model_t *vad = t->m->vad_default ? t->m->vad : NULL;
   if (req->chunking.set) {
-    vad = s->model.vad;
+    vad = t->m->vad;
     if (!req->chunking.is_auto) {
       vp.threshold = (float)req->chunking.threshold;
       vp.neg_threshold = -1.0f;
@@ -612,8 +614,8 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   uint64_t id = 0;
   /* chunking_strategy: the speech in chunks of up to 30 s, decoded side by
    * side (chunk_job.h); --vad alone: the sequential filter (vad_job.h). */
-  const int rc = req->chunking.set ? wd_chunk_submit(s->model.workers, vad, &vp, pcm, n, &p, &id)
-                                   : wd_vad_submit(s->model.workers, vad, &vp, pcm, n, &p, &id);
+  const int rc = req->chunking.set ? wd_chunk_submit(t->m->workers, vad, &vp, pcm, n, &p, &id)
+                                   : wd_vad_submit(t->m->workers, vad, &vp, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
     atomic_fetch_sub(&t->refs, 1); /* the task's reference remains */
@@ -635,7 +637,7 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
     if (rc == WD_EBUSY)
       wd_log_warning("api: job queue overflow, answering 429 (retry after %d s)",
                      e.retry_after_s);
@@ -661,8 +663,8 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
 /* The length a file's header declares, before its audio is decoded: no
  * room for that much audio is a 429 that costs no decoding. */
 static int decode_room(void *ud, double seconds) {
-  const wd_server_t *s = ud;
-  return wd_workers_has_room(s->model.workers, seconds) ? 0 : WD_EBUSY;
+  const wd_transcription_t *t = ud;
+  return wd_workers_has_room(t->m->workers, seconds) ? 0 : WD_EBUSY;
 }
 
 /* A decode thread: the upload to samples, then back to the MHD thread.
@@ -674,7 +676,7 @@ static void decode_task(void *arg) {
   const wd_audio_opts_t aopts = {
     .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s : 0),
     .on_length = decode_room,
-    .ud = s,
+    .ud = t,
   };
   int16_t *pcm = NULL;
   size_t n = 0;
@@ -733,14 +735,21 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
       wd_api_error_set(&e, 400, NULL, "invalid_multipart", "Malformed multipart body: %s", msg);
     return answer_error(t, &e);
   }
-  const wd_request_model_t m = { s->model.names, s->model.n_names, s->model.multilingual,
-                                 s->n_langs, s->model.no_translate };
+  /* The request's `model` picks one of the attached models. */
+  const int n_models = atomic_load_explicit(&s->n_models, memory_order_acquire);
+  wd_request_model_t ms[WD_SERVER_MAX_MODELS];
+  for (int i = 0; i < n_models; i++)
+    ms[i] = (wd_request_model_t){ s->models[i].names, s->models[i].n_names,
+                                  s->models[i].multilingual, s->n_langs[i],
+                                  s->models[i].no_translate };
   wd_request_t req;
-  if (wd_request_parse(form, t->task, &m, &req, &e) != 0) {
+  if (wd_request_parse_in(form, t->task, ms, n_models, &req, &e) != 0) {
     wd_multipart_free(form);
     return answer_error(t, &e);
   }
-  if (req.chunking.set && !s->model.vad) {
+  t->mi = req.model_idx;
+  t->m = &s->models[t->mi];
+  if (req.chunking.set && !t->m->vad) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     wd_api_error_set(&e, 400, "chunking_strategy", "unsupported_value",
@@ -756,7 +765,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   t->logprobs = req.logprobs;
   int32_t *prompt = NULL;
   int n_prompt = 0;
-  if ((rc = wd_request_prompt_tokens(&req, s->model.tok, &prompt, &n_prompt)) < 0) {
+  if ((rc = wd_request_prompt_tokens(&req, t->m->tok, &prompt, &n_prompt)) < 0) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     wd_api_error_set(&e, rc == WD_ENOMEM ? 500 : 400, "prompt", NULL,
@@ -767,14 +776,14 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
    * audio costs anything. Uploads being decoded count as queued jobs; as
    * in the worker's own check, jobs bound for free run slots do not. */
   wd_worker_stats_t st;
-  wd_workers_stats(s->model.workers, &st);
+  wd_workers_stats(t->m->workers, &st);
   const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
   if (st.queued + atomic_load(&s->n_decoding) >= st.queue_max + free_run ||
       (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);
-    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
     wd_log_warning("api: job queue full, answering 429 before decoding (retry after %d s)",
                    e.retry_after_s);
     return answer_error(t, &e);
@@ -797,7 +806,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_sub(&t->refs, 1);
     wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
-                          wd__server_retry_after(s));
+                          wd__server_retry_after(s, t->mi));
     return answer_error(t, &e);
   }
   suspend_locked(t);
@@ -820,7 +829,7 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
     return MHD_NO;
   }
   if (rc == WD_EBUSY) { /* decode_room: the header declared too much */
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
     wd_log_warning("api: %s (the file's header says), answering 429 before decoding (retry "
                    "after %d s)", t->decode_msg, e.retry_after_s);
     return answer_error(t, &e);
@@ -871,14 +880,13 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
 }
 
 int wd_transcription_completed(wd_transcription_t *t, double *ret_audio_s) {
-  wd_server_t *s = t->s;
   pthread_mutex_lock(&t->mu);
   t->conn_gone = 1;
   const uint64_t cancel = t->job_id && !t->done ? t->job_id : 0;
   pthread_mutex_unlock(&t->mu);
   /* A streaming client that left mid-stream: its job is of no use now. */
   if (cancel)
-    wd_chunk_cancel(s->model.workers, cancel);
+    wd_chunk_cancel(t->m->workers, cancel);
   const int status = t->status;
   *ret_audio_s = t->audio_s;
   tr_unref(t);
@@ -890,14 +898,15 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   int n = 0;
   for (const wd_transcription_t *t = s->live; t; t = t->live_next)
     n++;
-  uint64_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+  /* Each job with its model's workers (the models outlive the server's use). */
+  struct live_job { uint64_t id; wd_workers_t *workers; } *jobs = malloc((size_t)(n ? n : 1) * sizeof *jobs);
   int k = 0;
-  for (const wd_transcription_t *t = s->live; ids && t; t = t->live_next)
+  for (const wd_transcription_t *t = s->live; jobs && t; t = t->live_next)
     if (t->live_job_id)
-      ids[k++] = t->live_job_id;
+      jobs[k++] = (struct live_job){ t->live_job_id, t->m->workers };
   pthread_mutex_unlock(&s->mu);
   /* Outside s->mu: the worker may call on_done, which takes it. */
   for (int i = 0; i < k; i++)
-    wd_chunk_cancel(s->model.workers, ids[i]);
-  free(ids);
+    wd_chunk_cancel(jobs[i].workers, jobs[i].id);
+  free(jobs);
 }

@@ -184,35 +184,38 @@ void wd_workers_stats_at(wd_workers_t *g, int i, wd_worker_stats_t *ret) {
   wd_worker_stats(g->w[i], ret);
 }
 
+void wd_worker_stats_add(wd_worker_stats_t *sum, const wd_worker_stats_t *st) {
+  sum->queued += st->queued;
+  sum->running += st->running;
+  sum->queue_max += st->queue_max;
+  sum->max_batch += st->max_batch;
+  sum->audio_held_s += st->audio_held_s;
+  sum->audio_budget_s += st->audio_budget_s;
+  sum->jobs_done += st->jobs_done;
+  sum->jobs_failed += st->jobs_failed;
+  sum->steps += st->steps;
+  sum->rows += st->rows;
+  for (size_t r = 0; r < sizeof sum->steps_by_rows / sizeof sum->steps_by_rows[0]; r++)
+    sum->steps_by_rows[r] += st->steps_by_rows[r];
+  sum->encodes += st->encodes;
+  sum->prefills += st->prefills;
+  sum->aligns += st->aligns;
+  sum->device_losses += st->device_losses;
+  sum->device_resets += st->device_resets;
+  sum->device_lost += st->device_lost != 0;
+  sum->audio_s += st->audio_s;
+  sum->decoded_s += st->decoded_s;
+  sum->busy_s += st->busy_s;
+}
+
 void wd_workers_stats(wd_workers_t *g, wd_worker_stats_t *ret) {
   *ret = (wd_worker_stats_t){ 0 };
-  int lost = 0;
   for (int i = 0; i < g->n; i++) {
     wd_worker_stats_t st;
     wd_worker_stats(g->w[i], &st);
-    ret->queued += st.queued;
-    ret->running += st.running;
-    ret->queue_max += st.queue_max;
-    ret->max_batch += st.max_batch;
-    ret->audio_held_s += st.audio_held_s;
-    ret->audio_budget_s += st.audio_budget_s;
-    ret->jobs_done += st.jobs_done;
-    ret->jobs_failed += st.jobs_failed;
-    ret->steps += st.steps;
-    ret->rows += st.rows;
-    for (size_t r = 0; r < sizeof ret->steps_by_rows / sizeof ret->steps_by_rows[0]; r++)
-      ret->steps_by_rows[r] += st.steps_by_rows[r];
-    ret->encodes += st.encodes;
-    ret->prefills += st.prefills;
-    ret->aligns += st.aligns;
-    ret->device_losses += st.device_losses;
-    ret->device_resets += st.device_resets;
-    lost += st.device_lost != 0;
-    ret->audio_s += st.audio_s;
-    ret->decoded_s += st.decoded_s;
-    ret->busy_s += st.busy_s;
+    wd_worker_stats_add(ret, &st);
   }
-  ret->device_lost = lost == g->n;
+  ret->device_lost = ret->device_lost == g->n; /* every device of the group */
 }
 
 double wd_workers_heartbeat(wd_workers_t *g) {

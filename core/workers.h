@@ -72,6 +72,9 @@ void wd_workers_cancel(wd_workers_t *g, uint64_t id);
  * group's capacity), except device_lost: 1 only when every worker's device
  * is lost (the group can run nothing until one comes back). */
 void wd_workers_stats(wd_workers_t *g, wd_worker_stats_t *ret);
+/* Adds st's counts and gauges into sum; device_lost becomes the number of
+ * added figures (workers.c) with a lost device. */
+void wd_worker_stats_add(wd_worker_stats_t *sum, const wd_worker_stats_t *st);
 
 /* Worker i's own figures (wd_worker_stats). */
 void wd_workers_stats_at(wd_workers_t *g, int i, wd_worker_stats_t *ret);

@@ -44,6 +44,7 @@ typedef struct {
   int threads;            /* CPU engine threads; 0 = the online CPUs */
   char *compute_type;     /* CPU engine arithmetic: f32, bf16 or int8 */
   char *model_alias;      /* comma-separated extra accepted `model` names */
+  char *models;           /* comma-separated more model paths for serve */
   /* HTTP server */
   char *host;
   int port;

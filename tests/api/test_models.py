@@ -1,0 +1,81 @@
+"""Several models in one daemon: `--models` serves the multilingual base
+beside tiny.en (--model). A request's `model` picks one: whisper-1 and the
+--model-alias names are tiny.en's, `base` is base's. Each model has its own
+engine and worker, so requests for the two run side by side, each with its
+own model's words (base punctuates jfk, tiny.en does not), its own
+translation rules (tiny.en cannot translate, base can) and its own series
+in /metrics, labelled model="...".
+"""
+
+import os
+
+import pytest
+
+import wd_api
+from wd_api import check_error, metrics, parallel, post_audio, start_daemon, stop_daemon
+
+JFK_BASE = ("And so my fellow Americans ask not what your country can do for you, "
+            "ask what you can do for your country.")
+JFK_TINY = ("And so my fellow Americans ask not what your country can do for you "
+            "ask what you can do for your country")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    d = start_daemon(args=["--models", wd_api.BASE, "--model-alias", "tiny-alias"])
+    yield d
+    stop_daemon(d)
+
+
+def text_of(port, model, endpoint="transcriptions"):
+    r = post_audio(port, endpoint, model=model)
+    assert r.status == 200, r
+    return r.json()["text"].strip()
+
+
+def test_models_lists_both(pair):
+    r = wd_api.request(pair.port, "GET", "/v1/models")
+    assert r.status == 200, r
+    ids = [m["id"] for m in r.json()["data"]]
+    assert ids == ["whisper-1", "tiny.en", "tiny-alias", "base"], ids
+    for i in ids:
+        assert wd_api.request(pair.port, "GET", f"/v1/models/{i}").status == 200
+    log = pair.log()
+    assert "model tiny.en on" in log and "model base on" in log, log
+
+
+def test_each_model_answers_with_its_words(pair):
+    assert text_of(pair.port, "base") == JFK_BASE
+    for name in ("whisper-1", "tiny.en", "tiny-alias"):
+        assert text_of(pair.port, name) == JFK_TINY, name
+
+
+def test_models_run_side_by_side(pair):
+    # Two requests for each model at once: every answer is its model's.
+    names = ["base", "tiny.en", "base", "whisper-1"]
+    texts = parallel(len(names), lambda i: text_of(pair.port, names[i]))
+    for name, text in zip(names, texts):
+        assert text == (JFK_BASE if name == "base" else JFK_TINY), (name, text)
+    m = metrics(pair.port)
+
+    def done(model):   # worker 0 is tiny.en's, 1 base's, whatever the device
+        keys = [k for k in m if k.startswith("whisperd_worker_jobs_total{") and
+                f'model="{model}",result="done"' in k]
+        assert len(keys) == 1, (model, sorted(k for k in m if "worker_jobs" in k))
+        return m[keys[0]]
+    tiny, base = done("tiny.en"), done("base")
+    assert tiny >= 3 and base >= 3, (tiny, base)   # the warm-up, then these tests'
+    assert m['whisperd_jobs_total{result="done"}'] == tiny + base, m
+
+
+def test_translation_follows_the_model(pair):
+    assert text_of(pair.port, "base", "translations") == JFK_BASE
+    r = post_audio(pair.port, "translations", model="whisper-1")
+    check_error(r, 400, "model", "unsupported_model")
+
+
+def test_unknown_model_is_404(pair):
+    r = post_audio(pair.port, model="large-v9")
+    check_error(r, 404, None, "model_not_found")
