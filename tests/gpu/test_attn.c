@@ -184,8 +184,11 @@ static void run_variant(wd_vk_attn_variant_t var) {
   wd_vk_attn_free(a);
 }
 
-/* The rows kernel (prefill and align), made to run on every device. */
-WD_TEST(attn_rows) {
+/* The rows kernel (prefill and align), made to run on every device
+ * (mode 1), and key chunks with their merge (mode -n): 8 (the GPUs'
+ * choice) and an odd 3, every sequence's keys (1 for one row) split, some
+ * chunks empty. */
+WD_TEST(attn_rows_and_split) {
   TG_DEVICE(dev);
   wd_vk_attn_t *a = NULL;
   WD_CHECK_EQ_INT(wd_vk_attn_new(dev, WD_VK_ATTN_AUTO, &a), 0);
@@ -193,24 +196,11 @@ WD_TEST(attn_rows) {
     return;
   wd_vk_attn_use_rows(a, true);
   tg_srand(7);
-  run_case(dev, a, 32, 0, 0, 0, 1);
-  run_case(dev, a, 48, 1, 0, 0, 1);
-  wd_vk_attn_free(a);
-}
-
-/* Key chunks and their merge: 8 (the GPUs' choice) and an odd 3, every
- * sequence's keys (1 for one row) split, some chunks empty. */
-WD_TEST(attn_split) {
-  TG_DEVICE(dev);
-  wd_vk_attn_t *a = NULL;
-  WD_CHECK_EQ_INT(wd_vk_attn_new(dev, WD_VK_ATTN_AUTO, &a), 0);
-  if (!a)
-    return;
-  tg_srand(11);
-  run_case(dev, a, 3, 0, 0, 0, -8);
-  run_case(dev, a, 8, 1, 0, 0, -8);
-  run_case(dev, a, 8, 0, 0, 0, -3);
-  run_case(dev, a, 1, 1, 0, 0, -3);
+  static const struct { uint32_t nb; int cross, mode; } cases[] = {
+    { 32, 0, 1 }, { 48, 1, 1 }, { 3, 0, -8 }, { 8, 1, -8 }, { 8, 0, -3 }, { 1, 1, -3 },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(dev, a, cases[i].nb, cases[i].cross, 0, 0, cases[i].mode);
   wd_vk_attn_free(a);
 }
 
