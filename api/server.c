@@ -29,8 +29,12 @@
  * max_connections_per_ip keeps one client address from taking every
  * connection.
  *
- * Ownership: the server copies the options' strings; the model handed to
- * wd_server_attach is borrowed until wd_server_free.
+ * Ownership: the server copies the options' strings; what a model handed
+ * to wd_server_attach or wd_server_replace points to is borrowed until
+ * wd_server_free, or, for a replaced one, until its on_retire. Each model
+ * is a refcounted record (wd_served_t): its slot and every request that
+ * picked it hold a reference, so a replace never pulls a model from under
+ * a request.
  */
 #include "server.h"
 
@@ -76,24 +80,54 @@ typedef struct {
   int deferred;              /* no body: answer on the next call */
 } wd_req_t;
 
-/* Every attached model's workers' figures, summed (device_lost: how many
- * groups lost theirs); the number of models. */
-static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
-  const int n = atomic_load_explicit(&s->n_models, memory_order_acquire);
-  *ret = (wd_worker_stats_t){ 0 };
-  for (int i = 0; i < n; i++) {
-    wd_worker_stats_t st;
-    wd_workers_stats(s->models[i].workers, &st);
-    wd_worker_stats_add(ret, &st);
-  }
+/* ---- the served models ------------------------------------------------- */
+
+int wd__server_models(wd_server_t *s, wd_served_t **out) {
+  pthread_mutex_lock(&s->mu);
+  const int n = atomic_load(&s->n_models);
+  for (int i = 0; i < n; i++)
+    atomic_fetch_add(&(out[i] = s->models[i])->refs, 1);
+  pthread_mutex_unlock(&s->mu);
   return n;
 }
 
-int wd__server_retry_after(wd_server_t *s, int mi) {
-  if (mi < 0 || mi >= atomic_load_explicit(&s->n_models, memory_order_acquire))
+void wd__served_release(wd_served_t *r) {
+  if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
+    return;
+  /* Nobody holds it: a replaced model's engines may go now (the daemon's
+   * callback hands them to its own thread), a current one is the
+   * daemon's to close after wd_server_free. */
+  if (r->replaced && r->m.on_retire)
+    r->m.on_retire(r->m.retire_ud);
+  free(r);
+}
+
+static void release_all(wd_served_t **r, int n) {
+  for (int i = 0; i < n; i++)
+    wd__served_release(r[i]);
+}
+
+/* Every attached model's workers' figures, summed (device_lost: how many
+ * groups lost theirs); the number of models. */
+static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
+  wd_served_t *r[WD_SERVER_MAX_MODELS];
+  const int n = wd__server_models(s, r);
+  *ret = (wd_worker_stats_t){ 0 };
+  for (int i = 0; i < n; i++) {
+    wd_worker_stats_t st;
+    wd_workers_stats(r[i]->m.workers, &st);
+    wd_worker_stats_add(ret, &st);
+  }
+  release_all(r, n);
+  return n;
+}
+
+int wd__server_retry_after(wd_server_t *s, const wd_server_model_t *m) {
+  (void)s;
+  if (!m)
     return WD_MODEL_WAIT_RETRY_S;
   wd_worker_stats_t st;
-  wd_workers_stats(s->models[mi].workers, &st);
+  wd_workers_stats(m->workers, &st);
   const uint64_t jobs = st.jobs_done + st.jobs_failed;
   /* The worker's mean busy time per job, times the jobs ahead, shared over
    * the batch; at least 1 s, at most the 60 s a client would still wait. */
@@ -129,12 +163,16 @@ static json_t *model_object(const wd_server_t *s, const char *id) {
 /* GET /v1/models (id NULL) or /v1/models/{id}: every attached model's names. */
 static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
                                     const char *id) {
-  const int n_models = atomic_load_explicit(&s->n_models, memory_order_acquire);
+  wd_served_t *ms[WD_SERVER_MAX_MODELS];
+  const int n_models = wd__server_models(s, ms);
   if (id) {
+    int found = 0;
     for (int k = 0; k < n_models; k++)
-      for (int i = 0; i < s->models[k].n_names; i++)
-        if (s->models[k].names[i] && strcmp(s->models[k].names[i], id) == 0)
-          return reply_json(c, r, 200, model_object(s, id));
+      for (int i = 0; i < ms[k]->m.n_names; i++)
+        found |= ms[k]->m.names[i] && strcmp(ms[k]->m.names[i], id) == 0;
+    release_all(ms, n_models);
+    if (found)
+      return reply_json(c, r, 200, model_object(s, id));
     wd_api_error_t e;
     wd_api_error_set(&e, 404, NULL, "model_not_found",
                      "The model `%.200s` does not exist or you do not have access to it.", id);
@@ -142,9 +180,10 @@ static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd
   }
   json_t *data = json_array();
   for (int k = 0; data && k < n_models; k++)
-    for (int i = 0; i < s->models[k].n_names; i++)
-      if (s->models[k].names[i])
-        json_array_append_new(data, model_object(s, s->models[k].names[i]));
+    for (int i = 0; i < ms[k]->m.n_names; i++)
+      if (ms[k]->m.names[i])
+        json_array_append_new(data, model_object(s, ms[k]->m.names[i]));
+  release_all(ms, n_models);
   return reply_json(c, r, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
                                     : NULL);
 }
@@ -184,21 +223,31 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   wd_worker_stats_t ws;
   wd_metrics_worker_t per[WD_METRICS_MAX_WORKERS];
   int n_per = 0;
+  wd_served_t *ms[WD_SERVER_MAX_MODELS];
+  const int n_models = wd__server_models(s, ms); /* held until rendered: labels point in */
   if (st.model_loaded) {
-    const int n_models = all_stats(s, &ws);
+    ws = (wd_worker_stats_t){ 0 };
+    for (int k = 0; k < n_models; k++) {
+      wd_worker_stats_t one;
+      wd_workers_stats(ms[k]->m.workers, &one);
+      wd_worker_stats_add(&ws, &one);
+    }
     ws.device_lost = ws.device_lost == n_models; /* as one group: every device lost */
     for (int k = 0; k < n_models; k++) {
-      wd_workers_t *g = s->models[k].workers;
+      wd_workers_t *g = ms[k]->m.workers;
       for (int i = 0; i < wd_workers_count(g) && n_per < WD_METRICS_MAX_WORKERS; i++) {
         /* model="..." where there are several (one model: the series as before) */
         per[n_per] = (wd_metrics_worker_t){ .device = wd_workers_label(g, i),
-                                            .model = n_models > 1 ? s->models[k].label : NULL };
+                                            .model = n_models > 1 ? ms[k]->m.label : NULL };
         wd_workers_stats_at(g, i, &per[n_per++].stats);
       }
     }
   }
   char *text = NULL;
-  if (wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, per, n_per, &text) < 0)
+  const int rc = wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, per, n_per,
+                                   &text);
+  release_all(ms, n_models);
+  if (rc < 0)
     return MHD_NO;
   r->status = 200;
   return wd_response_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", text,
@@ -399,13 +448,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* Watcher thread: the client of a waiting request hung up. */
-static void on_hangup(void *ctx, uint64_t token) {
+static void on_hangup(void *ctx, uint64_t serial) {
   wd_server_t *s = ctx;
-  const int mi = wd__server_watch_model(token);
-  const uint64_t job_id = wd__server_watch_job(token);
+  uint64_t job_id = 0;
+  wd_served_t *rec = NULL;
+  if (!wd__transcription_by_serial(s, serial, &job_id, &rec))
+    return; /* its job ended meanwhile */
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  if (mi < atomic_load_explicit(&s->n_models, memory_order_acquire))
-    wd_chunk_cancel(s->models[mi].workers, job_id);
+  wd_chunk_cancel(rec->m.workers, job_id);
+  wd__served_release(rec);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -454,6 +505,12 @@ static int bound_port(struct MHD_Daemon *d, int fallback) {
 
 /* Frees what wd_server_start built; the MHD daemon must be stopped. */
 static void server_destroy(wd_server_t *s) {
+  /* The slots' references: the current models are the daemon's to close
+   * (no retire), and no request holds one any more. */
+  for (int i = 0; i < atomic_load(&s->n_models); i++) {
+    s->models[i]->replaced = 0;
+    wd__served_release(s->models[i]);
+  }
   wd_taskq_free(s->decoders);
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
@@ -576,16 +633,52 @@ fail:
 
 int wd_server_port(const wd_server_t *s) { return s ? s->port : 0; }
 
+static wd_served_t *served_new(const wd_server_model_t *m) {
+  wd_served_t *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->m = *m;
+  const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
+  r->n_langs = sp ? sp->n_langs : 0;
+  atomic_init(&r->refs, 1); /* the slot's */
+  return r;
+}
+
+int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m) {
+  wd_served_t *r = s && m ? served_new(m) : NULL;
+  if (!r)
+    return s && m ? WD_ENOMEM : WD_EINVAL;
+  pthread_mutex_lock(&s->mu);
+  if (i < 0 || i >= atomic_load(&s->n_models)) {
+    pthread_mutex_unlock(&s->mu);
+    free(r);
+    return WD_EINVAL;
+  }
+  wd_served_t *old = s->models[i];
+  old->replaced = 1;
+  s->models[i] = r;
+  pthread_mutex_unlock(&s->mu);
+  wd_log_info("api: model %d replaced by '%s'", i, m->n_names > 0 ? m->names[0] : "?");
+  wd__served_release(old); /* retires now, or when its last request ends */
+  return 0;
+}
+
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m) {
-  const int n = s ? atomic_load(&s->n_models) : WD_SERVER_MAX_MODELS;
-  if (!m || n >= WD_SERVER_MAX_MODELS)
+  wd_served_t *r = s && m ? served_new(m) : NULL;
+  if (!r)
     return;
-  s->models[n] = *m;
+  pthread_mutex_lock(&s->mu);
+  const int n = atomic_load(&s->n_models);
+  if (n == WD_SERVER_MAX_MODELS) {
+    pthread_mutex_unlock(&s->mu);
+    free(r);
+    return;
+  }
+  s->models[n] = r;
   if (n == 0 && m->created > 0)
     s->created = (time_t)m->created;
-  const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
-  s->n_langs[n] = sp ? sp->n_langs : 0;
   atomic_store_explicit(&s->n_models, n + 1, memory_order_release);
+  pthread_mutex_unlock(&s->mu);
   atomic_store_explicit(&s->attached, 1, memory_order_release);
   wd_log_info("api: model attached as '%s' (%d name%s)", m->n_names > 0 ? m->names[0] : "?",
               m->n_names, m->n_names == 1 ? "" : "s");

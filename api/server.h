@@ -84,9 +84,19 @@ typedef struct {
   const wd_vad_params_t *vad_params;
   int vad_default;
   const char *label;         /* the model's name, for the per-worker metrics */
+  void (*on_retire)(void *ud); /* wd_server_replace: the model is no longer used */
+  void *retire_ud;
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);
+
+/* Model i (attach order) is m from now on: requests that picked the old one
+ * finish on it, new ones get m. When the old one's last request ends (now,
+ * if none runs), its on_retire(retire_ud) is called, from whichever thread
+ * ended it (a worker's, an HTTP thread, this one): hand its engines to a
+ * thread of your own to close, never close them there. WD_EINVAL for no
+ * model i, WD_ENOMEM. */
+int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m);
 
 void wd_server_set_ready(wd_server_t *s, int ready);
 

@@ -26,6 +26,16 @@
 
 typedef struct wd_transcription wd_transcription_t;
 
+/* One attached model as requests see it: what the daemon passed, and a
+ * count of its users (the server's slot and every request that picked
+ * it). The last release of a replaced record calls its on_retire. */
+typedef struct {
+  wd_server_model_t m;
+  int n_langs;               /* language tokens of the model */
+  atomic_int refs;
+  int replaced;              /* its slot holds a newer one (set under the server's mu) */
+} wd_served_t;
+
 struct wd_server {
   wd_server_opts_t o;        /* host and api_key point at the copies below */
   char *host, *api_key;
@@ -39,13 +49,14 @@ struct wd_server {
   wd_taskq_t *decoders;      /* audio decoding, off the HTTP threads */
   atomic_int n_decoding;     /* uploads pushed there and not yet submitted */
 
-  /* models[i] and n_langs[i] are written once by wd_server_attach before
-   * n_models covers i (release); read only below the n_models seen
-   * (acquire). attached: n_models > 0. */
-  wd_server_model_t models[WD_SERVER_MAX_MODELS];
-  int n_langs[WD_SERVER_MAX_MODELS]; /* language tokens of each model */
+  /* The served models' records, under mu: wd_server_attach appends,
+   * wd_server_replace swaps one; users hold a reference (wd__server_models,
+   * wd__served_release) for as long as they use it. attached: n_models > 0
+   * (n_models only grows). */
+  wd_served_t *models[WD_SERVER_MAX_MODELS];
   atomic_int n_models;
   atomic_int attached;
+  atomic_ullong next_serial;  /* transcriptions' watch tokens */
   atomic_int ready;
   atomic_int quiescing;
   atomic_int n_suspended;    /* connections waiting on the worker */
@@ -57,21 +68,18 @@ struct wd_server {
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
-/* Seconds a client refused with 429 should wait, from the pace of model
- * mi's workers. */
-int wd__server_retry_after(wd_server_t *s, int mi);
+/* Seconds a client refused with 429 should wait, from the pace of m's
+ * workers (NULL: before any model is attached). */
+int wd__server_retry_after(wd_server_t *s, const wd_server_model_t *m);
 
-/* The watcher's token for job id of model mi, and back: the model's index
- * in bits 56..61 (worker ids count up from 1; chunk ids set bit 63 only). */
-#define WD_SERVER_MODEL_SHIFT 56
-static inline uint64_t wd__server_watch_id(int mi, uint64_t id) {
-  return id | ((uint64_t)mi << WD_SERVER_MODEL_SHIFT);
-}
-static inline int wd__server_watch_model(uint64_t token) {
-  return (int)((token >> WD_SERVER_MODEL_SHIFT) & 0x3f);
-}
-static inline uint64_t wd__server_watch_job(uint64_t token) {
-  return token & ~(0x3full << WD_SERVER_MODEL_SHIFT);
-}
+/* Every attached model's record, each with a reference taken; how many. */
+int wd__server_models(wd_server_t *s, wd_served_t **out);
+/* Drops a reference (NULL allowed); never touches the server. */
+void wd__served_release(wd_served_t *r);
+
+/* The in-flight transcription watched under token (its serial): its job
+ * and its model's record, referenced; 0 when none is (transcription.c). */
+int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                                wd_served_t **ret_rec);
 
 #endif

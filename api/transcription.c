@@ -80,8 +80,9 @@ enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
 struct wd_transcription {
   wd_server_t *s;
-  const wd_server_model_t *m; /* the request's model (set with has_req), s->models[mi] */
-  int mi;
+  wd_served_t *rec;           /* the request's model, referenced (once parsed) */
+  const wd_server_model_t *m; /* &rec->m */
+  uint64_t serial;            /* the hang-up watch's token */
   struct MHD_Connection *conn;
   wd_request_task_t task;
   atomic_int refs;
@@ -144,6 +145,7 @@ static void tr_unref(wd_transcription_t *t) {
   /* Last reference: nobody else can see t. It never touches the server
    * here, which may already be gone when the job's reference is last. */
   wd_transcript_free(&t->result);
+  wd__served_release(t->rec);
   if (t->has_req)
     wd_request_clear(&t->req);
   wd_multipart_free(t->form);
@@ -164,6 +166,7 @@ wd_transcription_t *wd_transcription_new(wd_server_t *s, struct MHD_Connection *
   t->conn = c;
   t->task = task;
   t->t_start = t_start;
+  t->serial = atomic_fetch_add(&s->next_serial, 1) + 1;
   atomic_init(&t->refs, 1);
   pthread_mutex_init(&t->mu, NULL);
   return t;
@@ -349,7 +352,7 @@ static void suspend_locked(wd_transcription_t *t) {
   /* While decoding there is no job to cancel: the hang-up shows when the
    * job after it is suspended. */
   if (ci && t->job_id)
-    t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, wd__server_watch_id(t->mi, t->job_id));
+    t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->serial);
 }
 
 /* Worker thread: a final segment (streaming only). */
@@ -481,7 +484,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
+    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
     if (rc != WD_ECANCELED)
       wd_log_warning("api: transcription failed: %s (%s)", wd_strerror(rc), wd_err_name(rc));
     return answer_error(t, &e);
@@ -637,7 +640,7 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
     if (rc == WD_EBUSY)
       wd_log_warning("api: job queue overflow, answering 429 (retry after %d s)",
                      e.retry_after_s);
@@ -735,20 +738,26 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
       wd_api_error_set(&e, 400, NULL, "invalid_multipart", "Malformed multipart body: %s", msg);
     return answer_error(t, &e);
   }
-  /* The request's `model` picks one of the attached models. */
-  const int n_models = atomic_load_explicit(&s->n_models, memory_order_acquire);
+  /* The request's `model` picks one of the attached models, which stays
+   * with it (a SIGHUP reload after this point is for the next request). */
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int n_models = wd__server_models(s, recs);
   wd_request_model_t ms[WD_SERVER_MAX_MODELS];
   for (int i = 0; i < n_models; i++)
-    ms[i] = (wd_request_model_t){ s->models[i].names, s->models[i].n_names,
-                                  s->models[i].multilingual, s->n_langs[i],
-                                  s->models[i].no_translate };
+    ms[i] = (wd_request_model_t){ recs[i]->m.names, recs[i]->m.n_names,
+                                  recs[i]->m.multilingual, recs[i]->n_langs,
+                                  recs[i]->m.no_translate };
   wd_request_t req;
-  if (wd_request_parse_in(form, t->task, ms, n_models, &req, &e) != 0) {
+  rc = wd_request_parse_in(form, t->task, ms, n_models, &req, &e);
+  for (int i = 0; i < n_models; i++)
+    if (rc != 0 || i != req.model_idx)
+      wd__served_release(recs[i]);
+  if (rc != 0) {
     wd_multipart_free(form);
     return answer_error(t, &e);
   }
-  t->mi = req.model_idx;
-  t->m = &s->models[t->mi];
+  t->rec = recs[req.model_idx];
+  t->m = &t->rec->m;
   if (req.chunking.set && !t->m->vad) {
     wd_request_clear(&req);
     wd_multipart_free(form);
@@ -783,7 +792,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);
-    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
+    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
     wd_log_warning("api: job queue full, answering 429 before decoding (retry after %d s)",
                    e.retry_after_s);
     return answer_error(t, &e);
@@ -806,7 +815,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_sub(&t->refs, 1);
     wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
-                          wd__server_retry_after(s, t->mi));
+                          wd__server_retry_after(s, t->m));
     return answer_error(t, &e);
   }
   suspend_locked(t);
@@ -829,7 +838,7 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
     return MHD_NO;
   }
   if (rc == WD_EBUSY) { /* decode_room: the header declared too much */
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->mi));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
     wd_log_warning("api: %s (the file's header says), answering 429 before decoding (retry "
                    "after %d s)", t->decode_msg, e.retry_after_s);
     return answer_error(t, &e);
@@ -898,15 +907,37 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   int n = 0;
   for (const wd_transcription_t *t = s->live; t; t = t->live_next)
     n++;
-  /* Each job with its model's workers (the models outlive the server's use). */
-  struct live_job { uint64_t id; wd_workers_t *workers; } *jobs = malloc((size_t)(n ? n : 1) * sizeof *jobs);
+  /* Each job with its model, referenced: its engines stay until cancelled. */
+  struct live_job {
+    uint64_t id;
+    wd_served_t *rec;
+  } *jobs = malloc((size_t)(n ? n : 1) * sizeof *jobs);
   int k = 0;
   for (const wd_transcription_t *t = s->live; jobs && t; t = t->live_next)
-    if (t->live_job_id)
-      jobs[k++] = (struct live_job){ t->live_job_id, t->m->workers };
+    if (t->live_job_id) {
+      atomic_fetch_add(&t->rec->refs, 1);
+      jobs[k++] = (struct live_job){ t->live_job_id, t->rec };
+    }
   pthread_mutex_unlock(&s->mu);
   /* Outside s->mu: the worker may call on_done, which takes it. */
-  for (int i = 0; i < k; i++)
-    wd_chunk_cancel(jobs[i].workers, jobs[i].id);
+  for (int i = 0; i < k; i++) {
+    wd_chunk_cancel(jobs[i].rec->m.workers, jobs[i].id);
+    wd__served_release(jobs[i].rec);
+  }
   free(jobs);
+}
+
+int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                                wd_served_t **ret_rec) {
+  int found = 0;
+  pthread_mutex_lock(&s->mu);
+  for (const wd_transcription_t *t = s->live; t && !found; t = t->live_next)
+    if (t->serial == serial && t->live_job_id) {
+      atomic_fetch_add(&t->rec->refs, 1);
+      *ret_job = t->live_job_id;
+      *ret_rec = t->rec;
+      found = 1;
+    }
+  pthread_mutex_unlock(&s->mu);
+  return found;
 }

@@ -13,8 +13,9 @@
  * Then, once a second: WATCHDOG=1 when the worker's heartbeat is fresher
  * than half the watchdog interval (a hung GPU call stops it, and systemd
  * restarts the daemon), and STATUS= with the queue. SIGHUP reopens the log
- * file. SIGTERM/SIGINT: STOPPING=1, stop accepting, refuse queued jobs
- * (503), let running jobs finish within shutdown-grace, answer them, exit 0.
+ * file and reloads every model from its file (serve_models.h).
+ * SIGTERM/SIGINT: STOPPING=1, stop accepting, refuse queued jobs (503), let
+ * running jobs finish within shutdown-grace, answer them, exit 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -33,11 +33,9 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "model.h"
 #include "runtime.h"
 #include "server.h"
-
-#define WD_SERVE_MAX_NAMES 16
+#include "serve_models.h"
 
 /* Points stderr (where every log line goes) at the log file, if any. */
 static int open_log(const char *path) {
@@ -51,24 +49,6 @@ static int open_log(const char *path) {
   int rc = dup2(fd, STDERR_FILENO) < 0 ? WD_EIO : 0;
   close(fd);
   return rc;
-}
-
-/* whisper-1, the model's own name, then the configured aliases. */
-static int model_names(const char *model_name, char *aliases, const char **names) {
-  int n = 0;
-  names[n++] = "whisper-1";
-  names[n++] = model_name;
-  for (char *save = NULL, *a = strtok_r(aliases, ",", &save); a && n < WD_SERVE_MAX_NAMES;
-       a = strtok_r(NULL, ",", &save)) {
-    while (*a == ' ')
-      a++;
-    char *e = a + strlen(a);
-    while (e > a && e[-1] == ' ')
-      *--e = '\0';
-    if (*a)
-      names[n++] = a;
-  }
-  return n;
 }
 
 /* A stop or reopen signal that reached another thread. Our threads block
@@ -182,106 +162,8 @@ static int decode_defaults(const wd_config_t *cfg, wd_decode_opts_t *dopts, char
 
 /* Ready: once a second, the watchdog while the workers make progress and
  * the status line; SIGHUP reopens the log; SIGTERM or SIGINT returns. */
-/* The served models: --model first (whisper-1 and --model-alias are its),
- * then each of --models; everything the server is given lives here until
- * it is freed. */
-typedef struct {
-  int n;
-  wd_runtime_t *rt[WD_SERVER_MAX_MODELS];
-  wd_config_t cfg[WD_SERVER_MAX_MODELS];    /* cfg with .model set to each path */
-  wd_decode_opts_t dopts[WD_SERVER_MAX_MODELS]; /* the defaults with its align heads */
-  wd_server_model_t sm[WD_SERVER_MAX_MODELS];
-  const char *names[WD_SERVER_MAX_MODELS][WD_SERVE_MAX_NAMES];
-  const char *label[WD_SERVER_MAX_MODELS];
-  char *aliases, *paths;                    /* strtok'd copies the names point into */
-  double t0;
-} serve_models_t;
-
-/* Loads one model (cfg->model) and attaches it to srv; aliases (may be
- * NULL) are the first model's extra names. */
-static int open_model(serve_models_t *sv, const wd_config_t *cfg, const wd_decode_opts_t *dopts,
-                      char *aliases, wd_server_t *srv, char *err, size_t err_len) {
-  const int k = sv->n;
-  sv->cfg[k] = *cfg;
-  notify_status("Loading model", cfg->model);
-  const double t0 = wd_now_s();
-  if (wd_runtime_open(&sv->cfg[k], cfg->max_batch, cfg->queue_max, 1, &sv->rt[k], err,
-                      err_len) < 0)
-    return -1;
-  sv->n++;
-  wd_runtime_t *rt = sv->rt[k];
-  const wd_model_t *m = wd_runtime_model(rt);
-  struct stat st;
-  sv->dopts[k] = *dopts;
-  sv->dopts[k].align_heads = wd_runtime_align_heads(rt, &sv->dopts[k].n_align_heads);
-  sv->label[k] = wd_model_name(m);
-  const char **names = sv->names[k];
-  int n_names = model_names(wd_model_name(m), aliases ? aliases : (char[]){ "" }, names);
-  if (k > 0) { /* whisper-1 is the first model's */
-    memmove(names, names + 1, (size_t)(n_names - 1) * sizeof *names);
-    n_names--;
-  }
-  sv->sm[k] = (wd_server_model_t){
-    .workers = wd_runtime_workers(rt), .tok = wd_runtime_tokenizer(rt),
-    .multilingual = wd_model_is_multilingual(m), .names = names, .n_names = n_names,
-    .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m),
-    .decode = &sv->dopts[k], .label = sv->label[k],
-    .created = stat(cfg->model, &st) == 0 ? (long long)st.st_mtime : 0,
-  };
-  sv->sm[k].vad = wd_runtime_vad(rt, &sv->sm[k].vad_params, &sv->sm[k].vad_default);
-  wd_server_attach(srv, &sv->sm[k]);
-  wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m), wd_runtime_device(rt),
-              (wd_now_s() - t0) * 1e3);
-  return 0;
-}
-
-/* --model, then every path of --models (at most WD_SERVER_MAX_MODELS in all). */
-static int open_models(const wd_config_t *cfg, const wd_decode_opts_t *dopts, wd_server_t *srv,
-                       serve_models_t *sv, char *err, size_t err_len) {
-  sv->t0 = wd_now_s();
-  sv->aliases = strdup(cfg->model_alias ? cfg->model_alias : "");
-  sv->paths = strdup(cfg->models ? cfg->models : "");
-  if (!sv->aliases || !sv->paths) {
-    snprintf(err, err_len, "out of memory");
-    return -1;
-  }
-  if (open_model(sv, cfg, dopts, sv->aliases, srv, err, err_len) < 0)
-    return -1;
-  for (char *save = NULL, *p = strtok_r(sv->paths, ",", &save); p;
-       p = strtok_r(NULL, ",", &save)) {
-    while (*p == ' ')
-      p++;
-    if (!*p)
-      continue;
-    if (sv->n == WD_SERVER_MAX_MODELS) {
-      snprintf(err, err_len, "--models: at most %d models in all", WD_SERVER_MAX_MODELS);
-      return -1;
-    }
-    wd_config_t c = *cfg;
-    c.model = p;
-    if (open_model(sv, &c, dopts, NULL, srv, err, err_len) < 0)
-      return -1;
-  }
-  return 0;
-}
-
-/* Every model's workers drain at once (each group drains its devices in
- * parallel; the models one after another, within one grace each). */
-static void drain_models(serve_models_t *sv, int grace_s) {
-  for (int k = 0; k < sv->n; k++)
-    wd_workers_drain(wd_runtime_workers(sv->rt[k]), grace_s);
-}
-
-static void close_models(serve_models_t *sv) {
-  for (int k = 0; k < sv->n; k++)
-    wd_runtime_close(sv->rt[k]);
-  free(sv->aliases);
-  free(sv->paths);
-  *sv = (serve_models_t){ 0 };
-}
-
 static void serve_until_stopped(const wd_config_t *cfg, const sigset_t *sigs,
-                                const serve_models_t *sv) {
+                                wd_serve_models_t *sv) {
   uint64_t wd_usec = 0;
   const int watchdog = sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0;
   const double wd_fresh = watchdog ? (double)wd_usec * 1e-6 / 2 : 0;
@@ -294,19 +176,16 @@ static void serve_until_stopped(const wd_config_t *cfg, const sigset_t *sigs,
       return;
     }
     if (sig == SIGHUP) {
-      wd_log_info("serve: SIGHUP: reopening the log");
+      wd_log_info("serve: SIGHUP: reopening the log, reloading the models");
       open_log(cfg->log_file);
+      sd_notify(0, "RELOADING=1");
+      wd_serve_models_reload(sv);
+      sd_notify(0, "READY=1");
     }
-    wd_worker_stats_t st = { 0 };
-    double oldest = wd_now_s();
-    for (int k = 0; k < sv->n; k++) {
-      wd_workers_t *g = wd_runtime_workers(sv->rt[k]);
-      wd_worker_stats_t one;
-      wd_workers_stats(g, &one);
-      wd_worker_stats_add(&st, &one);
-      const double hb = wd_workers_heartbeat(g);
-      oldest = hb < oldest ? hb : oldest;
-    }
+    wd_serve_models_reap(sv);
+    wd_worker_stats_t st;
+    double oldest;
+    wd_serve_models_stats(sv, &st, &oldest);
     const double age = wd_now_s() - oldest;
     if (watchdog && age < wd_fresh)
       sd_notify(0, "WATCHDOG=1");
@@ -375,9 +254,10 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     wd_log_info("serve: listening on http://%s:%d", cfg->host, wd_server_port(srv));
 
   /* 3. The models, each with its engines and workers. */
-  serve_models_t sv = { 0 };
+  const double t0 = wd_now_s();
+  wd_serve_models_t *sv = NULL;
   int status = 1;
-  if (open_models(cfg, &dopts, srv, &sv, err, sizeof err) < 0) {
+  if (wd_serve_models_open(cfg, &dopts, srv, &sv, err, sizeof err) < 0) {
     wd_log_error("serve: %s", err);
     notify_status("Failed", err);
     goto out;
@@ -388,14 +268,13 @@ int wd_cmd_serve(const wd_config_t *cfg) {
   }
 
   /* 4. Warm-up, then ready. */
-  const char *first = wd_model_name(wd_runtime_model(sv.rt[0]));
+  const char *first = wd_serve_models_first(sv);
   notify_status("Warming up", first);
-  for (int k = 0; k < sv.n; k++)
-    if (wd_runtime_warmup(sv.rt[k], err, sizeof err) < 0) {
-      wd_log_error("serve: warm-up of %s failed: %s", sv.label[k], err);
-      notify_status("Failed: warm-up", err);
-      goto out;
-    }
+  if (wd_serve_models_warmup(sv, err, sizeof err) < 0) {
+    wd_log_error("serve: warm-up failed: %s", err);
+    notify_status("Failed: warm-up", err);
+    goto out;
+  }
   if (stop_pending(&sigs)) {
     status = 0;
     goto out;
@@ -405,24 +284,24 @@ int wd_cmd_serve(const wd_config_t *cfg) {
     goto out;
   }
   wd_server_set_ready(srv, 1);
-  sd_notifyf(0, "READY=1\nSTATUS=Ready: %s%s, max batch %d", first, sv.n > 1 ? " and more" : "",
-             cfg->max_batch);
-  wd_log_info("serve: ready in %.0f ms", (wd_now_s() - sv.t0) * 1e3);
+  sd_notifyf(0, "READY=1\nSTATUS=Ready: %s%s, max batch %d", first,
+             wd_serve_models_count(sv) > 1 ? " and more" : "", cfg->max_batch);
+  wd_log_info("serve: ready in %.0f ms", (wd_now_s() - t0) * 1e3);
 
-  serve_until_stopped(cfg, &sigs, &sv);
+  serve_until_stopped(cfg, &sigs, sv);
   sd_notify(0, "STOPPING=1\nSTATUS=Draining");
   status = 0;
 out:
   wd_server_set_ready(srv, 0);
   wd_server_quiesce(srv);
-  drain_models(&sv, cfg->shutdown_grace_s);
+  wd_serve_models_drain(sv, cfg->shutdown_grace_s);
   /* Answers still going out get a few seconds. A server that could not stop
    * still runs threads that use the worker and the model: leave them be. */
   if (wd_server_free(srv, 5.0) < 0) {
     wd_log_error("serve: exiting without freeing the engine");
     return 1;
   }
-  close_models(&sv);
+  wd_serve_models_close(sv);
   wd_log_info("serve: stopped");
   return status;
 }

@@ -8,6 +8,8 @@ in /metrics, labelled model="...".
 """
 
 import os
+import signal
+import time
 
 import pytest
 
@@ -79,3 +81,38 @@ def test_translation_follows_the_model(pair):
 def test_unknown_model_is_404(pair):
     r = post_audio(pair.port, model="large-v9")
     check_error(r, 404, None, "model_not_found")
+
+
+def test_sighup_reloads_without_dropping_a_request(tmp_path):
+    """The model file replaced by rename, then SIGHUP: a request that had
+    already picked the old model (held in its upload's decode by the
+    decode_delay fault) still answers with tiny.en's words, the next one
+    with base's, and the old model is closed once its last request ended."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    path = str(tmp_path / "model.bin")
+    os.symlink(wd_api.TINY_EN, path)
+    d = start_daemon(model=path, args=["--fault-inject", "decode_delay:1500"])
+    try:
+        held = wd_api.Background(d.port)          # picks tiny.en now, decodes 1.5 s
+        time.sleep(0.5)
+        os.symlink(wd_api.BASE, path + ".new")
+        os.rename(path + ".new", path)
+        os.kill(d.pid, signal.SIGHUP)
+        wait_log(d, "reloaded (base, was tiny.en)")
+        r = held.response()
+        assert r.status == 200 and r.json()["text"].strip() == JFK_TINY, r
+        assert text_of(d.port, "whisper-1") == JFK_BASE
+        assert text_of(d.port, "base") == JFK_BASE
+        wait_log(d, "(tiny.en) is no longer used: closed")
+        ids = [m["id"] for m in wd_api.request(d.port, "GET", "/v1/models").json()["data"]]
+        assert ids == ["whisper-1", "base"], ids
+    finally:
+        stop_daemon(d)
+
+
+def wait_log(d, needle, timeout=60):
+    deadline = time.monotonic() + timeout
+    while needle not in d.log():
+        assert time.monotonic() < deadline, f"not in the log after {timeout} s: {needle}"
+        time.sleep(0.1)

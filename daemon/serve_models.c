@@ -1,0 +1,267 @@
+/*
+ * serve_models.c - the models `serve` runs (see serve_models.h).
+ *
+ * Each load is a loaded_t on the heap: its runtime and everything the
+ * server is handed for it (names, decoding defaults, the model record), so
+ * a replaced load stays whole for the requests still on it, however the
+ * slot changes meanwhile. A slot's current load is cur[k]; a retired one
+ * waits on `retired` until reap closes it.
+ */
+#include "serve_models.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "runtime.h"
+
+#define WD_SERVE_MAX_NAMES 16
+
+typedef struct loaded {
+  struct wd_serve_models *sv;
+  int slot;
+  wd_runtime_t *rt;
+  wd_config_t cfg;          /* serve's, with .model this slot's path */
+  wd_decode_opts_t dopts;   /* the defaults with this model's alignment heads */
+  const char *names[WD_SERVE_MAX_NAMES];
+  wd_server_model_t sm;
+  struct loaded *next;      /* on the retired list */
+} loaded_t;
+
+struct wd_serve_models {
+  wd_server_t *srv;
+  wd_decode_opts_t dopts;
+  int n;
+  loaded_t *cur[WD_SERVER_MAX_MODELS];
+  char *path[WD_SERVER_MAX_MODELS];     /* each slot's file */
+  const char *aliases[WD_SERVE_MAX_NAMES]; /* --model-alias, split (into alias_buf) */
+  int n_aliases;
+  char *alias_buf;
+  pthread_mutex_t mu;       /* guards retired: the retire callback runs on any thread */
+  loaded_t *retired;
+};
+
+/* Names: whisper-1, the model's own name and --model-alias for slot 0;
+ * the model's own name for the others. */
+static int slot_names(const wd_serve_models_t *sv, int slot, const char *model_name,
+                      const char **names) {
+  int n = 0;
+  if (slot == 0)
+    names[n++] = "whisper-1";
+  names[n++] = model_name;
+  for (int i = 0; slot == 0 && i < sv->n_aliases && n < WD_SERVE_MAX_NAMES; i++)
+    names[n++] = sv->aliases[i];
+  return n;
+}
+
+/* The server's callback: the load's last request ended. Any thread. */
+static void on_retire(void *ud) {
+  loaded_t *l = ud;
+  pthread_mutex_lock(&l->sv->mu);
+  l->next = l->sv->retired;
+  l->sv->retired = l;
+  pthread_mutex_unlock(&l->sv->mu);
+}
+
+static void loaded_free(loaded_t *l) {
+  if (!l)
+    return;
+  wd_runtime_close(l->rt); /* drains its workers first */
+  free(l);
+}
+
+/* Loads slot's file into a new runtime; NULL with err set on failure. */
+static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, char *err,
+                      size_t err_len) {
+  loaded_t *l = calloc(1, sizeof *l);
+  if (!l) {
+    snprintf(err, err_len, "out of memory");
+    return NULL;
+  }
+  l->sv = sv;
+  l->slot = slot;
+  l->cfg = *cfg;
+  l->cfg.model = sv->path[slot];
+  sd_notifyf(0, "STATUS=Loading model: %s", l->cfg.model);
+  const double t0 = wd_now_s();
+  if (wd_runtime_open(&l->cfg, cfg->max_batch, cfg->queue_max, 1, &l->rt, err, err_len) < 0) {
+    free(l);
+    return NULL;
+  }
+  const wd_model_t *m = wd_runtime_model(l->rt);
+  l->dopts = sv->dopts;
+  l->dopts.align_heads = wd_runtime_align_heads(l->rt, &l->dopts.n_align_heads);
+  struct stat st;
+  l->sm = (wd_server_model_t){
+    .workers = wd_runtime_workers(l->rt), .tok = wd_runtime_tokenizer(l->rt),
+    .multilingual = wd_model_is_multilingual(m), .names = l->names,
+    .n_names = slot_names(sv, slot, wd_model_name(m), l->names),
+    .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m),
+    .decode = &l->dopts, .label = wd_model_name(m),
+    .created = stat(l->cfg.model, &st) == 0 ? (long long)st.st_mtime : 0,
+    .on_retire = on_retire, .retire_ud = l,
+  };
+  l->sm.vad = wd_runtime_vad(l->rt, &l->sm.vad_params, &l->sm.vad_default);
+  wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m),
+              wd_runtime_device(l->rt), (wd_now_s() - t0) * 1e3);
+  return l;
+}
+
+/* Splits a comma list in place into out[] (spaces trimmed, empties
+ * skipped); how many, at most max. */
+static int split_list(char *s, const char **out, int max) {
+  int n = 0;
+  for (char *save = NULL, *a = strtok_r(s, ",", &save); a && n < max;
+       a = strtok_r(NULL, ",", &save)) {
+    while (*a == ' ')
+      a++;
+    char *e = a + strlen(a);
+    while (e > a && e[-1] == ' ')
+      *--e = '\0';
+    if (*a)
+      out[n++] = a;
+  }
+  return n;
+}
+
+int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, wd_server_t *srv,
+                         wd_serve_models_t **ret, char *err, size_t err_len) {
+  *ret = NULL;
+  wd_serve_models_t *sv = calloc(1, sizeof *sv);
+  char *paths = strdup(cfg->models ? cfg->models : "");
+  if (!sv || !paths || !(sv->alias_buf = strdup(cfg->model_alias ? cfg->model_alias : ""))) {
+    free(paths);
+    if (sv)
+      free(sv->alias_buf);
+    free(sv);
+    snprintf(err, err_len, "out of memory");
+    return WD_ENOMEM;
+  }
+  pthread_mutex_init(&sv->mu, NULL);
+  sv->srv = srv;
+  sv->dopts = *dopts;
+  sv->n_aliases = split_list(sv->alias_buf, sv->aliases, WD_SERVE_MAX_NAMES - 2);
+  *ret = sv;
+  const char *more[WD_SERVER_MAX_MODELS + 1];
+  const int n_more = split_list(paths, more, WD_SERVER_MAX_MODELS);
+  int rc = 0;
+  if (n_more >= WD_SERVER_MAX_MODELS) {
+    snprintf(err, err_len, "--models: at most %d models beside --model",
+             WD_SERVER_MAX_MODELS - 1);
+    rc = WD_EINVAL;
+  }
+  for (int k = 0; k <= n_more && !rc; k++) {
+    if (!(sv->path[k] = strdup(k == 0 ? cfg->model : more[k - 1]))) {
+      snprintf(err, err_len, "out of memory");
+      rc = WD_ENOMEM;
+      break;
+    }
+    loaded_t *l = load(sv, cfg, k, err, err_len);
+    if (!l) {
+      rc = WD_EIO;
+      break;
+    }
+    sv->cur[sv->n++] = l;
+    wd_server_attach(srv, &l->sm);
+  }
+  free(paths);
+  return rc;
+}
+
+int wd_serve_models_warmup(wd_serve_models_t *sv, char *err, size_t err_len) {
+  for (int k = 0; k < sv->n; k++) {
+    char e[512] = "";
+    if (wd_runtime_warmup(sv->cur[k]->rt, e, sizeof e) < 0) {
+      snprintf(err, err_len, "%s: %s", sv->cur[k]->sm.label, e);
+      return WD_EIO;
+    }
+  }
+  return 0;
+}
+
+const char *wd_serve_models_first(const wd_serve_models_t *sv) {
+  return sv && sv->n > 0 ? sv->cur[0]->sm.label : "?";
+}
+
+int wd_serve_models_count(const wd_serve_models_t *sv) { return sv ? sv->n : 0; }
+
+int wd_serve_models_reload(wd_serve_models_t *sv) {
+  int n = 0;
+  for (int k = 0; k < sv->n; k++) {
+    char err[1024] = "";
+    loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
+    if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
+      loaded_free(l);
+      l = NULL;
+    }
+    if (!l) {
+      wd_log_error("serve: SIGHUP: %s stays as it was: %s", sv->path[k], err);
+      continue;
+    }
+    const char *was = sv->cur[k]->sm.label;
+    wd_log_notice("serve: SIGHUP: %s reloaded (%s, was %s); requests already on the old one "
+                  "finish there", sv->path[k], l->sm.label, was);
+    if (wd_server_replace(sv->srv, k, &l->sm) < 0) { /* out of memory: keep the old */
+      loaded_free(l);
+      continue;
+    }
+    sv->cur[k] = l; /* the old one is on its way to the retired list */
+    n++;
+  }
+  return n;
+}
+
+void wd_serve_models_reap(wd_serve_models_t *sv) {
+  if (!sv)
+    return;
+  pthread_mutex_lock(&sv->mu);
+  loaded_t *l = sv->retired;
+  sv->retired = NULL;
+  pthread_mutex_unlock(&sv->mu);
+  while (l) {
+    loaded_t *next = l->next;
+    wd_log_info("serve: the old %s (%s) is no longer used: closed", sv->path[l->slot],
+                l->sm.label);
+    loaded_free(l);
+    l = next;
+  }
+}
+
+void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double *ret_heartbeat) {
+  *ret = (wd_worker_stats_t){ 0 };
+  double oldest = wd_now_s();
+  for (int k = 0; k < sv->n; k++) {
+    wd_workers_t *g = wd_runtime_workers(sv->cur[k]->rt);
+    wd_worker_stats_t one;
+    wd_workers_stats(g, &one);
+    wd_worker_stats_add(ret, &one);
+    const double hb = wd_workers_heartbeat(g);
+    oldest = hb < oldest ? hb : oldest;
+  }
+  *ret_heartbeat = oldest;
+}
+
+void wd_serve_models_drain(wd_serve_models_t *sv, int grace_s) {
+  for (int k = 0; sv && k < sv->n; k++)
+    wd_workers_drain(wd_runtime_workers(sv->cur[k]->rt), grace_s);
+}
+
+void wd_serve_models_close(wd_serve_models_t *sv) {
+  if (!sv)
+    return;
+  wd_serve_models_reap(sv);
+  for (int k = 0; k < sv->n; k++)
+    loaded_free(sv->cur[k]);
+  for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
+    free(sv->path[k]);
+  free(sv->alias_buf);
+  pthread_mutex_destroy(&sv->mu);
+  free(sv);
+}

@@ -1,0 +1,56 @@
+/*
+ * serve_models.h - the models `serve` runs: --model, then each of --models
+ * (at most WD_SERVER_MAX_MODELS), each a runtime of its own (model,
+ * engines, workers: runtime.h) attached to the HTTP server.
+ *
+ * SIGHUP reload: every model's file is loaded again into a new runtime,
+ * warmed up and swapped in (wd_server_replace); requests that picked the
+ * old one finish on it, and once its last one has ended it retires: the
+ * server's callback queues it, and wd_serve_models_reap (the controlling
+ * thread, once a second) drains and closes it. A file that no longer loads
+ * keeps the old model serving.
+ *
+ * Names: the first model answers to whisper-1, its own name (tiny.en,
+ * base, ...) and --model-alias; each other model to its own name.
+ *
+ * Threading: everything here from the controlling thread, but the retire
+ * callback (any thread; it only queues, under the set's mutex).
+ */
+#ifndef WD_SERVE_MODELS_H
+#define WD_SERVE_MODELS_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "decode.h"
+#include "server.h"
+#include "worker.h"
+
+typedef struct wd_serve_models wd_serve_models_t;
+
+/* Loads and attaches every model; dopts: the decoding defaults (each model
+ * gets a copy with its own alignment heads). On failure err says which
+ * model and why; *ret is then still set when some loaded (close it). */
+int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, wd_server_t *srv,
+                         wd_serve_models_t **ret, char *err, size_t err_len);
+/* One second of silence through each model's workers (runtime.h). */
+int wd_serve_models_warmup(wd_serve_models_t *sv, char *err, size_t err_len);
+/* The first model's name, for status lines. */
+const char *wd_serve_models_first(const wd_serve_models_t *sv);
+int wd_serve_models_count(const wd_serve_models_t *sv);
+
+/* SIGHUP: every model again from its file; logs what it did. Returns how
+ * many were replaced. */
+int wd_serve_models_reload(wd_serve_models_t *sv);
+/* Drains and closes the models that have retired since the last call. */
+void wd_serve_models_reap(wd_serve_models_t *sv);
+
+/* Every current model's workers: figures summed, and the oldest heartbeat. */
+void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double *ret_heartbeat);
+
+/* Shutdown: drain every current model's workers (grace each), then, after
+ * wd_server_free, close everything (retired ones included); NULL allowed. */
+void wd_serve_models_drain(wd_serve_models_t *sv, int grace_s);
+void wd_serve_models_close(wd_serve_models_t *sv);
+
+#endif
