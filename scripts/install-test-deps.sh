@@ -4,7 +4,10 @@
 # ffmpeg (the reference of tests/core/test_audio_ffmpeg.c) and Node.js; the
 # official OpenAI Python SDK and pytest into a venv at build/venv
 # (tests/api/requirements.txt); the official OpenAI Node SDK into
-# tests/api/node/node_modules (package-lock.json).
+# tests/api/node/node_modules (package-lock.json); the official OpenAI Go
+# SDK into Go's module cache (tests/api/go/go.mod), where a Go of at least
+# 1.26 is installed (the machine image's: Debian 12's golang-go is 1.19,
+# too old for openai-go v3, so none is installed here; test_sdk_go skips).
 #
 # Idempotent and quick when everything is there: apt only for missing
 # packages, pip only when requirements.txt changed since the last install,
@@ -83,6 +86,16 @@ else
   log "npm ci in $NODE_DIR"
   (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$nwant" > "$nstamp"
+fi
+# --- Go SDK (where a new enough Go is) ---------------------------------------
+GO="$(command -v go || { [ -x /usr/local/go/bin/go ] && echo /usr/local/go/bin/go; } || true)"
+go_minor() { "$GO" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p'; }
+if [ -n "$GO" ] && [ "$(go_minor || echo 0)" -ge 26 ] 2>/dev/null; then
+  log "go mod download in tests/api/go"
+  (cd tests/api/go && GOFLAGS=-mod=readonly "$GO" mod download) ||
+    log "warning: the Go module proxy did not serve openai-go (test_sdk_go will skip)"
+else
+  log "no Go 1.26 or newer: test_sdk_go will skip"
 fi
 log "ok: $("$VENV/bin/python" -c 'import openai; print("openai (python)", openai.__version__)'),"\
 " openai (node) $(node -p 'require("./'"$NODE_DIR"'/node_modules/openai/package.json").version'), node $(node --version)"
