@@ -333,15 +333,11 @@ static int copy_params(cjob_t *j, const wd_job_params_t *p) {
 
 /* The chunks of samples: VAD, spans of at most WD_CHUNK_MAX_S, merged. */
 static int make_chunks(cjob_t *j, const wd_vad_model_t *vad, const wd_vad_params_t *vp) {
-  const size_t nc = wd_vad_n_chunks(j->n_samples);
-  float *probs = malloc((nc ? nc : 1) * sizeof *probs);
   wd_vad_span_t *spans = NULL, *merged = NULL;
   size_t n_spans = 0, n_merged = 0;
   wd_vad_params_t q = *vp;
   q.max_speech_s = (float)WD_CHUNK_MAX_S;
-  int rc = probs ? wd_vad_probs_s16(vad, j->samples, j->n_samples, probs) : WD_ENOMEM;
-  if (!rc)
-    rc = wd_vad_speech(probs, nc, j->n_samples, &q, &spans, &n_spans);
+  int rc = wd_vad_spans_s16(vad, &q, j->samples, j->n_samples, &spans, &n_spans);
   if (!rc)
     rc = wd_chunks_merge(spans, n_spans, WD_CHUNK_MAX_S, &merged, &n_merged);
   if (!rc && n_merged && !(j->chunks = calloc(n_merged, sizeof *j->chunks)))
@@ -350,7 +346,6 @@ static int make_chunks(cjob_t *j, const wd_vad_model_t *vad, const wd_vad_params
     j->chunks[i] = (chunk_t){ .parent = j, .start = merged[i].start, .end = merged[i].end };
   if (!rc)
     j->n = n_merged;
-  free(probs);
   free(spans);
   free(merged);
   return rc;

@@ -396,3 +396,16 @@ int wd_vad_probs_s16(const wd_vad_model_t *m, const int16_t *pcm, size_t n, floa
   const src_t s = { .s16 = pcm, .n = n };
   return probs_src(m, &s, probs);
 }
+
+int wd_vad_spans_s16(const wd_vad_model_t *m, const wd_vad_params_t *p, const int16_t *pcm,
+                     size_t n, wd_vad_span_t **ret, size_t *ret_n) {
+  *ret = NULL;
+  *ret_n = 0;
+  const size_t nc = wd_vad_n_chunks(n);
+  float *probs = malloc((nc ? nc : 1) * sizeof *probs);
+  int rc = probs ? wd_vad_probs_s16(m, pcm, n, probs) : WD_ENOMEM;
+  if (!rc)
+    rc = wd_vad_speech(probs, nc, n, p, ret, ret_n);
+  free(probs);
+  return rc;
+}

@@ -74,4 +74,8 @@ typedef struct {
 int wd_vad_speech(const float *probs, size_t n_probs, size_t n_samples,
                   const wd_vad_params_t *p, wd_vad_span_t **ret, size_t *ret_n);
 
+/* Both steps over a 16-bit signal: its probabilities, then its spans. */
+int wd_vad_spans_s16(const wd_vad_model_t *m, const wd_vad_params_t *p, const int16_t *pcm,
+                     size_t n, wd_vad_span_t **ret, size_t *ret_n);
+
 #endif

@@ -15,14 +15,7 @@ int wd_vad_keep_speech(const wd_vad_model_t *m, const wd_vad_params_t *p, const 
   *ret_n = 0;
   memset(map, 0, sizeof *map);
   map->n_samples = n;
-  const size_t nc = wd_vad_n_chunks(n);
-  float *probs = malloc((nc ? nc : 1) * sizeof *probs);
-  if (!probs)
-    return WD_ENOMEM;
-  int rc = wd_vad_probs_s16(m, pcm, n, probs);
-  if (!rc)
-    rc = wd_vad_speech(probs, nc, n, p, &map->spans, &map->n);
-  free(probs);
+  int rc = wd_vad_spans_s16(m, p, pcm, n, &map->spans, &map->n);
   size_t total = 0;
   if (!rc && map->n) {
     map->joined = malloc(map->n * sizeof *map->joined);
