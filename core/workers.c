@@ -243,27 +243,42 @@ static void *drain_main(void *arg) {
 }
 
 void wd_workers_drain(wd_workers_t *g, double grace_s) {
-  if (!g)
-    return;
-  pthread_mutex_lock(&g->mu);
-  g->accepting = 0;
-  pthread_mutex_unlock(&g->mu);
-  if (g->n == 1) {
-    wd_worker_drain(g->w[0], grace_s);
+  if (g)
+    wd_workers_drain_many(&g, 1, grace_s);
+}
+
+void wd_workers_drain_many(wd_workers_t *const *groups, int n_groups, double grace_s) {
+  int n = 0;
+  for (int k = 0; k < n_groups; k++) {
+    pthread_mutex_lock(&groups[k]->mu);
+    groups[k]->accepting = 0;
+    pthread_mutex_unlock(&groups[k]->mu);
+    n += groups[k]->n;
+  }
+  if (n == 1) {
+    wd_worker_drain(groups[0]->w[0], grace_s);
     return;
   }
   /* Side by side, so that every worker's grace starts now. A thread that
    * cannot start drains inline afterwards (its grace then starts late, but
    * the drain still ends). */
-  drain_arg_t a[WD_WORKERS_MAX];
-  for (int i = 0; i < g->n; i++) {
-    a[i] = (drain_arg_t){ .w = g->w[i], .grace_s = grace_s };
-    a[i].started = pthread_create(&a[i].thread, NULL, drain_main, &a[i]) == 0;
+  drain_arg_t *a = calloc((size_t)n, sizeof *a);
+  for (int k = 0, i = 0; a && k < n_groups; k++)
+    for (int j = 0; j < groups[k]->n; j++, i++) {
+      a[i] = (drain_arg_t){ .w = groups[k]->w[j], .grace_s = grace_s };
+      a[i].started = pthread_create(&a[i].thread, NULL, drain_main, &a[i]) == 0;
+    }
+  if (!a) { /* out of memory: one after another */
+    for (int k = 0; k < n_groups; k++)
+      for (int j = 0; j < groups[k]->n; j++)
+        wd_worker_drain(groups[k]->w[j], grace_s);
+    return;
   }
-  for (int i = 0; i < g->n; i++) {
+  for (int i = 0; i < n; i++) {
     if (a[i].started)
       pthread_join(a[i].thread, NULL);
     else
       wd_worker_drain(a[i].w, grace_s);
   }
+  free(a);
 }

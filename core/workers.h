@@ -87,5 +87,8 @@ double wd_workers_heartbeat(wd_workers_t *g);
  * grace_s each, side by side: the whole drain takes grace_s, not n times
  * it). Returns when no job is left anywhere. */
 void wd_workers_drain(wd_workers_t *g, double grace_s);
+/* The same over several groups at once (serve's models): every worker of
+ * every group drains side by side. */
+void wd_workers_drain_many(wd_workers_t *const *groups, int n_groups, double grace_s);
 
 #endif

@@ -249,8 +249,11 @@ void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double
 }
 
 void wd_serve_models_drain(wd_serve_models_t *sv, int grace_s) {
+  wd_workers_t *g[WD_SERVER_MAX_MODELS];
   for (int k = 0; sv && k < sv->n; k++)
-    wd_workers_drain(wd_runtime_workers(sv->cur[k]->rt), grace_s);
+    g[k] = wd_runtime_workers(sv->cur[k]->rt);
+  if (sv && sv->n > 0) /* side by side: the drain takes one grace, however many models */
+    wd_workers_drain_many(g, sv->n, grace_s);
 }
 
 void wd_serve_models_close(wd_serve_models_t *sv) {

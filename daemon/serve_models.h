@@ -48,8 +48,9 @@ void wd_serve_models_reap(wd_serve_models_t *sv);
 /* Every current model's workers: figures summed, and the oldest heartbeat. */
 void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double *ret_heartbeat);
 
-/* Shutdown: drain every current model's workers (grace each), then, after
- * wd_server_free, close everything (retired ones included); NULL allowed. */
+/* Shutdown: drain every current model's workers side by side (one grace
+ * in all), then, after wd_server_free, close everything (retired ones
+ * included); NULL allowed. */
 void wd_serve_models_drain(wd_serve_models_t *sv, int grace_s);
 void wd_serve_models_close(wd_serve_models_t *sv);
 
