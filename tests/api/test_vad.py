@@ -239,3 +239,29 @@ def test_disconnect_cancels_every_chunk(plain_daemon):
     assert after["failed"] > before["failed"], (before, after)
     wd_api.assert_healthy(plain_daemon)
     wd_api.assert_jfk_json(post_audio(plain_daemon.port))
+
+
+def test_translation_chunked(tmp_path):
+    """chunking_strategy on /v1/audio/translations (base, multilingual): each
+    copy of jfk translated (English to English: its words), every segment
+    inside its copy on the file's timeline, none in the silences."""
+    if not os.path.exists(VAD_MODEL):
+        pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    d = wd_api.start_daemon(model=wd_api.BASE, args=["--vad-model", VAD_MODEL])
+    try:
+        data, jfk_s = wav_with_silences()
+        r = post_audio(d.port, "translations", data=data, filename="gaps.wav",
+                       response_format="verbose_json", chunking_strategy="auto")
+        assert r.status == 200, r
+        j = r.json()
+        assert j["task"] == "translate" and j["language"] == "english", j
+        jfk = words(wd_api.JFK_TEXT)
+        assert words(j["text"]) == jfk * 2, j["text"]
+        second = LEAD + jfk_s + GAP
+        for s in j["segments"]:
+            first = LEAD - 0.5 <= s["start"] < s["end"] <= LEAD + jfk_s + 0.5
+            assert first or second - 0.5 <= s["start"] < s["end"] <= second + jfk_s + 0.5, s
+    finally:
+        stop_daemon(d)
