@@ -12,9 +12,13 @@
  *                                give no_speech_prob), a prefill of the rest
  *                                of the SOT sequence and the prefix; or one
  *                                step per token on an engine without prefill.
- *   SAMPLE                       the search steps its rows until done.
- * After a search: the fallback test (another attempt at the next
- * temperature, FEED again), or the no-speech rule, segmenting at consecutive
+ *   SAMPLE                       the attempts' searches step their rows
+ *                                until one is kept (fallback.h: after a
+ *                                failure at temperature 0, the temperatures
+ *                                left run side by side in the rows the
+ *                                holder lends; if every one fails and the
+ *                                schedule goes on, FEED again).
+ * After a kept attempt: the no-speech rule, segmenting at consecutive
  * timestamps, the seek update and the carried context, and the next window.
  *
  * Ownership: the decoder owns the audio (its windows' log-mel is made as
@@ -31,10 +35,10 @@
 #include <string.h>
 
 #include "error.h"
+#include "fallback.h"
 #include "fault.h"
 #include "filters.h"
 #include "pystr.h"
-#include "search.h"
 #include "timing.h"
 
 #define WD_N_FRAMES 3000        /* mel frames per 30 s window */
@@ -92,6 +96,7 @@ struct wd_decoder {
   int clip[WD_MAX_CLIPS][2];   /* seek clips in frames: [start, end) */
   int n_clips, clip_idx;
   int n_mels, n_text_ctx, max_prefill, n_rows;
+  int n_held;                  /* rows the worker holds for us: n_rows, more for attempts */
   wd_mel_pcm_t *audio;         /* the file, owned; windows of its log-mel */
   int n_frames, content_frames;
   float *window;               /* (n_mels, 3000) the window to encode */
@@ -100,7 +105,6 @@ struct wd_decoder {
   wd_filter_t filt;
   int32_t sot_seq[3];
   int n_sot;
-  uint64_t rng;                /* sampling state, seeded by opts.seed */
 
   wd_phase_t phase;
   int window0_encoded;         /* detection's encode is the first window's */
@@ -114,8 +118,8 @@ struct wd_decoder {
   int sot_index, fed;          /* init[fed] is fed next */
   int reset;                   /* the next work starts row 0 afresh */
   float no_speech_prob;
-  int t_idx;                   /* the attempt's temperature in opts.temperatures */
-  wd_search_t search;
+  int t_lo;                    /* the attempts' first temperature in opts.temperatures */
+  wd_fallback_t fb;            /* the window's attempts (fallback.h) */
   wd_window_end_t win;         /* the window's result, until committed */
   int n_committed;             /* segments final (reported, never changed again) */
   /* word timestamps */
@@ -131,42 +135,12 @@ struct wd_decoder {
 
 /* ---- text and segments ------------------------------------------------- */
 
-/* Text of the tokens below EOT, malloc'd and NUL-terminated. */
-static char *tokens_text(const wd_tokenizer_t *tok, const int32_t *ids, int n, int eot) {
-  int32_t *text_ids = malloc(((size_t)n + 1) * sizeof *text_ids);
-  int m = 0;
-  if (!text_ids)
-    return NULL;
-  for (int i = 0; i < n; i++)
-    if (ids[i] < eot)
-      text_ids[m++] = ids[i];
-  /* Ask for the size first (NULL, 0), then decode into a buffer that fits. */
-  size_t need = 0;
-  char *s = NULL;
-  int rc = wd_tokenizer_decode(tok, text_ids, m, NULL, 0, &need);
-  if (rc == 0 || rc == WD_ERANGE) {
-    s = malloc(need + 1);
-    size_t len = 0;
-    if (s && wd_tokenizer_decode(tok, text_ids, m, s, need + 1, &len) < 0) {
-      free(s);
-      s = NULL;
-    }
-  }
-  free(text_ids);
-  return s;
-}
-
 /* [*b, *e) is s.strip() (Python's, Unicode white space included). */
 static void strip_span(const char *s, const char **b, const char **e) {
   size_t n;
   *b = wd_py_strip(s, strlen(s), &n);
   *e = *b + n;
 }
-
-/* Window-wide values every segment of a window shares. */
-typedef struct {
-  float temperature, avg_logprob, compression_ratio, no_speech_prob;
-} wd_window_stats_t;
 
 static int add_segment(wd_decoder_t *d, double start, double end, const int32_t *ids,
                        const float *lps, int n, const wd_window_stats_t *w) {
@@ -185,7 +159,7 @@ static int add_segment(wd_decoder_t *d, double start, double end, const int32_t 
   };
   s->tokens = malloc(((size_t)n + 1) * sizeof *s->tokens);
   s->logprobs = malloc(((size_t)n + 1) * sizeof *s->logprobs);
-  s->text = tokens_text(d->tok, ids, n, d->sp->eot);
+  s->text = wd_tokenizer_decode_alloc(d->tok, ids, n);
   if (!s->tokens || !s->logprobs || !s->text) {
     free(s->tokens);
     free(s->logprobs);
@@ -425,57 +399,35 @@ static int end_window(wd_decoder_t *d, const wd_hyp_t *best, const wd_window_sta
   return o->word_timestamps ? start_words(d) : commit_window(d);
 }
 
-/* Starts decoding the encoded window at temperature opts.temperatures[t_idx]. */
-static void begin_attempt(wd_decoder_t *d) {
-  const wd_decode_opts_t *o = &d->opts;
-  const float t = o->temperatures[d->t_idx];
-  wd_search_mode_t mode = WD_SEARCH_GREEDY;
-  int group = 1;
-  if (t > 0.0f) {
-    mode = WD_SEARCH_SAMPLE;
-    group = o->best_of > 1 ? o->best_of : 1;
-  } else if (o->beam_size > 1) {
-    mode = WD_SEARCH_BEAM;
-    group = o->beam_size;
-  }
-  /* openai stops once the whole sequence exceeds n_text_ctx, and samples at
-   * most sample_len tokens. */
-  const int max_len = d->n_text_ctx + 1 - d->init.n;
-  wd_search_begin(&d->search, mode, group, t, o->patience, o->length_penalty, max_len, &d->rng);
+/* Starts decoding the encoded window from temperature index lo: row 0 is
+ * fed the initial tokens, then the attempts of a group search (fallback.h;
+ * their number is settled when sampling starts, by the rows held then). */
+static void begin_attempts(wd_decoder_t *d, int lo) {
+  d->t_lo = lo;
   d->fed = 0;
   d->reset = 1;
   d->no_speech_prob = 0.0f;
   d->phase = PH_FEED;
 }
 
-/* decode_with_fallback: keep this attempt, or decode again hotter. */
-static int end_attempt(wd_decoder_t *d) {
-  const wd_decode_opts_t *o = &d->opts;
-  const wd_hyp_t *best = wd_search_best(&d->search);
-  char *text = tokens_text(d->tok, best->tok, best->n, d->sp->eot);
-  if (!text)
-    return WD_ENOMEM;
-  const char *b, *e;
-  strip_span(text, &b, &e);
-  const wd_window_stats_t ws = {
-    .temperature = o->temperatures[d->t_idx],
-    .avg_logprob = (float)(best->sum_logprob / (best->n + 1)),
-    .compression_ratio = wd_compression_ratio(b, (size_t)(e - b)),
-    .no_speech_prob = d->no_speech_prob,
-  };
-  free(text);
-  int fallback = (!isnan(o->compression_ratio_threshold) &&
-                  ws.compression_ratio > o->compression_ratio_threshold) ||
-                 (!isnan(o->logprob_threshold) && ws.avg_logprob < o->logprob_threshold);
-  /* Silence: a low log-probability is expected, and no reason to retry. */
-  if (!isnan(o->no_speech_threshold) && ws.no_speech_prob > o->no_speech_threshold &&
-      !isnan(o->logprob_threshold) && ws.avg_logprob < o->logprob_threshold)
-    fallback = 0;
-  if (fallback && d->t_idx + 1 < o->n_temperatures) {
-    d->t_idx++;
-    begin_attempt(d);
-    return 0;
-  }
+/* The initial tokens are in: the group's searches start. openai stops
+ * once the whole sequence exceeds n_text_ctx, and samples at most
+ * sample_len tokens. */
+static int begin_sampling(wd_decoder_t *d) {
+  d->phase = PH_SAMPLE;
+  return wd_fallback_begin(&d->fb, d->t_lo, d->n_held, d->seek, d->n_text_ctx + 1 - d->init.n);
+}
+
+/* A search step's logits: decode_with_fallback's keep, or a next group. */
+static int sampled(wd_decoder_t *d, const float *const *logits) {
+  int keep = 0;
+  const int rc = wd_fallback_update(&d->fb, &d->filt, d->work, logits, d->no_speech_prob, &keep);
+  if (rc == 2)
+    begin_attempts(d, d->fb.lo + d->fb.n);
+  if (rc != 1)
+    return rc < 0 ? rc : 0;
+  wd_window_stats_t ws;
+  const wd_hyp_t *best = wd_fallback_result(&d->fb, keep, &ws);
   return end_window(d, best, &ws);
 }
 
@@ -577,7 +529,8 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t
   d->n_frames = n_frames;
   d->content_frames = n_frames - WD_N_FRAMES;
   d->out.duration = d->content_frames * 160.0 / 16000.0;
-  d->rng = opts->seed;
+  d->n_held = n_rows;
+  d->fb = (wd_fallback_t){ .opts = &d->opts, .tok = tok };
   d->window = malloc((size_t)d->n_mels * WD_N_FRAMES * sizeof *d->window);
   d->work = malloc((size_t)d->sp->n_vocab * sizeof *d->work);
   if (!d->window || !d->work) {
@@ -680,11 +633,23 @@ void wd_decoder_free(wd_decoder_t *d) {
   free(d->align_tok);
   free(d->qk);
   free(d->probs);
+  wd_fallback_free(&d->fb);
   wd_transcript_free(&d->out);
   free(d);
 }
 
 int wd_decoder_n_rows(const wd_decoder_t *d) { return d->n_rows; }
+
+int wd_decoder_rows_wanted(const wd_decoder_t *d) {
+  int want = d->n_rows;
+  if (d->phase == PH_FEED)
+    want = wd_fallback_rows_wanted(&d->opts, d->t_lo, WD_DECODER_MAX_ROWS);
+  else if (d->phase == PH_SAMPLE)
+    want = wd_fallback_rows_used(&d->fb);
+  return want > d->n_rows ? want : d->n_rows;
+}
+
+void wd_decoder_rows_held(wd_decoder_t *d, int n) { d->n_held = n; }
 
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d) {
   switch (d->phase) {
@@ -740,8 +705,7 @@ int wd_decoder_encoded(wd_decoder_t *d) {
     rc = toks_append(&d->init, d->prefix, d->n_prefix);
   if (rc < 0)
     return rc;
-  d->t_idx = 0;
-  begin_attempt(d);
+  begin_attempts(d, 0);
   return 0;
 }
 
@@ -776,8 +740,7 @@ void wd_decoder_work(const wd_decoder_t *d, wd_dec_work_t *w) {
     break;
   }
   case PH_SAMPLE:
-    w->n_copy = wd_search_copies(&d->search, w->copy_dst, w->copy_src);
-    w->n = wd_search_rows(&d->search, w->rows, w->tokens);
+    wd_fallback_work(&d->fb, w);
     break;
   case PH_ALIGN:
     w->reset = 0;
@@ -837,6 +800,7 @@ static int detected(wd_decoder_t *d, const float *lg) {
 
 int wd_decoder_advance(wd_decoder_t *d, const float *const *logits) {
   const wd_special_tokens_t *sp = d->sp;
+  int rc = 0;
   d->reset = 0;
   switch (d->phase) {
   case PH_DETECT_STEP:
@@ -848,13 +812,12 @@ int wd_decoder_advance(wd_decoder_t *d, const float *const *logits) {
           (float)exp((double)logits[0][sp->nospeech] - wd_logsumexp(logits[0], sp->n_vocab));
     if (d->fed < d->init.n)
       return 0;
-    d->phase = PH_SAMPLE;
     /* the last initial token's logits are the first sample's */
-    __attribute__((fallthrough));
+    if ((rc = begin_sampling(d)) < 0)
+      return rc;
+    return sampled(d, logits);
   case PH_SAMPLE:
-    if (wd_search_update(&d->search, &d->filt, d->work, logits))
-      return end_attempt(d);
-    return 0;
+    return sampled(d, logits);
   case PH_ALIGN:
     return aligned(d);
   default:

@@ -19,7 +19,8 @@
  * SOT... [prefix]) to row 0, in one or two engine prefills when the engine
  * has them, else one step each; then the search (search.h) steps its rows
  * until it is done; if the result fails openai's fallback tests, the window
- * is decoded again at the next temperature; then the no-speech rule,
+ * is decoded again at the next temperatures, side by side in as many rows as
+ * the holder grants (wd_decoder_rows_wanted); then the no-speech rule,
  * segmenting and the seek update, and the next window. Language detection
  * is an encode plus one SOT step before the first window.
  *
@@ -36,6 +37,10 @@
 #include "tokenizer.h"
 
 typedef struct wd_decoder wd_decoder_t;
+
+/* Rows one decoder may hold: its search's (beam_size or best_of) at
+ * admission, and more while a window's fallback attempts run side by side. */
+#define WD_DECODER_MAX_ROWS WD_ENGINE_MAX_SEQS
 
 typedef enum { WD_DEC_ENCODE, WD_DEC_STEP, WD_DEC_DONE } wd_dec_need_t;
 
@@ -54,8 +59,19 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t
                    const wd_decode_opts_t *opts, wd_decoder_t **ret);
 void wd_decoder_free(wd_decoder_t *d); /* accepts NULL */
 
-/* Sequence slots the decoder uses (its rows): 1, beam_size or best_of. */
+/* Sequence slots the decoder needs to run (its rows): 1, beam_size or
+ * best_of. */
 int wd_decoder_n_rows(const wd_decoder_t *d);
+
+/* Rows it could use now (>= n_rows): when a window failed openai's tests
+ * and the next attempts are about to start, enough to run all the
+ * temperatures left side by side (fallback.h); while they run, the rows
+ * they use; else n_rows. Its holder grants what it can spare and says so
+ * with wd_decoder_rows_held() before the next wd_decoder_work(); it may take
+ * back rows only while the decoder wants fewer than it holds. Rows 0 ..
+ * held - 1 are the decoder's; those past n_rows are never needed. */
+int wd_decoder_rows_wanted(const wd_decoder_t *d);
+void wd_decoder_rows_held(wd_decoder_t *d, int n);
 
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d);
 
@@ -69,7 +85,7 @@ int wd_decoder_encoded(wd_decoder_t *d);
 typedef struct {
   int reset;                  /* empty row 0's slot and attach it to the audio slot */
   int n_copy;                 /* seq_copy: row copy_dst[i] <- row copy_src[i] */
-  int copy_dst[WD_DECODE_MAX_ROWS], copy_src[WD_DECODE_MAX_ROWS];
+  int copy_dst[WD_DECODER_MAX_ROWS], copy_src[WD_DECODER_MAX_ROWS];
   const int32_t *prefill;     /* n_prefill > 0: engine prefill of row 0 with these */
   int n_prefill;
   /* n_align > 0: engine align() of these tokens on the job's audio slot
@@ -80,8 +96,8 @@ typedef struct {
   int n_heads;
   float *qk, *probs;
   int n;                      /* else one step over these rows, beside other jobs' */
-  int rows[WD_DECODE_MAX_ROWS];
-  int32_t tokens[WD_DECODE_MAX_ROWS];
+  int rows[WD_DECODER_MAX_ROWS];
+  int32_t tokens[WD_DECODER_MAX_ROWS];
 } wd_dec_work_t;
 
 void wd_decoder_work(const wd_decoder_t *d, wd_dec_work_t *w);

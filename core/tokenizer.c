@@ -548,6 +548,20 @@ int wd_tokenizer_decode(const wd_tokenizer_t *t, const int32_t *ids, int n, char
   return 0;
 }
 
+char *wd_tokenizer_decode_alloc(const wd_tokenizer_t *t, const int32_t *ids, int n) {
+  /* the size first (NULL, 0), then the text into a buffer that fits */
+  size_t need = 0, len = 0;
+  const int rc = wd_tokenizer_decode(t, ids, n, NULL, 0, &need);
+  if (rc < 0 && rc != WD_ERANGE)
+    return NULL;
+  char *s = malloc(need + 1);
+  if (s && wd_tokenizer_decode(t, ids, n, s, need + 1, &len) < 0) {
+    free(s);
+    s = NULL;
+  }
+  return s;
+}
+
 const char *wd_tokenizer_token_bytes(const wd_tokenizer_t *t, int32_t id, size_t *ret_len) {
   if (ret_len)
     *ret_len = 0;

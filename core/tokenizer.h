@@ -88,6 +88,10 @@ int wd_tokenizer_encode(const wd_tokenizer_t *t, const char *text, size_t len, i
 int wd_tokenizer_decode(const wd_tokenizer_t *t, const int32_t *ids, int n, char *out,
                         size_t out_len, size_t *ret_len);
 
+/* wd_tokenizer_decode into a buffer of its own: the text, malloc'd and
+ * NUL-terminated (the caller frees it), or NULL (bad ids, no memory). */
+char *wd_tokenizer_decode_alloc(const wd_tokenizer_t *t, const int32_t *ids, int n);
+
 /* Raw bytes of text token id (NUL-terminated, length in *ret_len), or NULL
  * with *ret_len = 0 when id is not a text token. ret_len may be NULL. */
 const char *wd_tokenizer_token_bytes(const wd_tokenizer_t *t, int32_t id, size_t *ret_len);

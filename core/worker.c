@@ -5,8 +5,10 @@
  * the running jobs, at most cap = min(max_batch, engine max_seqs,
  * engine max_audio). A running job holds one audio slot and as many
  * sequence slots as its decoder has rows (1, beam_size or best_of) for its
- * whole life; admission is strictly FIFO, so a job that needs more slots
- * than are free waits at the head instead of being overtaken forever.
+ * whole life, and borrows free ones while a window's fallback attempts run
+ * side by side if no job is queued (job_rows); admission is strictly FIFO,
+ * so a job that needs more slots than are free waits at the head instead
+ * of being overtaken forever.
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
@@ -52,8 +54,9 @@ typedef struct wd_job {
   wd_job_cb_t cb;
   double deadline;          /* CLOCK_MONOTONIC seconds, 0 = none */
   atomic_int cancel;        /* set by wd_worker_cancel */
-  int seq[WD_DECODE_MAX_ROWS]; /* engine sequence slot of each decoder row */
-  int n_rows, audio;        /* rows (slots held while running); audio slot */
+  int seq[WD_DECODER_MAX_ROWS]; /* engine sequence slot of each decoder row */
+  int n_rows, audio;        /* rows it needs to run (admission); audio slot */
+  int n_held;               /* rows held: n_rows, more while fallback attempts run */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
   double credited_s;        /* of its audio, what st.decoded_s counts already */
@@ -169,7 +172,7 @@ static void run_remove(wd_worker_t *w, wd_job_t *j, int rc, double audio_s) {
   }
   w->n_ending++;
   pthread_mutex_unlock(&w->mu);
-  for (int r = 0; r < j->n_rows; r++)
+  for (int r = 0; r < j->n_held; r++)
     w->seq_used &= ~(1u << j->seq[r]);
   w->audio_used &= ~(1u << j->audio);
 }
@@ -196,7 +199,7 @@ static void report_segments(wd_job_t *j) {
 /* One job's share of the work after a step: its decoder takes its rows. */
 typedef struct {
   wd_decoder_t *dec;
-  const float *rows[WD_DECODE_MAX_ROWS];
+  const float *rows[WD_DECODER_MAX_ROWS];
   int rc;
 } wd_advance_t;
 
@@ -217,13 +220,52 @@ static void count_call(wd_worker_t *w, double t0, uint64_t *count) {
   w->st.busy_s += dt;
 }
 
+/* Lowest clear bit of mask below n, or -1. */
+static int take_slot(unsigned *mask, int n) {
+  for (int i = 0; i < n; i++)
+    if (!(*mask & (1u << i))) {
+      *mask |= 1u << i;
+      return i;
+    }
+  return -1;
+}
+
+static int free_slots(unsigned mask, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    k += !(mask & (1u << i));
+  return k;
+}
+
+/* Grows or shrinks the rows job j holds toward what its decoder wants now
+ * (extra rows for fallback attempts side by side, decoder.h). Rows are
+ * lent only while no job waits in the queue (spare = 0 then): a queued
+ * job never waits for slots lent to attempts that could have run one after
+ * another; lent rows come back when the attempts end. */
+static void job_rows(wd_worker_t *w, wd_job_t *j, int spare) {
+  const int want = wd_decoder_rows_wanted(j->dec), max_seqs = w->o.engine->max_seqs;
+  int held = j->n_held;
+  while (held > want && held > j->n_rows)
+    w->seq_used &= ~(1u << j->seq[--held]);
+  while (spare && held < want && held < WD_DECODER_MAX_ROWS) {
+    const int s = take_slot(&w->seq_used, max_seqs);
+    if (s < 0)
+      break;
+    j->seq[held++] = s;
+  }
+  if (held != j->n_held) {
+    j->n_held = held;
+    wd_decoder_rows_held(j->dec, held);
+  }
+}
+
 /* A job's slot work before its prefill or step: row 0 starts afresh on its
  * audio slot, then the copies its search asked for (beams, samples). */
 static int job_slot_work(wd_worker_t *w, wd_job_t *j, const wd_dec_work_t *wk) {
   const wd_engine_t *e = w->o.engine;
   int rc = wk->reset ? eng_rc(w, e->seq_reset(e->self, j->seq[0], j->audio)) : 0;
   if (rc == 0 && wk->n_copy > 0) {
-    int dst[WD_DECODE_MAX_ROWS], src[WD_DECODE_MAX_ROWS];
+    int dst[WD_DECODER_MAX_ROWS], src[WD_DECODER_MAX_ROWS];
     for (int i = 0; i < wk->n_copy; i++) {
       dst[i] = j->seq[wk->copy_dst[i]];
       src[i] = j->seq[wk->copy_src[i]];
@@ -316,12 +358,14 @@ typedef struct {
 
 /* Slot work and prefills or alignments of the jobs that need a step, and
  * the rows of one step over the others into *st. */
-static void gather_rows(wd_worker_t *w, wd_job_t **jobs, int live, wd_step_rows_t *st) {
+static void gather_rows(wd_worker_t *w, wd_job_t **jobs, int live, int spare,
+                        wd_step_rows_t *st) {
   st->n_owner = st->rows = 0;
   for (int i = 0; i < live; i++) {
     wd_job_t *j = jobs[i];
     if (wd_decoder_need(j->dec) != WD_DEC_STEP)
       continue;
+    job_rows(w, j, spare);
     wd_dec_work_t wk;
     wd_decoder_work(j->dec, &wk);
     int rc = job_slot_work(w, j, &wk);
@@ -391,11 +435,12 @@ static void run_turn(wd_worker_t *w) {
   const int n = w->n_running;
   memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
   const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
+  const int spare = w->n_queued == 0 && !w->draining;
   pthread_mutex_unlock(&w->mu);
   int live = end_stopped(w, jobs, n, shutdown);
   run_encode(w, jobs, &live);
   wd_step_rows_t st;
-  gather_rows(w, jobs, live, &st);
+  gather_rows(w, jobs, live, spare, &st);
   if (st.rows > 0)
     run_step(w, &st);
 }
@@ -445,23 +490,6 @@ static void try_reset(wd_worker_t *w) {
   w->st.device_lost = 0;
   pthread_mutex_unlock(&w->mu);
   wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (wd_now_s() - t0) * 1e3);
-}
-
-/* Lowest clear bit of mask below n, or -1. */
-static int take_slot(unsigned *mask, int n) {
-  for (int i = 0; i < n; i++)
-    if (!(*mask & (1u << i))) {
-      *mask |= 1u << i;
-      return i;
-    }
-  return -1;
-}
-
-static int free_slots(unsigned mask, int n) {
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    k += !(mask & (1u << i));
-  return k;
 }
 
 static void *worker_main(void *arg) {
@@ -518,6 +546,7 @@ static void *worker_main(void *arg) {
       j->next = NULL;
       for (int r = 0; r < j->n_rows; r++)
         j->seq[r] = take_slot(&w->seq_used, w->o.engine->max_seqs);
+      j->n_held = j->n_rows;
       j->audio = take_slot(&w->audio_used, w->o.engine->max_audio);
       j->last_encode = 0; /* admitted jobs encode before any second window */
       w->run[w->n_running++] = j;

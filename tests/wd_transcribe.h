@@ -68,7 +68,7 @@ static inline int wd_test_transcribe(const wd_engine_t *e, const wd_tokenizer_t 
     }
     if ((rc = e->step(e->self, w.n, w.rows, w.tokens, &lg)) < 0)
       break;
-    const float *rows[WD_DECODE_MAX_ROWS];
+    const float *rows[WD_DECODER_MAX_ROWS];
     for (int i = 0; i < w.n; i++)
       rows[i] = lg + (size_t)i * (size_t)e->n_vocab;
     rc = wd_decoder_advance(d, rows);

@@ -230,11 +230,16 @@ WD_TEST(jfk_wav_base_multilingual_detects_english) {
 
 /* 33 s of speech: language detection encodes the first 30 s window, which is
  * exactly the seek loop's first window, so the loop must not encode it again
- * (no two consecutive encodes of the same input). */
+ * (no two consecutive encodes of the same input). At temperature 0 alone:
+ * base's first window of jfk three times over fails openai's tests, and
+ * what the sampled attempts say depends on the seed's luck. */
 WD_TEST(base_long_audio_encodes_first_window_once) {
   enc_log_t log = { 0 };
   wd_transcript_t tr;
-  int rc = transcribe_log(BASE, wd_test_data("audio/jfk.wav"), 3, &log, NULL, &tr);
+  wd_decode_opts_t o;
+  wd_decode_opts_default(&o);
+  wd_decode_set_temperature(&o, 0.0f, 0.0f);
+  int rc = transcribe_log(BASE, wd_test_data("audio/jfk.wav"), 3, &log, &o, &tr);
   WD_CHECK_EQ_INT(rc, 0);
   if (rc < 0)
     return;

@@ -122,6 +122,79 @@ WD_TEST(identity_alone_vs_batched_beams_and_samples) {
   check_identity(TINY, clips, 4);
 }
 
+/* The text before a window, as its prompt, that makes tiny.en's first try
+ * at cards/004.wav fail openai's tests (the 2-minute benchmark file's last
+ * window did the same with its context): the fallback runs. */
+static const char *const FALLBACK_PROMPT =
+    " And so my fellow Americans ask not what your country can do for you ask what you can do"
+    " for your country. Ten of Clothes. Four Queen of Clothes. Seven of Clothes. Five, five."
+    " Eight of spades. And so my fellow Americans ask not what your country can do for you ask"
+    " what you can do for your country. Ten of Clothes. Four Queen of Clothes. Seven of"
+    " Clothes. Five, five. Eight of spades.";
+
+/* One job of cards/004.wav with FALLBACK_PROMPT on a worker of `slots`
+ * slots; its transcript into *t, and its steps with several rows. */
+static int fallback_run(int slots, wd_transcript_t *t, uint64_t *ret_multi) {
+  rig_t g;
+  if (rig_start(&g, TINY, slots, 4) < 0)
+    return -1;
+  wd_decode_opts_t d;
+  wd_decode_opts_default(&d);
+  d.seed = 77;
+  int32_t *ids = NULL;
+  int n = 0, rc = wd_decode_encode_text(g.tok, FALLBACK_PROMPT, &ids, &n);
+  WD_CHECK_EQ_INT(rc, 0);
+  d.prompt = ids;
+  d.n_prompt = n;
+  outcome_t o;
+  outcome_init(&o);
+  wd_worker_stats_t st0, st;
+  wd_worker_stats(g.w, &st0);
+  if (rc == 0)
+    rc = submit_opts(g.w, "audio/cards/004.wav", 1, &d, 0, &o, NULL);
+  WD_CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    wait_done(&o, 1);
+    rc = o.rc;
+  }
+  wd_worker_stats(g.w, &st);
+  *ret_multi = 0;
+  for (int r = 2; r <= 16; r++)
+    *ret_multi += st.steps_by_rows[r] - st0.steps_by_rows[r];
+  *t = o.t;
+  free(ids);
+  rig_stop(&g);
+  return rc;
+}
+
+/* When a window fails at temperature 0, its attempts at 0.2 .. 1.0 run
+ * side by side in slots the worker lends (steps of several rows with one
+ * job running), each with its own seeded stream; the attempt kept is the
+ * one a worker of one slot keeps trying them one after another, bit for
+ * bit. */
+WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  wd_transcript_t seq = { 0 }, par = { 0 };
+  uint64_t multi_seq = 0, multi_par = 0;
+  const int rc_seq = fallback_run(1, &seq, &multi_seq);
+  const int rc_par = fallback_run(8, &par, &multi_par);
+  WD_CHECK_EQ_INT(rc_seq, 0);
+  WD_CHECK_EQ_INT(rc_par, 0);
+  if (rc_seq == 0 && rc_par == 0) {
+    fprintf(stderr, "fallback: %d segments, temperature %.1f, '%s'; %llu steps of 2+ rows\n",
+            par.n_segments, par.n_segments ? (double)par.segments[0].temperature : 0.0,
+            par.text, (unsigned long long)multi_par);
+    WD_CHECK_EQ_INT(multi_seq, 0);
+    WD_CHECK(multi_par > 0);          /* the attempts really ran side by side */
+    WD_CHECK(par.n_segments >= 1);
+    WD_CHECK(par.n_segments >= 1 && par.segments[0].temperature > 0.0f); /* it fell back */
+    WD_CHECK(same_transcript(&seq, &par));
+  }
+  wd_transcript_free(&seq);
+  wd_transcript_free(&par);
+}
+
 WD_TEST(queue_full_cancel_timeout_drain) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
