@@ -200,10 +200,87 @@ ATTN_TARGET static void attend_avx2(const float *q, const float *K, const float 
   ATTN_BODY(float, ATTN_LOAD_F32)
 }
 
+/* Keys, and then values, a chunk at a time: a chunk's rows of one head
+ * (64 keys x 64 f16 = 8 KiB) stay in L1 while every query reads them. */
+#define ATTN_CHUNK 64
+
+/* R queries over the same f16 keys and values. Each query's arithmetic is
+ * ATTN_BODY's, operation for operation: a key's score is its own FMA chain
+ * over the columns, whatever keys are scored beside it; the softmax runs
+ * over the query's whole row; its value sums keep their order over the keys
+ * (held in acc between chunks, so nothing is re-rounded). */
 __attribute__((target("avx2,fma,f16c"))) static void
-attend_avx2_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld, float scale,
-                float *s, float *o, float *keep) {
-  ATTN_BODY(uint16_t, ATTN_LOAD_F16)
+attend_rows_avx2_f16(int R, const float *const *q, const uint16_t *K, const uint16_t *V, int n,
+                     int ld, float scale, float *s, float *const *o, float *const *keep) {
+  float acc[WD_CPU_ATTN_ROWS][8 * ATTN_NV] __attribute__((aligned(32)));
+  for (int j0 = 0; j0 < n; j0 += ATTN_CHUNK) {
+    const int j1 = j0 + ATTN_CHUNK < n ? j0 + ATTN_CHUNK : n;
+    for (int r = 0; r < R; r++) {
+      __m256 qv[ATTN_NV];
+      _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) qv[c] = _mm256_loadu_ps(q[r] + 8 * c);
+      float *sr = s + (size_t)r * (size_t)n;
+      int j = j0;
+      for (; j + 4 <= j1; j += 4) { /* four independent chains in flight */
+        const uint16_t *k0 = K + (size_t)j * (size_t)ld;
+        const uint16_t *k1 = k0 + ld, *k2 = k1 + ld, *k3 = k2 + ld;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) {
+          a0 = _mm256_fmadd_ps(qv[c], ATTN_LOAD_F16(k0 + 8 * c), a0);
+          a1 = _mm256_fmadd_ps(qv[c], ATTN_LOAD_F16(k1 + 8 * c), a1);
+          a2 = _mm256_fmadd_ps(qv[c], ATTN_LOAD_F16(k2 + 8 * c), a2);
+          a3 = _mm256_fmadd_ps(qv[c], ATTN_LOAD_F16(k3 + 8 * c), a3);
+        }
+        sr[j] = attn_hsum(a0) * scale;
+        sr[j + 1] = attn_hsum(a1) * scale;
+        sr[j + 2] = attn_hsum(a2) * scale;
+        sr[j + 3] = attn_hsum(a3) * scale;
+      }
+      for (; j < j1; j++) {
+        const uint16_t *k0 = K + (size_t)j * (size_t)ld;
+        __m256 a0 = _mm256_setzero_ps();
+        _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) a0 =
+            _mm256_fmadd_ps(qv[c], ATTN_LOAD_F16(k0 + 8 * c), a0);
+        sr[j] = attn_hsum(a0) * scale;
+      }
+    }
+  }
+  float sum[WD_CPU_ATTN_ROWS];
+  for (int r = 0; r < R; r++) {
+    float *sr = s + (size_t)r * (size_t)n;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++)
+      mx = sr[j] > mx ? sr[j] : mx;
+    if (keep && keep[r])
+      for (int j = 0; j < n; j++)
+        keep[r][j] = sr[j];
+    sum[r] = 0.0f;
+    for (int j = 0; j < n; j++) {
+      sr[j] = expf(sr[j] - mx);
+      sum[r] += sr[j];
+    }
+    _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++)
+        _mm256_store_ps(acc[r] + 8 * c, _mm256_setzero_ps());
+  }
+  for (int j0 = 0; j0 < n; j0 += ATTN_CHUNK) {
+    const int j1 = j0 + ATTN_CHUNK < n ? j0 + ATTN_CHUNK : n;
+    for (int r = 0; r < R; r++) {
+      const float *sr = s + (size_t)r * (size_t)n;
+      __m256 a[ATTN_NV];
+      _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) a[c] = _mm256_load_ps(acc[r] + 8 * c);
+      for (int j = j0; j < j1; j++) {
+        const uint16_t *v = V + (size_t)j * (size_t)ld;
+        const __m256 p = _mm256_set1_ps(sr[j]);
+        _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) a[c] =
+            _mm256_fmadd_ps(p, ATTN_LOAD_F16(v + 8 * c), a[c]);
+      }
+      _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++) _mm256_store_ps(acc[r] + 8 * c, a[c]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    const __m256 inv = _mm256_set1_ps(1.0f / sum[r]);
+    _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++)
+        _mm256_storeu_ps(o[r] + 8 * c, _mm256_mul_ps(_mm256_load_ps(acc[r] + 8 * c), inv));
+  }
 }
 
 #endif
@@ -219,13 +296,20 @@ void wd_cpu_attend_one(const float *q, const float *K, const float *V, int n, in
   attend_portable(q, K, V, n, ld, dh, scale, s, o, keep);
 }
 
-void wd_cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
-                           int dh, float scale, float *s, float *o, float *keep) {
+void wd_cpu_attend_rows_f16(int R, const float *const *q, const uint16_t *K, const uint16_t *V,
+                            int n, int ld, int dh, float scale, float *s, float *const *o,
+                            float *const *keep) {
 #if CPU_X86
   if (dh == 8 * ATTN_NV && wd_cpu_use_avx2()) {
-    attend_avx2_f16(q, K, V, n, ld, scale, s, o, keep);
+    attend_rows_avx2_f16(R, q, K, V, n, ld, scale, s, o, keep);
     return;
   }
 #endif
-  attend_portable_f16(q, K, V, n, ld, dh, scale, s, o, keep);
+  for (int r = 0; r < R; r++)
+    attend_portable_f16(q[r], K, V, n, ld, dh, scale, s, o[r], keep ? keep[r] : NULL);
+}
+
+void wd_cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
+                           int dh, float scale, float *s, float *o, float *keep) {
+  wd_cpu_attend_rows_f16(1, &q, K, V, n, ld, dh, scale, s, &o, &keep);
 }

@@ -27,4 +27,16 @@ void wd_cpu_attend_one(const float *q, const float *K, const float *V, int n, in
 void wd_cpu_attend_one_f16(const float *q, const uint16_t *K, const uint16_t *V, int n, int ld,
                            int dh, float scale, float *s, float *o, float *keep);
 
+/* Queries one head's wd_cpu_attend_rows_f16 takes at once at most. */
+#define WD_CPU_ATTN_ROWS 8
+
+/* R queries q[r] (R <= WD_CPU_ATTN_ROWS) of the same f16 keys and values
+ * (rows of a step on one audio slot: beams, samples, fallback attempts):
+ * o[r] and keep[r] (keep or keep[r] may be NULL) bit for bit what
+ * wd_cpu_attend_one_f16 gives for q[r] alone, with each key and value read
+ * from memory once for all R rather than R times. s: R * n floats. */
+void wd_cpu_attend_rows_f16(int R, const float *const *q, const uint16_t *K, const uint16_t *V,
+                            int n, int ld, int dh, float scale, float *s, float *const *o,
+                            float *const *keep);
+
 #endif

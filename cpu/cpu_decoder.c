@@ -32,42 +32,92 @@ typedef struct {
   wd_cpu_engine_t *e;
   int n, l, cross, tasks;
   const keep_t *keep;
+  /* cross: rows of one audio slot in groups of up to WD_CPU_ATTN_ROWS,
+   * group g being order[first[g] .. first[g] + count[g]) */
+  int n_groups;
+  int order[CPU_MAX_ROWS], first[CPU_MAX_ROWS], count[CPU_MAX_ROWS];
 } attn_task_t;
+
+/* Self-attention: one (row, head) pair per item, each row on its own
+ * buffer up to its own position. */
+static void self_item(const attn_task_t *a, int p, float *s) {
+  wd_cpu_engine_t *e = a->e;
+  const int d = e->hp.n_text_state, nh = e->hp.n_text_head, dh = d / nh;
+  const size_t nl = (size_t)e->hp.n_text_layer, nc = (size_t)e->hp.n_text_ctx;
+  const int r = p / nh, h = p % nh;
+  const float *q = e->d_qkv + (size_t)r * 3 * (size_t)d + (size_t)(h * dh);
+  float *o = e->d_o + (size_t)r * (size_t)d + (size_t)(h * dh);
+  const size_t base = ((size_t)e->r_buf[r] * nl + (size_t)a->l) * nc * (size_t)d;
+  wd_cpu_attend_one(q, e->kc + base + (size_t)(h * dh), e->vc + base + (size_t)(h * dh),
+                    e->r_pos[r] + 1, d, dh, (float)(1.0 / sqrt((double)dh)), s, o, NULL);
+}
+
+/* Cross-attention: one (group, head) pair per item; the group's rows
+ * share an audio slot, so its keys and values are read once for all of
+ * them (beams, samples, fallback attempts, a prompt's rows). */
+static void cross_item(const attn_task_t *a, int p, float *s) {
+  wd_cpu_engine_t *e = a->e;
+  const int d = e->hp.n_text_state, nh = e->hp.n_text_head, dh = d / nh;
+  const size_t nl = (size_t)e->hp.n_text_layer, na = (size_t)e->hp.n_audio_ctx;
+  const int g = p / nh, h = p % nh, R = a->count[g];
+  const float *q[WD_CPU_ATTN_ROWS];
+  float *o[WD_CPU_ATTN_ROWS], *keep[WD_CPU_ATTN_ROWS];
+  for (int i = 0; i < R; i++) {
+    const int r = a->order[a->first[g] + i];
+    q[i] = e->d_qkv + (size_t)r * 3 * (size_t)d + (size_t)(h * dh);
+    o[i] = e->d_o + (size_t)r * (size_t)d + (size_t)(h * dh);
+    keep[i] = NULL;
+    for (int k = 0; a->keep && k < a->keep->n_heads; k++)
+      if (a->keep->heads[k][0] == a->l && a->keep->heads[k][1] == h)
+        keep[i] = a->keep->qk + ((size_t)k * (size_t)a->n + (size_t)r) * na;
+  }
+  const int r0 = a->order[a->first[g]];
+  const size_t base = ((size_t)e->r_audio[r0] * nl + (size_t)a->l) * na * (size_t)d;
+  wd_cpu_attend_rows_f16(R, q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh),
+                         (int)na, d, dh, (float)(1.0 / sqrt((double)dh)), s, o, keep);
+}
 
 static void attn_task(void *arg, int t) {
   const attn_task_t *a = arg;
   wd_cpu_engine_t *e = a->e;
-  const wd_hparams_t *hp = &e->hp;
-  const int d = hp->n_text_state, nh = hp->n_text_head, dh = d / nh;
-  const size_t nl = (size_t)hp->n_text_layer, nc = (size_t)hp->n_text_ctx;
-  const size_t na = (size_t)hp->n_audio_ctx;
-  const float scale = (float)(1.0 / sqrt((double)dh));
-  const size_t sc = na > nc ? na : nc;
-  float *s = e->d_scores + (size_t)t * sc;
-  for (int p = t; p < a->n * nh; p += a->tasks) {
-    const int r = p / nh, h = p % nh;
-    const float *q = e->d_qkv + (size_t)r * 3 * (size_t)d + (size_t)(h * dh);
-    float *o = e->d_o + (size_t)r * (size_t)d + (size_t)(h * dh);
-    if (!a->cross) {
-      const size_t base = ((size_t)e->r_buf[r] * nl + (size_t)a->l) * nc * (size_t)d;
-      wd_cpu_attend_one(q, e->kc + base + (size_t)(h * dh), e->vc + base + (size_t)(h * dh),
-                        e->r_pos[r] + 1, d, dh, scale, s, o, NULL);
+  const size_t nc = (size_t)e->hp.n_text_ctx, na = (size_t)e->hp.n_audio_ctx;
+  float *s = e->d_scores + (size_t)t * WD_CPU_ATTN_ROWS * (na > nc ? na : nc);
+  const int items = (a->cross ? a->n_groups : a->n) * e->hp.n_text_head;
+  for (int p = t; p < items; p += a->tasks) {
+    if (a->cross)
+      cross_item(a, p, s);
+    else
+      self_item(a, p, s);
+  }
+}
+
+/* Rows into groups of one audio slot each, in row order, at most
+ * WD_CPU_ATTN_ROWS per group. */
+static void group_rows(const wd_cpu_engine_t *e, attn_task_t *a) {
+  unsigned char taken[CPU_MAX_ROWS] = { 0 };
+  int m = 0;
+  a->n_groups = 0;
+  for (int r = 0; r < a->n; r++) {
+    if (taken[r])
       continue;
-    }
-    float *keep = NULL;
-    for (int k = 0; a->keep && k < a->keep->n_heads; k++)
-      if (a->keep->heads[k][0] == a->l && a->keep->heads[k][1] == h)
-        keep = a->keep->qk + ((size_t)k * (size_t)a->n + (size_t)r) * na;
-    const size_t base = ((size_t)e->r_audio[r] * nl + (size_t)a->l) * na * (size_t)d;
-    wd_cpu_attend_one_f16(q, e->xk + base + (size_t)(h * dh), e->xv + base + (size_t)(h * dh),
-                          (int)na, d, dh, scale, s, o, keep);
+    const int g = a->n_groups++;
+    a->first[g] = m;
+    a->count[g] = 0;
+    for (int q = r; q < a->n && a->count[g] < WD_CPU_ATTN_ROWS; q++)
+      if (!taken[q] && e->r_audio[q] == e->r_audio[r]) {
+        taken[q] = 1;
+        a->order[m++] = q;
+        a->count[g]++;
+      }
   }
 }
 
 static void attention(wd_cpu_engine_t *e, int n, int l, int cross, const keep_t *keep) {
-  const int pairs = n * e->hp.n_text_head;
-  attn_task_t a = { .e = e, .n = n, .l = l, .cross = cross, .keep = keep,
-                    .tasks = pairs < CPU_ATTN_TASKS ? pairs : CPU_ATTN_TASKS };
+  attn_task_t a = { .e = e, .n = n, .l = l, .cross = cross, .keep = keep };
+  if (cross)
+    group_rows(e, &a);
+  const int items = (cross ? a.n_groups : n) * e->hp.n_text_head;
+  a.tasks = items < CPU_ATTN_TASKS ? items : CPU_ATTN_TASKS;
   wd_cpu_parallel(e, a.tasks, attn_task, &a);
 }
 

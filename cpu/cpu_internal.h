@@ -14,6 +14,8 @@
 #include "pool.h"
 
 #define CPU_MAX_PREFILL 256
+/* Decoder rows of one call at most: a prompt's, or WD_CPU_MAX_SEQS steps'. */
+#define CPU_MAX_ROWS 256
 #define CPU_ATTN_TASKS 64 /* attention work items per loop, each with its own scores buffer */
 
 /* Encoder layer: the file's type as stored, widened per product for sgemm
@@ -90,7 +92,7 @@ struct wd_cpu_engine {
   float *d_qkv;           /* (rows, 3d) */
   float *d_f;             /* (rows, 4d) */
   float *d_logits;        /* (max_seqs, n_vocab) */
-  float *d_scores;        /* (CPU_ATTN_TASKS, max(n_ctx, n_audio_ctx)) */
+  float *d_scores;        /* (CPU_ATTN_TASKS, WD_CPU_ATTN_ROWS, max(n_ctx, n_audio_ctx)) */
   float *d_keep;          /* align: kept scores when a head is asked */
   int *r_buf, *r_pos, *r_audio; /* per row: KV buffer, position, audio slot */
 

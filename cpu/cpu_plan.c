@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "cpu_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_rgemm.h"
@@ -106,7 +107,7 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
     [CPU_BUF_D_QKV] = rows * 3 * d * f,
     [CPU_BUF_D_F] = rows * 4 * d * f,
     [CPU_BUF_D_LOGITS] = ms * (size_t)hp->n_vocab * f,
-    [CPU_BUF_D_SCORES] = (size_t)CPU_ATTN_TASKS * sc * f,
+    [CPU_BUF_D_SCORES] = (size_t)CPU_ATTN_TASKS * WD_CPU_ATTN_ROWS * sc * f,
     [CPU_BUF_R_XQ] = conv ? xr * wd_cpu_rgemm_row_bytes(o->compute, 4 * (int)dmax) : 0,
     [CPU_BUF_R_XS] = conv ? xr * f : 0,
   };
