@@ -145,10 +145,12 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
     return 1;
   int32_t *prompt = NULL, *prefix = NULL;
   wd_runtime_t *rt = NULL;
+  wd_runtime_vad_t vad = { 0 };
   FILE *dst = out;
   int status = 1;
   const double t0 = wd_now_s();
-  if (wd_runtime_open(cfg, cfg->max_batch, n_files, 0, &rt, err, sizeof err) < 0) {
+  if (wd_runtime_vad_load(cfg, &vad, err, sizeof err) < 0 ||
+      wd_runtime_open(cfg, cfg->max_batch, n_files, 0, &vad, &rt, err, sizeof err) < 0) {
     wd_log_error("transcribe: %s", err);
     goto out;
   }
@@ -236,6 +238,7 @@ out:
   if (dst != out && fclose(dst) != 0)
     status = 1;
   wd_runtime_close(rt);
+  wd_runtime_vad_free(&vad);
   for (int i = 0; i < n_files; i++)
     wd_transcript_free(&jobs[i].t);
   free(jobs);

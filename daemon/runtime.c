@@ -54,9 +54,7 @@ struct wd_runtime {
   char device_names[512]; /* "cpu (...) + llvmpipe (...)" */
   int (*heads)[2];       /* alignment heads for word timestamps */
   int n_heads;
-  wd_vad_model_t *vad;   /* Silero VAD, NULL when its file is absent */
-  wd_vad_params_t vad_params;
-  int vad_default;       /* --vad: every job */
+  const wd_runtime_vad_t *vad; /* the process's, borrowed */
 };
 
 /* Builds device d's engine and worker; err gets a one-line message. */
@@ -193,8 +191,38 @@ static double audio_budget_s(const wd_config_t *cfg, int n) {
   return b;
 }
 
+int wd_runtime_vad_load(const wd_config_t *cfg, wd_runtime_vad_t *v, char *err, size_t err_len) {
+  char msg[512] = "";
+  *v = (wd_runtime_vad_t){ .every_job = cfg->vad };
+  int rc = wd_vad_cfg(cfg, &v->params, err, err_len);
+  if (rc < 0)
+    return rc;
+  if ((rc = wd_vad_model_load(cfg->vad_model, &v->model, msg, sizeof msg)) < 0) {
+    if (cfg->vad || rc != WD_ENOENT) {
+      snprintf(err, err_len, "%s: %s%s", cfg->vad ? "--vad" : "--vad-model",
+               msg[0] ? msg : wd_strerror(rc),
+               rc == WD_ENOENT ? " (scripts/fetch-vad.sh fetches it)" : "");
+      return rc;
+    }
+    wd_log_debug("vad: no %s: chunking is refused (scripts/fetch-vad.sh fetches it)",
+                 cfg->vad_model);
+    return 0;
+  }
+  wd_log(cfg->vad ? WD_LOG_INFO : WD_LOG_DEBUG,
+         "vad: Silero VAD v6 from %s, %s: threshold %.2f, silences of %d ms end speech, "
+         "%d ms of padding", cfg->vad_model,
+         cfg->vad ? "for every job (--vad)" : "for chunking (chunking_strategy, --chunking)",
+         (double)v->params.threshold, v->params.min_silence_ms, v->params.speech_pad_ms);
+  return 0;
+}
+
+void wd_runtime_vad_free(wd_runtime_vad_t *v) {
+  wd_vad_model_free(v->model);
+  v->model = NULL;
+}
+
 int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int audio_budget,
-                    wd_runtime_t **ret, char *err, size_t err_len) {
+                    const wd_runtime_vad_t *vad, wd_runtime_t **ret, char *err, size_t err_len) {
   *ret = NULL;
   wd_runtime_t *rt = calloc(1, sizeof *rt);
   if (!rt)
@@ -221,29 +249,7 @@ int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int au
     rc = rc < 0 ? rc : WD_ENOMEM;
     goto fail;
   }
-  /* The Silero weights, before any device is opened: required by --vad,
-   * else loaded when the file is there (requests' chunking_strategy). */
-  if ((rc = wd_vad_cfg(cfg, &rt->vad_params, err, err_len)) < 0)
-    goto fail;
-  rt->vad_default = cfg->vad;
-  if ((rc = wd_vad_model_load(cfg->vad_model, &rt->vad, msg, sizeof msg)) < 0) {
-    if (cfg->vad || rc != WD_ENOENT) {
-      snprintf(err, err_len, "%s: %s%s", cfg->vad ? "--vad" : "--vad-model",
-               msg[0] ? msg : wd_strerror(rc),
-               rc == WD_ENOENT ? " (scripts/fetch-vad.sh fetches it)" : "");
-      goto fail;
-    }
-    wd_log_debug("vad: no %s: chunking is refused (scripts/fetch-vad.sh fetches it)",
-                 cfg->vad_model);
-    rc = 0;
-  } else {
-    wd_log(cfg->vad ? WD_LOG_INFO : WD_LOG_DEBUG,
-           "vad: Silero VAD v6 from %s, %s: threshold %.2f, silences of %d ms end speech, "
-           "%d ms of padding", cfg->vad_model,
-           cfg->vad ? "for every job (--vad)" : "for chunking (chunking_strategy, --chunking)",
-           (double)rt->vad_params.threshold, rt->vad_params.min_silence_ms,
-           rt->vad_params.speech_pad_ms);
-  }
+  rt->vad = vad;
   int n_mel = 0, n_fft = 0;
   const float *filters = wd_model_mel_filters(rt->m, &n_mel, &n_fft);
   if ((rc = wd_mel_new(n_mel, filters, &rt->mel)) < 0) {
@@ -309,7 +315,6 @@ void wd_runtime_close(wd_runtime_t *rt) {
     wd_vk_engine_free(rt->dev[i].eng);
     wd_cpu_engine_free(rt->dev[i].cpu);
   }
-  wd_vad_model_free(rt->vad);
   wd_mel_free(rt->mel);
   wd_tokenizer_free(rt->tok);
   wd_model_free(rt->m);
@@ -319,9 +324,9 @@ void wd_runtime_close(wd_runtime_t *rt) {
 
 const wd_vad_model_t *wd_runtime_vad(wd_runtime_t *rt, const wd_vad_params_t **ret_params,
                                      int *ret_default) {
-  *ret_params = &rt->vad_params;
-  *ret_default = rt->vad_default && rt->vad;
-  return rt->vad;
+  *ret_params = &rt->vad->params;
+  *ret_default = rt->vad->every_job && rt->vad->model;
+  return rt->vad->model;
 }
 
 const int (*wd_runtime_align_heads(wd_runtime_t *rt, int *ret_n))[2] {

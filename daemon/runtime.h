@@ -20,16 +20,30 @@
 
 typedef struct wd_runtime wd_runtime_t;
 
+/* The process's Silero VAD: loaded once (serve, transcribe) and lent to
+ * every runtime, so several models and their SIGHUP reloads share one copy.
+ * model is NULL when its file is absent and --vad was not asked for. */
+typedef struct {
+  wd_vad_model_t *model;
+  wd_vad_params_t params;  /* --vad-* */
+  int every_job;           /* --vad */
+} wd_runtime_vad_t;
+
+/* Loads cfg->vad_model (required by --vad, else only when the file is
+ * there: requests' chunking_strategy) and the --vad-* parameters. */
+int wd_runtime_vad_load(const wd_config_t *cfg, wd_runtime_vad_t *v, char *err, size_t err_len);
+void wd_runtime_vad_free(wd_runtime_vad_t *v);
+
 /* Loads cfg->model, builds an engine for max_batch sequences (and as many
  * audio slots) on each device cfg->devices resolves to (logging what it
  * resolved to) and starts a worker with queue_max places on each; with
  * audio_budget set, each worker also admits jobs by their audio seconds
  * (cfg->queue_audio_s, or from the memory available: wd_worker_opts_t's
  * audio_budget_s), as serve does; transcribe passes 0. Any device that
- * fails fails the whole open. err gets a one-line message on failure. */
+ * fails fails the whole open. vad is borrowed (it must outlive the
+ * runtime). err gets a one-line message on failure. */
 int wd_runtime_open(const wd_config_t *cfg, int max_batch, int queue_max, int audio_budget,
-                    wd_runtime_t **ret,
-                    char *err, size_t err_len);
+                    const wd_runtime_vad_t *vad, wd_runtime_t **ret, char *err, size_t err_len);
 /* Drains the workers (grace 0) and frees everything; NULL is allowed. */
 void wd_runtime_close(wd_runtime_t *rt);
 

@@ -32,6 +32,7 @@ typedef struct loaded {
   wd_decode_opts_t dopts;   /* the defaults with this model's alignment heads */
   const char *names[WD_SERVE_MAX_NAMES];
   wd_server_model_t sm;
+  struct stat st;           /* the file as loaded (st_mode 0: unknown) */
   struct loaded *next;      /* on the retired list */
 } loaded_t;
 
@@ -46,6 +47,7 @@ struct wd_serve_models {
   char *alias_buf;
   pthread_mutex_t mu;       /* guards retired: the retire callback runs on any thread */
   loaded_t *retired;
+  wd_runtime_vad_t vad;     /* one Silero VAD, lent to every load */
 };
 
 /* Names: whisper-1, the model's own name and --model-alias for slot 0;
@@ -91,21 +93,24 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
   l->cfg.model = sv->path[slot];
   sd_notifyf(0, "STATUS=Loading model: %s", l->cfg.model);
   const double t0 = wd_now_s();
-  if (wd_runtime_open(&l->cfg, cfg->max_batch, cfg->queue_max, 1, &l->rt, err, err_len) < 0) {
+  if (wd_runtime_open(&l->cfg, cfg->max_batch, cfg->queue_max, 1, &sv->vad, &l->rt, err,
+                      err_len) < 0) {
     free(l);
     return NULL;
   }
   const wd_model_t *m = wd_runtime_model(l->rt);
   l->dopts = sv->dopts;
   l->dopts.align_heads = wd_runtime_align_heads(l->rt, &l->dopts.n_align_heads);
-  struct stat st;
+  struct stat *st = &l->st;
+  if (stat(l->cfg.model, st) != 0)
+    memset(st, 0, sizeof *st);
   l->sm = (wd_server_model_t){
     .workers = wd_runtime_workers(l->rt), .tok = wd_runtime_tokenizer(l->rt),
     .multilingual = wd_model_is_multilingual(m), .names = l->names,
     .n_names = slot_names(sv, slot, wd_model_name(m), l->names),
     .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m),
     .decode = &l->dopts, .label = wd_model_name(m),
-    .created = stat(l->cfg.model, &st) == 0 ? (long long)st.st_mtime : 0,
+    .created = (long long)st->st_mtime,
     .on_retire = on_retire, .retire_ud = l,
   };
   l->sm.vad = wd_runtime_vad(l->rt, &l->sm.vad_params, &l->sm.vad_default);
@@ -151,8 +156,8 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
   *ret = sv;
   const char *more[WD_SERVER_MAX_MODELS + 1];
   const int n_more = split_list(paths, more, WD_SERVER_MAX_MODELS);
-  int rc = 0;
-  if (n_more >= WD_SERVER_MAX_MODELS) {
+  int rc = wd_runtime_vad_load(cfg, &sv->vad, err, err_len);
+  if (rc == 0 && n_more >= WD_SERVER_MAX_MODELS) {
     snprintf(err, err_len, "--models: at most %d models beside --model",
              WD_SERVER_MAX_MODELS - 1);
     rc = WD_EINVAL;
@@ -192,10 +197,28 @@ const char *wd_serve_models_first(const wd_serve_models_t *sv) {
 
 int wd_serve_models_count(const wd_serve_models_t *sv) { return sv ? sv->n : 0; }
 
+/* Whether path is still the regular file l loaded: the same inode on the
+ * same device, size and modification time (a file replaced by rename, or
+ * rewritten, differs; a directory, CTranslate2's, is always loaded again:
+ * its files can change under an unchanged directory). */
+static int unchanged(const loaded_t *l, const char *path) {
+  struct stat st;
+  return S_ISREG(l->st.st_mode) && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+         st.st_dev == l->st.st_dev && st.st_ino == l->st.st_ino &&
+         st.st_size == l->st.st_size && st.st_mtim.tv_sec == l->st.st_mtim.tv_sec &&
+         st.st_mtim.tv_nsec == l->st.st_mtim.tv_nsec;
+}
+
 int wd_serve_models_reload(wd_serve_models_t *sv) {
   int n = 0;
   for (int k = 0; k < sv->n; k++) {
     char err[1024] = "";
+    if (unchanged(sv->cur[k], sv->path[k])) {
+      /* loading it again would hold two copies until the old one's last
+       * request ends, for nothing */
+      wd_log_info("serve: SIGHUP: %s unchanged (%s): kept", sv->path[k], sv->cur[k]->sm.label);
+      continue;
+    }
     loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
     if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
       loaded_free(l);
@@ -264,6 +287,7 @@ void wd_serve_models_close(wd_serve_models_t *sv) {
     loaded_free(sv->cur[k]);
   for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
     free(sv->path[k]);
+  wd_runtime_vad_free(&sv->vad); /* after every load that borrowed it */
   free(sv->alias_buf);
   pthread_mutex_destroy(&sv->mu);
   free(sv);

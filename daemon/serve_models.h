@@ -3,7 +3,8 @@
  * (at most WD_SERVER_MAX_MODELS), each a runtime of its own (model,
  * engines, workers: runtime.h) attached to the HTTP server.
  *
- * SIGHUP reload: every model's file is loaded again into a new runtime,
+ * SIGHUP reload: every model whose file changed (another inode, size or
+ * modification time; a directory always) is loaded again into a new runtime,
  * warmed up and swapped in (wd_server_replace); requests that picked the
  * old one finish on it, and once its last one has ended it retires: the
  * server's callback queues it, and wd_serve_models_reap (the controlling
@@ -39,8 +40,8 @@ int wd_serve_models_warmup(wd_serve_models_t *sv, char *err, size_t err_len);
 const char *wd_serve_models_first(const wd_serve_models_t *sv);
 int wd_serve_models_count(const wd_serve_models_t *sv);
 
-/* SIGHUP: every model again from its file; logs what it did. Returns how
- * many were replaced. */
+/* SIGHUP: every model whose file changed again from its file; logs what it
+ * did. Returns how many were replaced. */
 int wd_serve_models_reload(wd_serve_models_t *sv);
 /* Drains and closes the models that have retired since the last call. */
 void wd_serve_models_reap(wd_serve_models_t *sv);

@@ -87,7 +87,8 @@ def test_sighup_reloads_without_dropping_a_request(tmp_path):
     """The model file replaced by rename, then SIGHUP: a request that had
     already picked the old model (held in its upload's decode by the
     decode_delay fault) still answers with tiny.en's words, the next one
-    with base's, and the old model is closed once its last request ended."""
+    with base's, and the old model is closed once its last request ended;
+    a second SIGHUP, the file unchanged, keeps the loaded model."""
     if not os.path.exists(wd_api.BASE):
         pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
     path = str(tmp_path / "model.bin")
@@ -107,6 +108,11 @@ def test_sighup_reloads_without_dropping_a_request(tmp_path):
         wait_log(d, "(tiny.en) is no longer used: closed")
         ids = [m["id"] for m in wd_api.request(d.port, "GET", "/v1/models").json()["data"]]
         assert ids == ["whisper-1", "base"], ids
+        # A SIGHUP with the file unchanged loads nothing (no second copy).
+        os.kill(d.pid, signal.SIGHUP)
+        wait_log(d, "unchanged (base): kept")
+        assert d.log().count("reloaded (") == 1
+        assert text_of(d.port, "base") == JFK_BASE
     finally:
         stop_daemon(d)
 
