@@ -122,8 +122,7 @@ static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
   return n;
 }
 
-int wd__server_retry_after(wd_server_t *s, const wd_server_model_t *m) {
-  (void)s;
+int wd__server_retry_after(const wd_server_model_t *m) {
   if (!m)
     return WD_MODEL_WAIT_RETRY_S;
   wd_worker_stats_t st;

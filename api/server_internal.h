@@ -70,7 +70,7 @@ struct wd_server {
 
 /* Seconds a client refused with 429 should wait, from the pace of m's
  * workers (NULL: before any model is attached). */
-int wd__server_retry_after(wd_server_t *s, const wd_server_model_t *m);
+int wd__server_retry_after(const wd_server_model_t *m);
 
 /* Every attached model's record, each with a reference taken; how many. */
 int wd__server_models(wd_server_t *s, wd_served_t **out);

@@ -484,7 +484,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
+    wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, wd__server_retry_after(t->m));
     if (rc != WD_ECANCELED)
       wd_log_warning("api: transcription failed: %s (%s)", wd_strerror(rc), wd_err_name(rc));
     return answer_error(t, &e);
@@ -640,7 +640,7 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   wd_server_t *s = t->s;
   if (rc < 0) {
     wd_api_error_t e;
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(t->m));
     if (rc == WD_EBUSY)
       wd_log_warning("api: job queue overflow, answering 429 (retry after %d s)",
                      e.retry_after_s);
@@ -792,7 +792,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);
-    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
+    wd_api_error_from_job(&e, WD_EBUSY, 1, s->o.job_timeout_s, wd__server_retry_after(t->m));
     wd_log_warning("api: job queue full, answering 429 before decoding (retry after %d s)",
                    e.retry_after_s);
     return answer_error(t, &e);
@@ -815,7 +815,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_sub(&t->refs, 1);
     wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
-                          wd__server_retry_after(s, t->m));
+                          wd__server_retry_after(t->m));
     return answer_error(t, &e);
   }
   suspend_locked(t);
@@ -838,7 +838,7 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
     return MHD_NO;
   }
   if (rc == WD_EBUSY) { /* decode_room: the header declared too much */
-    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(s, t->m));
+    wd_api_error_from_job(&e, rc, 1, s->o.job_timeout_s, wd__server_retry_after(t->m));
     wd_log_warning("api: %s (the file's header says), answering 429 before decoding (retry "
                    "after %d s)", t->decode_msg, e.retry_after_s);
     return answer_error(t, &e);
