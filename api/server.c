@@ -115,6 +115,8 @@ static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
   *ret = (wd_worker_stats_t){ 0 };
   for (int i = 0; i < n; i++) {
     wd_worker_stats_t st;
+    if (!r[i]->m.workers)
+      continue; /* not loaded */
     wd_workers_stats(r[i]->m.workers, &st);
     wd_worker_stats_add(ret, &st);
   }
@@ -123,7 +125,7 @@ static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
 }
 
 int wd__server_retry_after(const wd_server_model_t *m) {
-  if (!m)
+  if (!m || !m->workers)
     return WD_MODEL_WAIT_RETRY_S;
   wd_worker_stats_t st;
   wd_workers_stats(m->workers, &st);
@@ -154,9 +156,11 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, wd_req_t *r, const 
   return wd_response_error(c, e, allow);
 }
 
-static json_t *model_object(const wd_server_t *s, const char *id) {
-  return json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object", "model", "created",
-                   (json_int_t)s->created, "owned_by", "whisperd");
+/* OpenAI's model object, and whether the model is loaded now (a model
+ * loaded on demand is not until its first request; SDKs ignore the field). */
+static json_t *model_object(const wd_server_t *s, const char *id, int loaded) {
+  return json_pack("{s:s, s:s, s:I, s:s, s:b}", "id", id, "object", "model", "created",
+                   (json_int_t)s->created, "owned_by", "whisperd", "loaded", loaded);
 }
 
 /* GET /v1/models (id NULL) or /v1/models/{id}: every attached model's names. */
@@ -165,13 +169,16 @@ static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd
   wd_served_t *ms[WD_SERVER_MAX_MODELS];
   const int n_models = wd__server_models(s, ms);
   if (id) {
-    int found = 0;
+    int found = 0, loaded = 0;
     for (int k = 0; k < n_models; k++)
       for (int i = 0; i < ms[k]->m.n_names; i++)
-        found |= ms[k]->m.names[i] && strcmp(ms[k]->m.names[i], id) == 0;
+        if (!found && ms[k]->m.names[i] && strcmp(ms[k]->m.names[i], id) == 0) {
+          found = 1;
+          loaded = ms[k]->m.workers != NULL;
+        }
     release_all(ms, n_models);
     if (found)
-      return reply_json(c, r, 200, model_object(s, id));
+      return reply_json(c, r, 200, model_object(s, id, loaded));
     wd_api_error_t e;
     wd_api_error_set(&e, 404, NULL, "model_not_found",
                      "The model `%.200s` does not exist or you do not have access to it.", id);
@@ -181,7 +188,8 @@ static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd
   for (int k = 0; data && k < n_models; k++)
     for (int i = 0; i < ms[k]->m.n_names; i++)
       if (ms[k]->m.names[i])
-        json_array_append_new(data, model_object(s, ms[k]->m.names[i]));
+        json_array_append_new(data,
+                              model_object(s, ms[k]->m.names[i], ms[k]->m.workers != NULL));
   release_all(ms, n_models);
   return reply_json(c, r, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
                                     : NULL);
@@ -226,14 +234,20 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   const int n_models = wd__server_models(s, ms); /* held until rendered: labels point in */
   if (st.model_loaded) {
     ws = (wd_worker_stats_t){ 0 };
+    int n_loaded = 0;
     for (int k = 0; k < n_models; k++) {
       wd_worker_stats_t one;
+      if (!ms[k]->m.workers)
+        continue; /* loaded on demand, not now */
       wd_workers_stats(ms[k]->m.workers, &one);
       wd_worker_stats_add(&ws, &one);
+      n_loaded++;
     }
-    ws.device_lost = ws.device_lost == n_models; /* as one group: every device lost */
+    ws.device_lost = ws.device_lost == n_loaded; /* as one group: every device lost */
     for (int k = 0; k < n_models; k++) {
       wd_workers_t *g = ms[k]->m.workers;
+      if (!g)
+        continue;
       for (int i = 0; i < wd_workers_count(g) && n_per < WD_METRICS_MAX_WORKERS; i++) {
         /* model="..." where there are several (one model: the series as before) */
         per[n_per] = (wd_metrics_worker_t){ .device = wd_workers_label(g, i),

@@ -86,6 +86,15 @@ typedef struct {
   const char *label;         /* the model's name, for the per-worker metrics */
   void (*on_retire)(void *ud); /* wd_server_replace: the model is no longer used */
   void *retire_ud;
+  /* workers NULL: a model the daemon loads on demand (names, multilingual
+   * and no_translate known, nothing loaded). A request for it calls
+   * on_demand(demand_ud) (any thread; it must not block), which returns
+   * the seconds a client should wait (a load is under way) or WD_EBUSY
+   * (over the memory budget while every other model is in use); either
+   * way the request is answered 503 with Retry-After, which the OpenAI
+   * SDKs wait out and retry on their own. */
+  int (*on_demand)(void *ud);
+  void *demand_ud;
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);

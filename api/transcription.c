@@ -758,6 +758,23 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   }
   t->rec = recs[req.model_idx];
   t->m = &t->rec->m;
+  if (!t->m->workers) {
+    /* loaded on demand: ask for it, and the client to come back */
+    const int wait = t->m->on_demand ? t->m->on_demand(t->m->demand_ud) : WD_EBUSY;
+    wd_request_clear(&req);
+    wd_multipart_free(form);
+    if (wait == WD_EBUSY)
+      wd_api_error_set(&e, 503, "model", "model_over_memory_budget",
+                       "The model `%.200s` is not loaded, and loading it would pass the server's "
+                       "memory budget while its other models are in use; retry later.",
+                       t->m->label ? t->m->label : "?");
+    else
+      wd_api_error_set(&e, 503, "model", "model_loading",
+                       "The model `%.200s` is being loaded; retry in a few seconds.",
+                       t->m->label ? t->m->label : "?");
+    e.retry_after_s = wait > 0 ? wait : 10;
+    return answer_error(t, &e);
+  }
   if (req.chunking.set && !t->m->vad) {
     wd_request_clear(&req);
     wd_multipart_free(form);

@@ -182,6 +182,7 @@ static void serve_until_stopped(const wd_config_t *cfg, const sigset_t *sigs,
       wd_serve_models_reload(sv);
       sd_notify(0, "READY=1");
     }
+    wd_serve_models_tick(sv);
     wd_serve_models_reap(sv);
     wd_worker_stats_t st;
     double oldest;

@@ -45,6 +45,8 @@ typedef struct {
   char *compute_type;     /* CPU engine arithmetic: f32, bf16 or int8 */
   char *model_alias;      /* comma-separated extra accepted `model` names */
   char *models;           /* comma-separated more model paths for serve */
+  int models_memory_mb;   /* loaded models' budget; 0: all loaded at start */
+  int models_idle_s;      /* --models unloaded after this idle time; 0: never */
   /* HTTP server */
   char *host;
   int port;

@@ -10,6 +10,7 @@
 #include "serve_models.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ typedef struct loaded {
   const char *names[WD_SERVE_MAX_NAMES];
   wd_server_model_t sm;
   struct stat st;           /* the file as loaded (st_mode 0: unknown) */
+  char name[64];            /* the model's name (names[] and label point here) */
   struct loaded *next;      /* on the retired list */
 } loaded_t;
 
@@ -48,7 +50,19 @@ struct wd_serve_models {
   pthread_mutex_t mu;       /* guards retired: the retire callback runs on any thread */
   loaded_t *retired;
   wd_runtime_vad_t vad;     /* one Silero VAD, lent to every load */
+  /* loading on demand (--models-memory, --models-idle-s); a slot whose
+   * cur has no runtime is offered, not loaded */
+  double budget_mib, idle_s;
+  double est_mib[WD_SERVER_MAX_MODELS];  /* what a slot's model takes, estimated */
+  double retiring_mib;      /* unloaded models still finishing their requests */
+  double last_used[WD_SERVER_MAX_MODELS];
+  uint64_t seen_jobs[WD_SERVER_MAX_MODELS];
+  atomic_int demand[WD_SERVER_MAX_MODELS];      /* a request asked for it (any thread) */
+  atomic_int over_budget[WD_SERVER_MAX_MODELS]; /* its last load did not fit */
 };
+
+/* Seconds a client waiting for a model's load is asked to wait. */
+#define WD_SERVE_LOAD_RETRY_S 5
 
 /* Names: whisper-1, the model's own name and --model-alias for slot 0;
  * the model's own name for the others. */
@@ -79,6 +93,53 @@ static void loaded_free(loaded_t *l) {
   free(l);
 }
 
+/* The server's callback for an offered slot: note the demand for the
+ * controlling thread. Any thread, never blocks. */
+static int on_demand(void *ud) {
+  loaded_t *l = ud;
+  atomic_store(&l->sv->demand[l->slot], 1);
+  return atomic_load(&l->sv->over_budget[l->slot]) ? WD_EBUSY : WD_SERVE_LOAD_RETRY_S;
+}
+
+/* An offered slot: the server knows its names and what it can do, and
+ * asks for it on the first request (on_demand); nothing is loaded. */
+static loaded_t *offered(wd_serve_models_t *sv, const wd_config_t *cfg, int slot,
+                         const char *name, int multilingual, int no_translate,
+                         const struct stat *st) {
+  loaded_t *l = calloc(1, sizeof *l);
+  if (!l)
+    return NULL;
+  l->sv = sv;
+  l->slot = slot;
+  l->cfg = *cfg;
+  l->cfg.model = sv->path[slot];
+  l->dopts = sv->dopts;
+  l->st = *st;
+  snprintf(l->name, sizeof l->name, "%s", name);
+  l->sm = (wd_server_model_t){
+    .multilingual = multilingual, .no_translate = no_translate, .names = l->names,
+    .n_names = slot_names(sv, slot, l->name, l->names), .decode = &l->dopts,
+    .label = l->name, .created = (long long)st->st_mtime, .on_retire = on_retire,
+    .retire_ud = l, .on_demand = on_demand, .demand_ud = l,
+  };
+  return l;
+}
+
+/* MiB a model file takes loaded, estimated: its size (a CTranslate2
+ * directory's model.bin) plus a quarter for caches and scratch. */
+static double model_mib(const char *path) {
+  struct stat st;
+  char bin[4096];
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(bin, sizeof bin, "%s/model.bin", path);
+    if (stat(bin, &st) != 0)
+      return 0.0;
+  } else if (stat(path, &st) != 0) {
+    return 0.0;
+  }
+  return (double)st.st_size * 1.25 / 1048576.0;
+}
+
 /* Loads slot's file into a new runtime; NULL with err set on failure. */
 static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, char *err,
                       size_t err_len) {
@@ -99,6 +160,7 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
     return NULL;
   }
   const wd_model_t *m = wd_runtime_model(l->rt);
+  snprintf(l->name, sizeof l->name, "%s", wd_model_name(m));
   l->dopts = sv->dopts;
   l->dopts.align_heads = wd_runtime_align_heads(l->rt, &l->dopts.n_align_heads);
   struct stat *st = &l->st;
@@ -107,15 +169,38 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
   l->sm = (wd_server_model_t){
     .workers = wd_runtime_workers(l->rt), .tok = wd_runtime_tokenizer(l->rt),
     .multilingual = wd_model_is_multilingual(m), .names = l->names,
-    .n_names = slot_names(sv, slot, wd_model_name(m), l->names),
+    .n_names = slot_names(sv, slot, l->name, l->names),
     .no_translate = wd_model_is_multilingual(m) && !wd_model_can_translate(m),
-    .decode = &l->dopts, .label = wd_model_name(m),
+    .decode = &l->dopts, .label = l->name,
     .created = (long long)st->st_mtime,
     .on_retire = on_retire, .retire_ud = l,
   };
   l->sm.vad = wd_runtime_vad(l->rt, &l->sm.vad_params, &l->sm.vad_default);
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m),
               wd_runtime_device(l->rt), (wd_now_s() - t0) * 1e3);
+  return l;
+}
+
+/* Slot's file offered without loading it: its header read for the names
+ * and abilities (the weights are mapped, never read); NULL with err set. */
+static loaded_t *offer(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, char *err,
+                       size_t err_len) {
+  wd_model_t *m = NULL;
+  char msg[512] = "";
+  struct stat st;
+  if (wd_model_load(sv->path[slot], &m, msg, sizeof msg) < 0 || stat(sv->path[slot], &st) != 0) {
+    snprintf(err, err_len, "cannot load model '%s': %s", sv->path[slot], msg[0] ? msg : "stat");
+    wd_model_free(m);
+    return NULL;
+  }
+  loaded_t *l = offered(sv, cfg, slot, wd_model_name(m), wd_model_is_multilingual(m),
+                        wd_model_is_multilingual(m) && !wd_model_can_translate(m), &st);
+  if (l)
+    wd_log_info("serve: model %s (%s, about %.0f MiB) offered: loaded on its first request",
+                l->name, sv->path[slot], sv->est_mib[slot]);
+  else
+    snprintf(err, err_len, "out of memory");
+  wd_model_free(m);
   return l;
 }
 
@@ -152,6 +237,8 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
   pthread_mutex_init(&sv->mu, NULL);
   sv->srv = srv;
   sv->dopts = *dopts;
+  sv->budget_mib = cfg->models_memory_mb;
+  sv->idle_s = cfg->models_idle_s;
   sv->n_aliases = split_list(sv->alias_buf, sv->aliases, WD_SERVE_MAX_NAMES - 2);
   *ret = sv;
   const char *more[WD_SERVER_MAX_MODELS + 1];
@@ -168,11 +255,19 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
       rc = WD_ENOMEM;
       break;
     }
-    loaded_t *l = load(sv, cfg, k, err, err_len);
+    sv->est_mib[k] = model_mib(sv->path[k]);
+    sv->last_used[k] = wd_now_s();
+    /* with a budget, --models wait for their first request */
+    loaded_t *l = k > 0 && sv->budget_mib > 0 ? offer(sv, cfg, k, err, err_len)
+                                              : load(sv, cfg, k, err, err_len);
     if (!l) {
       rc = WD_EIO;
       break;
     }
+    if (k == 0 && sv->budget_mib > 0 && sv->est_mib[0] > sv->budget_mib)
+      wd_log_warning("serve: --models-memory %.0f MiB is less than --model's %.0f MiB: it is "
+                     "loaded anyway, and the others only while it fits", sv->budget_mib,
+                     sv->est_mib[0]);
     sv->cur[sv->n++] = l;
     wd_server_attach(srv, &l->sm);
   }
@@ -183,7 +278,7 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
 int wd_serve_models_warmup(wd_serve_models_t *sv, char *err, size_t err_len) {
   for (int k = 0; k < sv->n; k++) {
     char e[512] = "";
-    if (wd_runtime_warmup(sv->cur[k]->rt, e, sizeof e) < 0) {
+    if (sv->cur[k]->rt && wd_runtime_warmup(sv->cur[k]->rt, e, sizeof e) < 0) {
       snprintf(err, err_len, "%s: %s", sv->cur[k]->sm.label, e);
       return WD_EIO;
     }
@@ -213,6 +308,8 @@ int wd_serve_models_reload(wd_serve_models_t *sv) {
   int n = 0;
   for (int k = 0; k < sv->n; k++) {
     char err[1024] = "";
+    if (!sv->cur[k]->rt)
+      continue; /* offered: its next load reads the file as it is then */
     if (unchanged(sv->cur[k], sv->path[k])) {
       /* loading it again would hold two copies until the old one's last
        * request ends, for nothing */
@@ -235,6 +332,7 @@ int wd_serve_models_reload(wd_serve_models_t *sv) {
       loaded_free(l);
       continue;
     }
+    sv->retiring_mib += sv->est_mib[k];
     sv->cur[k] = l; /* the old one is on its way to the retired list */
     n++;
   }
@@ -250,17 +348,115 @@ void wd_serve_models_reap(wd_serve_models_t *sv) {
   pthread_mutex_unlock(&sv->mu);
   while (l) {
     loaded_t *next = l->next;
-    wd_log_info("serve: the old %s (%s) is no longer used: closed", sv->path[l->slot],
-                l->sm.label);
+    if (l->rt) {
+      wd_log_info("serve: the old %s (%s) is no longer used: closed", sv->path[l->slot],
+                  l->sm.label);
+      sv->retiring_mib -= sv->est_mib[l->slot]; /* its memory is free now */
+      if (sv->retiring_mib < 0.5)
+        sv->retiring_mib = 0.0;
+    }
     loaded_free(l);
     l = next;
   }
+}
+
+/* Memory the loaded models hold, estimated: every current load, and the
+ * unloaded ones still finishing requests. */
+static double used_mib(const wd_serve_models_t *sv) {
+  double u = sv->retiring_mib;
+  for (int k = 0; k < sv->n; k++)
+    if (sv->cur[k]->rt)
+      u += sv->est_mib[k];
+  return u;
+}
+
+/* Slot k's model out: an offered slot takes its place in the server; the
+ * load closes once its last request has ended (at once when idle: reap). */
+static int unload(wd_serve_models_t *sv, int k, const char *why) {
+  loaded_t *cur = sv->cur[k];
+  loaded_t *ph = offered(sv, &cur->cfg, k, cur->name, cur->sm.multilingual,
+                         cur->sm.no_translate, &cur->st);
+  if (!ph || wd_server_replace(sv->srv, k, &ph->sm) < 0) {
+    free(ph);
+    return WD_ENOMEM;
+  }
+  wd_log_notice("serve: model %s unloaded (%s)", cur->name, why);
+  sv->retiring_mib += sv->est_mib[k];
+  sv->cur[k] = ph;
+  wd_serve_models_reap(sv);
+  return 0;
+}
+
+/* Whether slot k has jobs queued or running now. */
+static int busy(const wd_serve_models_t *sv, int k) {
+  wd_worker_stats_t st;
+  wd_workers_stats(wd_runtime_workers(sv->cur[k]->rt), &st);
+  return st.queued + st.running > 0;
+}
+
+/* A request asked for offered slot k: make room (idle --models, least
+ * recently used first), load it, warm it up and swap it in; or, when it
+ * cannot fit while the others are busy, mark it over budget (its requests
+ * get 503 until room is made). */
+static void load_on_demand(wd_serve_models_t *sv, int k) {
+  while (sv->budget_mib > 0 && used_mib(sv) + sv->est_mib[k] > sv->budget_mib) {
+    int lru = -1;
+    for (int j = 1; j < sv->n; j++)
+      if (j != k && sv->cur[j]->rt && !busy(sv, j) &&
+          (lru < 0 || sv->last_used[j] < sv->last_used[lru]))
+        lru = j;
+    if (lru < 0 || unload(sv, lru, "room for another model under --models-memory") < 0) {
+      if (!atomic_exchange(&sv->over_budget[k], 1))
+        wd_log_warning("serve: model %s (about %.0f MiB) does not fit in --models-memory %.0f "
+                       "MiB beside the models in use (%.0f MiB): its requests get 503",
+                       sv->cur[k]->name, sv->est_mib[k], sv->budget_mib, used_mib(sv));
+      return;
+    }
+  }
+  char err[1024] = "";
+  loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
+  if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
+    loaded_free(l);
+    l = NULL;
+  }
+  if (!l || wd_server_replace(sv->srv, k, &l->sm) < 0) {
+    wd_log_error("serve: model %s could not be loaded: %s", sv->path[k], err[0] ? err : "no memory");
+    loaded_free(l);
+    return;
+  }
+  atomic_store(&sv->over_budget[k], 0);
+  sv->cur[k] = l; /* the offered one retires */
+  sv->last_used[k] = wd_now_s();
+  sv->seen_jobs[k] = 0;
+  wd_serve_models_reap(sv);
+}
+
+void wd_serve_models_tick(wd_serve_models_t *sv) {
+  const double now = wd_now_s();
+  for (int k = 0; k < sv->n; k++) {
+    if (!sv->cur[k]->rt)
+      continue;
+    wd_worker_stats_t st;
+    wd_workers_stats(wd_runtime_workers(sv->cur[k]->rt), &st);
+    const uint64_t jobs = st.jobs_done + st.jobs_failed;
+    if (st.queued + st.running > 0 || jobs != sv->seen_jobs[k])
+      sv->last_used[k] = now;
+    sv->seen_jobs[k] = jobs;
+  }
+  for (int k = 1; sv->idle_s > 0 && k < sv->n; k++)
+    if (sv->cur[k]->rt && now - sv->last_used[k] >= sv->idle_s && !busy(sv, k))
+      unload(sv, k, "idle for --models-idle-s");
+  for (int k = 0; k < sv->n; k++)
+    if (atomic_exchange(&sv->demand[k], 0) && !sv->cur[k]->rt)
+      load_on_demand(sv, k);
 }
 
 void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double *ret_heartbeat) {
   *ret = (wd_worker_stats_t){ 0 };
   double oldest = wd_now_s();
   for (int k = 0; k < sv->n; k++) {
+    if (!sv->cur[k]->rt)
+      continue;
     wd_workers_t *g = wd_runtime_workers(sv->cur[k]->rt);
     wd_worker_stats_t one;
     wd_workers_stats(g, &one);
@@ -273,10 +469,12 @@ void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double
 
 void wd_serve_models_drain(wd_serve_models_t *sv, int grace_s) {
   wd_workers_t *g[WD_SERVER_MAX_MODELS];
+  int n = 0;
   for (int k = 0; sv && k < sv->n; k++)
-    g[k] = wd_runtime_workers(sv->cur[k]->rt);
-  if (sv && sv->n > 0) /* side by side: the drain takes one grace, however many models */
-    wd_workers_drain_many(g, sv->n, grace_s);
+    if (sv->cur[k]->rt)
+      g[n++] = wd_runtime_workers(sv->cur[k]->rt);
+  if (n > 0) /* side by side: the drain takes one grace, however many models */
+    wd_workers_drain_many(g, n, grace_s);
 }
 
 void wd_serve_models_close(wd_serve_models_t *sv) {

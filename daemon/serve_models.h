@@ -11,6 +11,13 @@
  * thread, once a second) drains and closes it. A file that no longer loads
  * keeps the old model serving.
  *
+ * On demand (--models-memory, --models-idle-s): a --models slot may be
+ * offered instead of loaded (its header read for its names and abilities);
+ * its first request asks for it (answered 503 with Retry-After) and
+ * wd_serve_models_tick loads it, unloading idle ones least recently used
+ * first while the estimated total would pass the budget; an unloaded slot
+ * is offered again. --model (slot 0) is always loaded.
+ *
  * Names: the first model answers to whisper-1, its own name (tiny.en,
  * base, ...) and --model-alias; each other model to its own name.
  *
@@ -45,6 +52,12 @@ int wd_serve_models_count(const wd_serve_models_t *sv);
 int wd_serve_models_reload(wd_serve_models_t *sv);
 /* Drains and closes the models that have retired since the last call. */
 void wd_serve_models_reap(wd_serve_models_t *sv);
+
+/* Once a second (controlling thread): loads the offered models requests
+ * asked for, making room under --models-memory by unloading idle ones
+ * least recently used first; unloads --models idle for --models-idle-s.
+ * A load blocks the caller for its duration, as a SIGHUP reload does. */
+void wd_serve_models_tick(wd_serve_models_t *sv);
 
 /* Every current model's workers: figures summed, and the oldest heartbeat. */
 void wd_serve_models_stats(wd_serve_models_t *sv, wd_worker_stats_t *ret, double *ret_heartbeat);

@@ -122,3 +122,66 @@ def wait_log(d, needle, timeout=60):
     while needle not in d.log():
         assert time.monotonic() < deadline, f"not in the log after {timeout} s: {needle}"
         time.sleep(0.1)
+
+
+def models_state(port):
+    r = wd_api.request(port, "GET", "/v1/models")
+    assert r.status == 200, r
+    return {m["id"]: m["loaded"] for m in r.json()["data"]}
+
+
+def test_on_demand_within_budget_and_unloaded_when_idle():
+    """--models-memory: base is offered, not loaded, until its first
+    request, which is answered 503 with Retry-After while it loads (the
+    OpenAI Python SDK waits that out and retries on its own, so its call
+    simply returns base's words); --models-idle-s unloads it again, and its
+    next request loads it again."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    openai = pytest.importorskip("openai")
+    d = start_daemon(args=["--models", wd_api.BASE, "--models-memory", "600",
+                           "--models-idle-s", "3"])
+    try:
+        assert models_state(d.port) == {"whisper-1": True, "tiny.en": True, "base": False}
+        assert "model base (" in d.log() and "offered" in d.log()
+        r = post_audio(d.port, model="base")
+        check_error(r, 503, "model", "model_loading")
+        assert r.headers.get("retry-after") == "5", r.headers
+        wait_log(d, "model base on")
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{d.port}/v1", api_key="x",
+                               max_retries=4)
+        with open(wd_api.JFK_WAV, "rb") as f:
+            t = client.audio.transcriptions.create(model="base", file=f)
+        assert t.text.strip() == JFK_BASE
+        assert models_state(d.port)["base"] is True
+        wait_log(d, "model base unloaded (idle", timeout=30)
+        wait_log(d, "(base) is no longer used: closed")
+        assert models_state(d.port)["base"] is False
+        assert text_of(d.port, "whisper-1") == JFK_TINY   # --model is never unloaded
+        # Loaded again on demand: the SDK's retries carry the request through.
+        with open(wd_api.JFK_WAV, "rb") as f:
+            t = client.audio.transcriptions.create(model="base", file=f)
+        assert t.text.strip() == JFK_BASE
+    finally:
+        stop_daemon(d)
+
+
+def test_model_over_budget_is_503_not_loaded():
+    """A model that cannot fit beside --model within --models-memory (base,
+    ~185 MiB with tiny.en's ~94 in 200) is never loaded: its requests get
+    503 with Retry-After, and the daemon goes on serving the others."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    d = start_daemon(args=["--models", wd_api.BASE, "--models-memory", "200"])
+    try:
+        r = post_audio(d.port, model="base")
+        check_error(r, 503, "model", "model_loading")
+        wait_log(d, "does not fit in --models-memory")
+        r = post_audio(d.port, model="base")
+        check_error(r, 503, "model", "model_over_memory_budget")
+        assert int(r.headers.get("retry-after")) > 0
+        assert "model base on" not in d.log()
+        assert models_state(d.port)["base"] is False
+        assert text_of(d.port, "tiny.en") == JFK_TINY
+    finally:
+        stop_daemon(d)
