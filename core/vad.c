@@ -28,6 +28,7 @@
 #define N_BASIS 258  /* 129 real and 129 imaginary filters */
 #define N_BINS 129
 #define HID 128      /* LSTM state */
+_Static_assert(HID == WD_VAD_STATE, "vad.h streams the LSTM state");
 #define GATES (4 * HID)
 #define ROUND16(n) (((n) + 15u) & ~(size_t)15u)
 
@@ -256,13 +257,15 @@ typedef struct {
   const float *f32;
   const int16_t *s16;
   size_t n;
+  size_t base;   /* the signal's sample index of f32[0] or s16[0] (a stream's tail) */
 } src_t;
 
 /* Sample i of the signal, 0 outside it (the context before the first chunk,
  * the padding after the last). */
 static inline float sample(const src_t *s, ptrdiff_t i) {
-  if (i < 0 || (size_t)i >= s->n)
+  if (i < (ptrdiff_t)s->base || (size_t)i - s->base >= s->n)
     return 0.0f;
+  i -= (ptrdiff_t)s->base;
   return s->f32 ? s->f32[i] : (float)s->s16[i] / 32768.0f;
 }
 
@@ -358,15 +361,16 @@ static void lstm(const wd_vad_model_t *m, const float *gates, size_t nb, float *
   }
 }
 
-static int probs_src(const wd_vad_model_t *m, const src_t *s, float *probs) {
+/* Chunks [first, end) of the signal, the LSTM running on from h and c. */
+static int probs_range(const wd_vad_model_t *m, const src_t *s, size_t first, size_t end,
+                       float *h, float *c, float *probs) {
   scratch_t sc;
   int rc = scratch_new(&sc);
   if (rc)
     return rc;
-  float h[HID] = { 0 }, c[HID] = { 0 };
-  const size_t n_chunks = wd_vad_n_chunks(s->n), s16 = ROUND16(N_BASIS);
-  for (size_t g0 = 0; g0 < n_chunks; g0 += BLOCK) {
-    const size_t nb = n_chunks - g0 < BLOCK ? n_chunks - g0 : BLOCK, rows = nb * N_FRAMES;
+  const size_t s16 = ROUND16(N_BASIS);
+  for (size_t g0 = first; g0 < end; g0 += BLOCK) {
+    const size_t nb = end - g0 < BLOCK ? end - g0 : BLOCK, rows = nb * N_FRAMES;
     for (size_t b = 0; b < nb; b++)
       chunk_frames(s, g0 + b, sc.frames + b * N_FRAMES * WIN);
     wd_vad_gemm(sc.frames, WIN, m->stft, s16, NULL, sc.spec, s16, rows, s16, WIN);
@@ -381,10 +385,34 @@ static int probs_src(const wd_vad_model_t *m, const src_t *s, float *probs) {
     conv(&m->conv[2], sc.act[0], nb, 2, 2, sc.col, sc.act[1]);
     conv(&m->conv[3], sc.act[1], nb, 1, 1, sc.col, sc.act[0]);
     wd_vad_gemm(sc.act[0], HID, m->wih, GATES, m->bias, sc.gates, GATES, nb, GATES, HID);
-    lstm(m, sc.gates, nb, h, c, probs + g0);
+    lstm(m, sc.gates, nb, h, c, probs + (g0 - first));
   }
   scratch_free(&sc);
   return 0;
+}
+
+static int probs_src(const wd_vad_model_t *m, const src_t *s, float *probs) {
+  float h[HID] = { 0 }, c[HID] = { 0 };
+  return probs_range(m, s, 0, wd_vad_n_chunks(s->n), h, c, probs);
+}
+
+void wd_vad_stream_init(wd_vad_stream_t *st) { memset(st, 0, sizeof *st); }
+
+int wd_vad_stream_probs(const wd_vad_model_t *m, wd_vad_stream_t *st, const int16_t *pcm,
+                        size_t n, size_t base, float *probs) {
+  const size_t end = (base + n) / WD_VAD_CHUNK; /* complete chunks only */
+  if (end <= st->next)
+    return 0;
+  /* the next chunk's context must still be there */
+  if (base > 0 && base + WD_VAD_CONTEXT > st->next * WD_VAD_CHUNK)
+    return WD_EINVAL;
+  const src_t s = { .s16 = pcm, .n = n, .base = base };
+  const int rc = probs_range(m, &s, st->next, end, st->h, st->c, probs);
+  if (rc < 0)
+    return rc;
+  const int got = (int)(end - st->next);
+  st->next = end;
+  return got;
 }
 
 int wd_vad_probs(const wd_vad_model_t *m, const float *pcm, size_t n, float *probs) {

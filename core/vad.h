@@ -43,6 +43,25 @@ size_t wd_vad_n_chunks(size_t n_samples);
 int wd_vad_probs(const wd_vad_model_t *m, const float *pcm, size_t n, float *probs);
 int wd_vad_probs_s16(const wd_vad_model_t *m, const int16_t *pcm, size_t n, float *probs);
 
+/* A signal that arrives in pieces (a live stream): the LSTM state and the
+ * next chunk to compute. */
+#define WD_VAD_STATE 128
+typedef struct {
+  float h[WD_VAD_STATE], c[WD_VAD_STATE];
+  size_t next;                /* chunks computed so far */
+} wd_vad_stream_t;
+
+void wd_vad_stream_init(wd_vad_stream_t *st);
+
+/* The probabilities of the chunks complete in the signal so far and not yet
+ * computed, into probs (room for (base + n) / WD_VAD_CHUNK - st->next);
+ * pcm holds the signal's samples [base, base + n), which must include the
+ * WD_VAD_CONTEXT samples before the next chunk (a stream may drop what is
+ * older). Returns how many, or WD_EINVAL (context dropped), WD_ENOMEM.
+ * Bit for bit what wd_vad_probs_s16 gives those chunks of the whole signal. */
+int wd_vad_stream_probs(const wd_vad_model_t *m, wd_vad_stream_t *st, const int16_t *pcm,
+                        size_t n, size_t base, float *probs);
+
 /* ------------------------------------------------------------------------ */
 /* Speech spans from the probabilities (core/vad_speech.c)                   */
 

@@ -119,6 +119,46 @@ WD_TEST(short_signals) {
   WD_CHECK(p[0] >= 0.0f && p[0] < 0.1f && p[1] >= 0.0f && p[1] < 0.1f); /* silence */
 }
 
+/* A live stream (wd_vad_stream_probs): jfk.wav arriving in pieces of 1 to
+ * 1600 samples, the stream keeping only the last few thousand, gives every
+ * complete chunk's probability bit for bit as the whole file does. */
+WD_TEST(stream_in_pieces_matches_the_whole_file) {
+  if (!g_vad)
+    wd_test_skip("no VAD model");
+  int16_t *pcm = NULL;
+  size_t n = 0;
+  char err[256];
+  WD_CHECK_EQ_INT(wd_audio_decode_file(WD_TEST_DATA_DIR "/audio/jfk.wav", NULL, &pcm, &n, err,
+                                       sizeof err), 0);
+  const size_t nc = wd_vad_n_chunks(n);
+  float *whole = malloc(nc * sizeof *whole), *got = malloc(nc * sizeof *got);
+  WD_CHECK(whole && got && wd_vad_probs_s16(g_vad, pcm, n, whole) == 0);
+  wd_vad_stream_t st;
+  wd_vad_stream_init(&st);
+  size_t have = 0, base = 0, n_got = 0, step = 1;
+  while (have < n) {
+    step = (step * 7 + 3) % 1601 + 1;
+    have = have + step < n ? have + step : n;
+    /* keep from the next chunk's context on: what a session holds */
+    const size_t keep_from = st.next * 512 >= 64 ? st.next * 512 - 64 : 0;
+    base = keep_from > base ? keep_from : base;
+    const int k = wd_vad_stream_probs(g_vad, &st, pcm + base, have - base, base, got + n_got);
+    WD_CHECK(k >= 0);
+    if (k < 0)
+      break;
+    n_got += (size_t)k;
+  }
+  WD_CHECK_EQ_INT((int)n_got, (int)(n / 512));
+  WD_CHECK(memcmp(got, whole, n_got * sizeof *got) == 0);
+  /* context dropped: refused, not computed from zeros */
+  wd_vad_stream_t st2;
+  wd_vad_stream_init(&st2);
+  WD_CHECK_EQ_INT(wd_vad_stream_probs(g_vad, &st2, pcm + 1000, 2000, 1000, got), WD_EINVAL);
+  free(whole);
+  free(got);
+  free(pcm);
+}
+
 /* Files that are not ours are refused with a message, never read past. */
 WD_TEST(bad_files_refused) {
   char err[256] = "";

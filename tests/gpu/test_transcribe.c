@@ -414,7 +414,10 @@ WD_TEST(word_timestamps_jfk_as_openai) {
   rig_free(&g);
 }
 
-/* The multilingual model detects German and translates it into English. */
+/* The multilingual model detects German and translates it into English.
+ * At temperature 0 alone: base's translation of this clip fails openai's
+ * log-probability test (-1.34), and what the sampled attempts then say is
+ * the seed's luck. */
 WD_TEST(base_translates_german) {
   rig_t g;
   const int r = rig_open(&g, BASE);
@@ -426,6 +429,7 @@ WD_TEST(base_translates_german) {
   pcm_file(&p, "audio/synth/de_weather.wav");
   wd_decode_opts_t o;
   wd_decode_opts_default(&o);
+  wd_decode_set_temperature(&o, 0.0f, 0.0f);
   o.translate = 1;
   wd_transcript_t tr;
   WD_CHECK_EQ_INT(decode(&g, &p, &o, &tr), 0);
