@@ -316,6 +316,18 @@ int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_wo
   counter(&o, "http_connections_header_timeouts_total",
           "Connections closed for not sending complete headers within --header-timeout.",
           st ? st->connections_cut : 0);
+  gauge(&o, "realtime_sessions_open", "Realtime transcription sessions open now.",
+        st ? st->rt_sessions_open : 0);
+  counter(&o, "realtime_sessions_total", "Realtime transcription sessions opened.",
+          st ? st->rt_sessions_total : 0);
+  counter(&o, "realtime_turns_total", "Turns committed in realtime sessions.",
+          st ? st->rt_turns_total : 0);
+  counter(&o, "realtime_turns_failed_total", "Realtime turns whose transcription failed.",
+          st ? st->rt_turns_failed : 0);
+  counter(&o, "realtime_turn_latency_seconds_sum",
+          "Seconds from each turn's end (speech_stopped or commit) to its completed event, "
+          "summed over the completed turns.",
+          st ? st->rt_turn_latency_s_sum : 0);
   gauge(&o, "ready", "1 when the server accepts transcriptions.", st ? st->ready : 0);
   gauge(&o, "model_loaded", "1 once the model is attached.", st ? st->model_loaded : 0);
   if (ws)

@@ -30,6 +30,9 @@ typedef struct {
   int connections_suspended; /* waiting on the worker */
   int connections_open;  /* accepted and not yet closed */
   double connections_cut; /* closed for sending no complete headers in time */
+  /* realtime sessions (GET /v1/realtime) */
+  int rt_sessions_open;
+  double rt_sessions_total, rt_turns_total, rt_turns_failed, rt_turn_latency_s_sum;
 } wd_metrics_state_t;
 
 /* One worker of the group (core/workers.h) for the per-worker series. */

@@ -18,10 +18,11 @@ static const wd_route_row_t wd_routes[] = {
   { "/health", WD_ROUTE_HEALTH, 0 },
   { "/ready", WD_ROUTE_READY, 0 },
   { "/metrics", WD_ROUTE_METRICS, 0 },
+  { "/v1/realtime", WD_ROUTE_REALTIME, 0 },
 };
 
 static const char *const wd_route_names[WD_ROUTE_COUNT] = {
-  "transcriptions", "translations", "models", "health", "ready", "metrics", "other",
+  "transcriptions", "translations", "models", "health", "ready", "metrics", "realtime", "other",
 };
 
 const char *wd_route_name(wd_route_t r) {

@@ -16,6 +16,7 @@ typedef enum {
   WD_ROUTE_HEALTH,             /* GET /health */
   WD_ROUTE_READY,              /* GET /ready */
   WD_ROUTE_METRICS,            /* GET /metrics */
+  WD_ROUTE_REALTIME,           /* GET /v1/realtime (WebSocket) */
   WD_ROUTE_OTHER,              /* no route (404): one metrics label for all */
   WD_ROUTE_COUNT
 } wd_route_t;

@@ -59,6 +59,7 @@
 #include "error.h"
 #include "chunk_job.h"
 #include "log.h"
+#include "realtime.h"
 #include "response.h"
 #include "route.h"
 #include "server_internal.h"
@@ -224,6 +225,13 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.connections_suspended = atomic_load(&s->n_suspended);
   st.connections_open = wd_conn_guard_count(s->guard);
   st.connections_cut = (double)wd_conn_guard_cut(s->guard);
+  wd_realtime_stats_t rs;
+  wd_realtime_stats(s->realtime, &rs);
+  st.rt_sessions_open = rs.sessions_open;
+  st.rt_sessions_total = (double)rs.sessions_total;
+  st.rt_turns_total = (double)rs.turns_total;
+  st.rt_turns_failed = (double)rs.turns_failed;
+  st.rt_turn_latency_s_sum = rs.turn_latency_s_sum;
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
@@ -271,6 +279,18 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
 
 /* 1 when no key is configured or the request carries "Bearer <key>". The
  * comparison takes the same time wherever the first difference is. */
+/* Whether key[0..n) is the API key (or none is required); constant time in
+ * the key's length. */
+static int key_ok(const wd_server_t *s, const char *key, size_t n) {
+  if (!s->api_key || !s->api_key[0])
+    return 1;
+  const size_t k = strlen(s->api_key);
+  unsigned diff = n != k;
+  for (size_t i = 0; i < k; i++)
+    diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned)(unsigned char)(i < n ? key[i] : 0);
+  return diff == 0;
+}
+
 static int auth_ok(const wd_server_t *s, struct MHD_Connection *c, int *ret_missing) {
   *ret_missing = 0;
   if (!s->api_key || !s->api_key[0])
@@ -290,11 +310,7 @@ static int auth_ok(const wd_server_t *s, struct MHD_Connection *c, int *ret_miss
   size_t n = strlen(h);
   while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
     n--;
-  const size_t k = strlen(s->api_key);
-  unsigned diff = n != k;
-  for (size_t i = 0; i < k; i++)
-    diff |= (unsigned)(unsigned char)s->api_key[i] ^ (unsigned)(unsigned char)(i < n ? h[i] : 0);
-  return diff == 0;
+  return key_ok(s, h, n);
 }
 
 /* ---- the MHD callbacks ------------------------------------------------- */
@@ -320,7 +336,9 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
   const char *allow = NULL, *id = NULL;
   const int found = wd_route_match(method, url, &r->route, &allow, &id);
   int missing = 0;
-  if (wd_route_needs_auth(url) && !auth_ok(s, c, &missing)) {
+  size_t sub_n = 0;
+  const char *sub = r->route == WD_ROUTE_REALTIME ? wd_realtime_subprotocol_key(c, &sub_n) : NULL;
+  if (wd_route_needs_auth(url) && !(sub && key_ok(s, sub, sub_n)) && !auth_ok(s, c, &missing)) {
     if (missing)
       wd_api_error_set(&e, 401, NULL, "invalid_api_key",
                        "You didn't provide an API key. You need to provide your API key in an "
@@ -348,6 +366,8 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
     return route_metrics(s, c, r);
   case WD_ROUTE_MODELS:
     return route_models(s, c, r, id);
+  case WD_ROUTE_REALTIME:
+    return wd_realtime_upgrade(s->realtime, c, &r->status);
   case WD_ROUTE_TRANSCRIPTIONS:
   case WD_ROUTE_TRANSLATIONS:
     r->tr = wd_transcription_new(s, c,
@@ -524,6 +544,7 @@ static void server_destroy(wd_server_t *s) {
     s->models[i]->replaced = 0;
     wd__served_release(s->models[i]);
   }
+  wd_realtime_free(s->realtime, 0); /* started never (a failed start) or already freed */
   wd_taskq_free(s->decoders);
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
@@ -569,6 +590,11 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
     goto fail;
   }
 
+  if (!(s->realtime = wd_realtime_new(s, o->realtime_sessions))) {
+    rc = fail(err, err_len, WD_ENOMEM, "out of memory");
+    goto fail;
+  }
+
   const double header_s = o->header_timeout_s > 0 ? o->header_timeout_s : WD_HEADER_TIMEOUT_DEFAULT_S;
   if ((rc = wd_conn_guard_new(header_s, o->idle_timeout_s, &s->guard)) < 0) {
     rc = fail(err, err_len, rc, "cannot start the connection guard: %s", wd_strerror(rc));
@@ -581,7 +607,7 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
   struct MHD_OptionItem extra[3];
   int k = 0;
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME |
-                       MHD_USE_ERROR_LOG;
+                       MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
   struct sockaddr_storage addr;
   if (o->listen_fd >= 0) {
     extra[k++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, o->listen_fd, NULL };
@@ -708,6 +734,7 @@ void wd_server_quiesce(wd_server_t *s) {
   /* The returned socket stays open until MHD is stopped (threads may still
    * look at it); it is closed in wd_server_free. */
   s->quiesced_fd = MHD_quiesce_daemon(s->mhd);
+  wd_realtime_stop(s->realtime); /* sessions end once their running turns have */
   wd_log_info("api: no longer accepting connections");
 }
 
@@ -759,6 +786,9 @@ int wd_server_free(wd_server_t *s, double wait_s) {
                    left == 1 ? "" : "s");
       return WD_EBUSY;
     }
+    /* realtime sessions hand their sockets back to MHD before it stops */
+    wd_realtime_free(s->realtime, wait_s > 0 ? wait_s : 0);
+    s->realtime = NULL;
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
   }

@@ -46,6 +46,7 @@ typedef struct {
   int max_connections_per_ip;/* 0 = 3/4 of max_connections */
   int decode_threads;        /* threads that decode uploads off the HTTP
                               * threads; 0 = 2 */
+  int realtime_sessions;     /* /v1/realtime sessions at once; 0 = 32 */
 } wd_server_opts_t;
 
 /*

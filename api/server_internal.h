@@ -60,6 +60,7 @@ struct wd_server {
   atomic_int ready;
   atomic_int quiescing;
   atomic_int n_suspended;    /* connections waiting on the worker */
+  struct wd_realtime *realtime; /* /v1/realtime sessions (realtime.h) */
 
   pthread_mutex_t mu;
   pthread_cond_t cv;         /* signalled when n_active or n_jobs drops */

@@ -86,6 +86,8 @@ static const wd_option_t wd_options[] = {
     "HTTP connection threads (they never decode audio or run the model)", 0 },
   { "decode-threads", 0, WD_OPT_INT, OFF(decode_threads), "2", 1, 256, NULL, "N",
     "Threads that decode and resample uploads (FFmpeg, libsndfile), off the HTTP threads; uploads waiting for one count as queued jobs", 0 },
+  { "realtime-sessions", 0, WD_OPT_INT, OFF(realtime_sessions), "32", 1, 10000, NULL, "N",
+    "Realtime transcription sessions (GET /v1/realtime, WebSocket) open at once; more get 503 before the upgrade", 0 },
   { "max-body-mb", 0, WD_OPT_INT, OFF(max_body_mb), "25", 1, 4096, NULL, "MIB",
     "Largest accepted upload in MiB (OpenAI's limit is 25)", 0 },
   { "queue-max", 0, WD_OPT_INT, OFF(queue_max), "64", 1, 100000, NULL, "N",

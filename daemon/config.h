@@ -52,6 +52,7 @@ typedef struct {
   int port;
   int http_threads;
   int decode_threads;
+  int realtime_sessions;  /* /v1/realtime sessions at once */
   int max_body_mb;
   int queue_max;
   int queue_audio_s;

@@ -1,0 +1,948 @@
+/*
+ * realtime.c - Realtime transcription sessions over WebSocket (see
+ * realtime.h).
+ *
+ * Ownership: a session is refcounted: its thread holds one reference and
+ * every turn in flight one (the worker's on_done drops it), so callbacks
+ * that arrive after the client left find the session still there; the hub
+ * counts live sessions and wd_realtime_free waits for none. The socket is
+ * the session thread's alone, handed back to MHD (MHD_upgrade_action) when
+ * the thread ends. Under se->mu: the outgoing queue, the turn list, dead.
+ */
+#include "realtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "api_error.h"
+#include "clock.h"
+#include "decode.h"
+#include "error.h"
+#include "live_audio.h"
+#include "log.h"
+#include "realtime_event.h"
+#include "render.h"
+#include "response.h"
+#include "server_internal.h"
+#include "vad.h"
+#include "workers.h"
+#include "ws.h"
+
+#define RT_RATE 16000
+#define RT_MIN_COMMIT (RT_RATE / 10) /* OpenAI: at least 100 ms of audio */
+
+typedef struct session session_t;
+
+typedef struct turn {
+  session_t *se;
+  char item[40];
+  uint64_t job;
+  wd_served_t *rec;
+  double t_stop;               /* speech_stopped or the commit */
+  int logprobs;                /* the session's include, when committed */
+  struct turn *next;
+} turn_t;
+
+struct session {
+  wd_realtime_t *hub;
+  MHD_socket fd;
+  struct MHD_UpgradeResponseHandle *urh;
+  int wake;                    /* eventfd: something was queued */
+  pthread_t thread;
+  pthread_mutex_t mu;
+  int refs;                    /* the thread, and each turn in flight */
+  int dead;                    /* no more writes (client gone or cut off) */
+  unsigned char *out;          /* frames queued for the client */
+  size_t out_len, out_off, out_cap;
+  turn_t *turns;
+  /* the rest: the session thread only */
+  wd_ws_parser_t parser;
+  wd_rt_config_t cfg;
+  wd_live_audio_t *res;
+  int res_rate;
+  int16_t *a16;                /* uncommitted audio at 16 kHz: samples [base, base + n) */
+  size_t n16, cap16;
+  uint64_t base;
+  wd_vad_stream_t vst;
+  float *probs;
+  size_t probs_cap;
+  int in_speech;
+  uint64_t turn_start, silence;
+  char speech_item[40];
+  char prev_item[40];
+  unsigned item_seq;
+  unsigned long long event_seq;
+  int closing;                 /* a close frame was sent: read until the client's */
+  double last_rx;
+  struct session *next;
+};
+
+struct wd_realtime {
+  struct wd_server *s;
+  int max_sessions;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n_live;                  /* sessions not yet freed */
+  int n_open;                  /* sessions whose thread runs */
+  session_t *list;             /* sessions whose thread runs */
+  atomic_int stopping, forced;
+  atomic_ullong sessions_total, turns_total, turns_failed, lat_us;
+};
+
+/* ---- the hub ------------------------------------------------------------ */
+
+wd_realtime_t *wd_realtime_new(struct wd_server *s, int max_sessions) {
+  wd_realtime_t *h = calloc(1, sizeof *h);
+  if (!h)
+    return NULL;
+  h->s = s;
+  h->max_sessions = max_sessions > 0 ? max_sessions : 32;
+  pthread_mutex_init(&h->mu, NULL);
+  pthread_cond_init(&h->cv, NULL);
+  return h;
+}
+
+void wd_realtime_stats(wd_realtime_t *h, wd_realtime_stats_t *ret) {
+  *ret = (wd_realtime_stats_t){ 0 };
+  if (!h)
+    return;
+  ret->sessions_total = atomic_load(&h->sessions_total);
+  ret->turns_total = atomic_load(&h->turns_total);
+  ret->turns_failed = atomic_load(&h->turns_failed);
+  ret->turn_latency_s_sum = (double)atomic_load(&h->lat_us) * 1e-6;
+  pthread_mutex_lock(&h->mu);
+  ret->sessions_open = h->n_open;
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void wake(session_t *se) {
+  const uint64_t one = 1;
+  if (write(se->wake, &one, sizeof one) < 0) { /* the counter is full: it wakes anyway */
+  }
+}
+
+void wd_realtime_stop(wd_realtime_t *h) {
+  if (!h || atomic_exchange(&h->stopping, 1))
+    return;
+  pthread_mutex_lock(&h->mu);
+  for (session_t *se = h->list; se; se = se->next)
+    wake(se);
+  pthread_mutex_unlock(&h->mu);
+}
+
+static void wait_hub(wd_realtime_t *h, const int *count, double deadline) {
+  while (*count > 0 && wd_now_s() < deadline) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+  }
+}
+
+void wd_realtime_free(wd_realtime_t *h, double wait_s) {
+  if (!h)
+    return;
+  wd_realtime_stop(h);
+  pthread_mutex_lock(&h->mu);
+  wait_hub(h, &h->n_open, wd_now_s() + wait_s);
+  if (h->n_open > 0) {
+    wd_log_warning("api: %d realtime session%s still open at shutdown: closing them", h->n_open,
+                   h->n_open == 1 ? "" : "s");
+    atomic_store(&h->forced, 1);
+    for (session_t *se = h->list; se; se = se->next)
+      wake(se);
+  }
+  /* their threads end at once now; their turns end with the workers */
+  wait_hub(h, &h->n_live, wd_now_s() + 30.0);
+  const int left = h->n_live;
+  pthread_mutex_unlock(&h->mu);
+  if (left > 0) { /* turns that never ended still point here: leave it */
+    wd_log_error("api: %d realtime session%s never ended", left, left == 1 ? "" : "s");
+    return;
+  }
+  pthread_cond_destroy(&h->cv);
+  pthread_mutex_destroy(&h->mu);
+  free(h);
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+static void session_unref(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  const int left = --se->refs;
+  pthread_mutex_unlock(&se->mu);
+  if (left > 0)
+    return;
+  wd_realtime_t *h = se->hub;
+  wd_ws_parser_free(&se->parser);
+  wd_rt_config_free(&se->cfg);
+  wd_live_audio_free(se->res);
+  free(se->a16);
+  free(se->probs);
+  free(se->out);
+  close(se->wake);
+  pthread_mutex_destroy(&se->mu);
+  free(se);
+  pthread_mutex_lock(&h->mu);
+  h->n_live--;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* Queues one frame; any thread. A client that has not read
+ * WD_RT_MAX_QUEUED bytes is cut off. */
+static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
+  unsigned char hdr[10];
+  const size_t hn = wd_ws_frame_header(opcode, n, hdr);
+  pthread_mutex_lock(&se->mu);
+  if (!se->dead && se->out_len - se->out_off + hn + n > WD_RT_MAX_QUEUED) {
+    wd_log_warning("api: realtime client not reading (%zu bytes queued): cut off",
+                   se->out_len - se->out_off);
+    se->dead = 1;
+  }
+  if (!se->dead) {
+    if (se->out_off > 0 && se->out_off == se->out_len)
+      se->out_off = se->out_len = 0;
+    size_t need = se->out_len + hn + n;
+    if (need > se->out_cap) {
+      size_t cap = se->out_cap ? se->out_cap : 8192;
+      while (cap < need)
+        cap *= 2;
+      unsigned char *g = realloc(se->out, cap);
+      if (!g) {
+        se->dead = 1;
+      } else {
+        se->out = g;
+        se->out_cap = cap;
+      }
+    }
+    if (!se->dead) {
+      memcpy(se->out + se->out_len, hdr, hn);
+      memcpy(se->out + se->out_len + hn, data, n);
+      se->out_len += hn + n;
+    }
+  }
+  pthread_mutex_unlock(&se->mu);
+  wake(se);
+}
+
+/* Sends a server event: ev gets its event_id; ev is consumed. */
+static void send_event(session_t *se, json_t *ev) {
+  if (!ev)
+    return;
+  char id[40];
+  pthread_mutex_lock(&se->mu);
+  const unsigned long long k = ++se->event_seq;
+  pthread_mutex_unlock(&se->mu);
+  snprintf(id, sizeof id, "event_%llx%06llu", (unsigned long long)(uintptr_t)se & 0xffffff, k);
+  json_object_set_new(ev, "event_id", json_string(id));
+  char *text = json_dumps(ev, JSON_COMPACT);
+  json_decref(ev);
+  if (text)
+    queue_frame(se, WD_WS_TEXT, text, strlen(text));
+  free(text);
+}
+
+static void send_error(session_t *se, const wd_rt_error_t *e, const char *client_event_id,
+                       const char *type) {
+  json_t *err = json_pack("{s:s, s:s}", "type", type ? type : "invalid_request_error", "message",
+                          e->message);
+  if (!err)
+    return;
+  json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
+  json_object_set_new(err, "param", e->param ? json_string(e->param) : json_null());
+  json_object_set_new(err, "event_id",
+                      client_event_id && client_event_id[0] ? json_string(client_event_id)
+                                                            : json_null());
+  send_event(se, json_pack("{s:s, s:o}", "type", "error", "error", err));
+}
+
+static void send_close(session_t *se, int code, const char *why) {
+  unsigned char b[125];
+  const size_t n = strlen(why) < 120 ? strlen(why) : 120;
+  b[0] = (unsigned char)(code >> 8);
+  b[1] = (unsigned char)code;
+  memcpy(b + 2, why, n);
+  queue_frame(se, WD_WS_CLOSE, b, n + 2);
+  se->closing = 1;
+}
+
+/* ---- turns ------------------------------------------------------------------ */
+
+static void turn_end(turn_t *t) {
+  session_t *se = t->se;
+  pthread_mutex_lock(&se->mu);
+  for (turn_t **pp = &se->turns; *pp; pp = &(*pp)->next)
+    if (*pp == t) {
+      *pp = t->next;
+      break;
+    }
+  pthread_mutex_unlock(&se->mu);
+  wd__served_release(t->rec);
+  free(t);
+  wake(se);
+  session_unref(se);
+}
+
+/* Worker thread: a segment of the turn is final. */
+static void turn_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
+  (void)done_s, (void)total_s;
+  turn_t *t = ud;
+  json_t *ev = json_pack("{s:s, s:s, s:i, s:s}", "type",
+                         "conversation.item.input_audio_transcription.delta", "item_id", t->item,
+                         "content_index", 0, "delta", seg->text ? seg->text : "");
+  if (ev && t->logprobs)
+    json_object_set_new(ev, "logprobs", wd_render_logprobs(seg, 1, t->rec->m.tok));
+  send_event(t->se, ev);
+}
+
+/* Worker thread: the turn is transcribed, or failed. */
+static void turn_done(void *ud, int rc, wd_transcript_t *tr) {
+  turn_t *t = ud;
+  session_t *se = t->se;
+  wd_realtime_t *h = se->hub;
+  if (rc == 0 && tr) {
+    json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:{s:s, s:f}}", "type",
+                           "conversation.item.input_audio_transcription.completed", "item_id",
+                           t->item, "content_index", 0, "transcript", tr->text ? tr->text : "",
+                           "usage", "type", "duration", "seconds", tr->duration);
+    if (ev && t->logprobs)
+      json_object_set_new(ev, "logprobs",
+                          wd_render_logprobs(tr->segments, tr->n_segments, t->rec->m.tok));
+    send_event(se, ev);
+    atomic_fetch_add(&h->lat_us, (unsigned long long)((wd_now_s() - t->t_stop) * 1e6));
+  } else {
+    atomic_fetch_add(&h->turns_failed, 1);
+    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
+                             "conversation.item.input_audio_transcription.failed", "item_id",
+                             t->item, "content_index", 0, "error", "type",
+                             wd_err_openai_type(rc), "code", wd_err_name(rc), "message",
+                             wd_strerror(rc)));
+  }
+  if (tr)
+    wd_transcript_free(tr);
+  turn_end(t);
+}
+
+/* The served model the session names, referenced; NULL with e set. */
+static wd_served_t *pick_model(session_t *se, wd_rt_error_t *e) {
+  wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
+  const int n = wd__server_models(se->hub->s, recs);
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; !got && i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], se->cfg.model) == 0)
+        got = recs[k];
+    if (got != recs[k])
+      wd__served_release(recs[k]);
+  }
+  if (!got) {
+    *e = (wd_rt_error_t){ .code = "model_not_found", .param = "session.audio.input.transcription.model" };
+    snprintf(e->message, sizeof e->message, "The model `%.64s` does not exist here.", se->cfg.model);
+  } else if (!got->m.workers) {
+    if (got->m.on_demand)
+      got->m.on_demand(got->m.demand_ud);
+    *e = (wd_rt_error_t){ .code = "model_loading" };
+    snprintf(e->message, sizeof e->message, "The model `%.64s` is being loaded; try again in a "
+             "few seconds.", se->cfg.model);
+    wd__served_release(got);
+    got = NULL;
+  }
+  return got;
+}
+
+/* Audio samples [from, to) (the session's timeline) become a turn. */
+static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) {
+  json_t *ev = json_pack("{s:s, s:s, s:s}", "type", "input_audio_buffer.committed", "item_id", item,
+                         "previous_item_id", se->prev_item);
+  if (ev && !se->prev_item[0])
+    json_object_set_new(ev, "previous_item_id", json_null());
+  send_event(se, ev);
+  snprintf(se->prev_item, sizeof se->prev_item, "%s", item);
+  atomic_fetch_add(&se->hub->turns_total, 1);
+  wd_rt_error_t e = { 0 };
+  turn_t *t = calloc(1, sizeof *t);
+  int16_t *pcm = malloc((size_t)(to - from) * sizeof *pcm);
+  wd_served_t *rec = t && pcm ? pick_model(se, &e) : NULL;
+  if (!t || !pcm || !rec) {
+    if (!t || !pcm)
+      e = (wd_rt_error_t){ .code = "server_error", .message = "Out of memory." };
+    atomic_fetch_add(&se->hub->turns_failed, 1);
+    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
+                             "conversation.item.input_audio_transcription.failed", "item_id", item,
+                             "content_index", 0, "error", "type", "invalid_request_error", "code",
+                             e.code ? e.code : "", "message", e.message));
+    free(t);
+    free(pcm);
+    return;
+  }
+  memcpy(pcm, se->a16 + (from - se->base), (size_t)(to - from) * sizeof *pcm);
+  *t = (turn_t){ .se = se, .rec = rec, .t_stop = wd_now_s(), .logprobs = se->cfg.logprobs };
+  snprintf(t->item, sizeof t->item, "%s", item);
+  wd_job_params_t p = { .timeout_s = se->hub->s->o.job_timeout_s,
+                        .cb = { .ud = t, .on_segment = turn_segment, .on_done = turn_done } };
+  if (rec->m.decode)
+    p.decode = *rec->m.decode;
+  else
+    wd_decode_opts_default(&p.decode);
+  p.decode.language = se->cfg.language[0] ? se->cfg.language : NULL;
+  p.decode.word_timestamps = 0;
+  int32_t *ids = NULL;
+  int n_ids = 0;
+  if (se->cfg.prompt && wd_decode_encode_text(rec->m.tok, se->cfg.prompt, &ids, &n_ids) == 0) {
+    p.decode.prompt = ids;
+    p.decode.n_prompt = n_ids;
+  }
+  pthread_mutex_lock(&se->mu);
+  se->refs++;
+  t->next = se->turns;
+  se->turns = t;
+  pthread_mutex_unlock(&se->mu);
+  uint64_t id = 0;
+  const int rc = wd_workers_submit(rec->m.workers, pcm, (size_t)(to - from), &p, &id);
+  free(ids);
+  if (rc < 0) {
+    /* never queued: its on_done will not come */
+    wd_rt_error_t fe = { .code = wd_err_name(rc) };
+    snprintf(fe.message, sizeof fe.message, "The turn could not be queued: %s.", wd_strerror(rc));
+    atomic_fetch_add(&se->hub->turns_failed, 1);
+    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
+                             "conversation.item.input_audio_transcription.failed", "item_id", item,
+                             "content_index", 0, "error", "type", wd_err_openai_type(rc), "code",
+                             fe.code, "message", fe.message));
+    turn_end(t);
+    return;
+  }
+  /* on_done may have run already (the turn is then gone): only a turn
+   * still listed takes its id (turns are made on this thread alone, so no
+   * other one can have its address meanwhile) */
+  pthread_mutex_lock(&se->mu);
+  for (turn_t *x = se->turns; x; x = x->next)
+    if (x == t)
+      x->job = id;
+  pthread_mutex_unlock(&se->mu);
+}
+
+/* ---- audio ------------------------------------------------------------------ */
+
+static void next_item(session_t *se, char *out, size_t n) {
+  snprintf(out, n, "item_%llx%05u", (unsigned long long)(uintptr_t)se & 0xffffff, ++se->item_seq);
+}
+
+/* Drops the buffered audio before sample `to` (the session's timeline). */
+static void drop_before(session_t *se, uint64_t to) {
+  if (to <= se->base)
+    return;
+  const size_t k = to - se->base < se->n16 ? (size_t)(to - se->base) : se->n16;
+  memmove(se->a16, se->a16 + k, (se->n16 - k) * sizeof *se->a16);
+  se->n16 -= k;
+  se->base += k;
+}
+
+static json_t *speech_event(const char *type, const char *key, uint64_t sample, const char *item) {
+  return json_pack("{s:s, s:I, s:s}", "type", type, key, (json_int_t)(sample * 1000 / RT_RATE),
+                   "item_id", item);
+}
+
+/* server_vad over the chunks the new audio completed. */
+static void detect(session_t *se, const wd_vad_model_t *vad) {
+  const size_t room = (size_t)((se->base + se->n16) / WD_VAD_CHUNK) - se->vst.next + 1;
+  if (room > se->probs_cap) {
+    float *g = realloc(se->probs, room * sizeof *g);
+    if (!g)
+      return;
+    se->probs = g;
+    se->probs_cap = room;
+  }
+  const size_t first = se->vst.next;
+  const int k = wd_vad_stream_probs(vad, &se->vst, se->a16, se->n16, se->base, se->probs);
+  const float neg = se->cfg.threshold - 0.15f > 0.01f ? se->cfg.threshold - 0.15f : 0.01f;
+  const uint64_t pad = (uint64_t)se->cfg.prefix_padding_ms * RT_RATE / 1000,
+                 quiet = (uint64_t)se->cfg.silence_duration_ms * RT_RATE / 1000;
+  for (int i = 0; i < k; i++) {
+    const uint64_t c0 = (uint64_t)(first + (size_t)i) * WD_VAD_CHUNK, c1 = c0 + WD_VAD_CHUNK;
+    const float p = se->probs[i];
+    if (!se->in_speech) {
+      if (p < se->cfg.threshold)
+        continue;
+      se->in_speech = 1;
+      se->silence = 0;
+      se->turn_start = c0 > se->base + pad ? c0 - pad : se->base;
+      next_item(se, se->speech_item, sizeof se->speech_item);
+      send_event(se, speech_event("input_audio_buffer.speech_started", "audio_start_ms",
+                                  se->turn_start, se->speech_item));
+      continue;
+    }
+    se->silence = p < neg ? se->silence + WD_VAD_CHUNK : p >= se->cfg.threshold ? 0 : se->silence;
+    const int cut = c1 - se->turn_start >= (uint64_t)WD_RT_TURN_MAX_S * RT_RATE;
+    if (se->silence < quiet && !cut)
+      continue;
+    const uint64_t end = cut ? c1 : c1 - se->silence + quiet / 2; /* a little of the silence */
+    send_event(se, speech_event("input_audio_buffer.speech_stopped", "audio_end_ms", end,
+                                se->speech_item));
+    commit(se, se->turn_start, end, se->speech_item);
+    se->in_speech = 0;
+    drop_before(se, end);
+  }
+  /* Outside speech only the prefix padding and the next chunk's context
+   * are kept. */
+  if (!se->in_speech) {
+    const uint64_t next = (uint64_t)se->vst.next * WD_VAD_CHUNK;
+    const uint64_t keep = pad + WD_VAD_CONTEXT;
+    if (next > se->base + keep)
+      drop_before(se, next - keep);
+  }
+}
+
+static int append(session_t *se, const unsigned char *b, size_t n, wd_rt_error_t *e) {
+  const int rate = wd_rt_format_rate(se->cfg.format);
+  const size_t ns = se->cfg.format == WD_RT_PCM24 ? n / 2 : n;
+  if (se->cfg.format == WD_RT_PCM24 && n % 2) {
+    *e = (wd_rt_error_t){ .code = "invalid_value", .param = "audio" };
+    snprintf(e->message, sizeof e->message, "audio/pcm is 16-bit samples: an odd byte count.");
+    return WD_EINVAL;
+  }
+  if (!se->res || se->res_rate != rate) {
+    wd_live_audio_free(se->res);
+    se->res = NULL;
+    if (wd_live_audio_new(rate, &se->res) < 0)
+      return WD_ENOMEM;
+    se->res_rate = rate;
+  }
+  int16_t *in = malloc((ns ? ns : 1) * sizeof *in);
+  if (!in)
+    return WD_ENOMEM;
+  for (size_t i = 0; i < ns; i++)
+    in[i] = se->cfg.format == WD_RT_PCMU   ? wd_g711_ulaw(b[i])
+            : se->cfg.format == WD_RT_PCMA ? wd_g711_alaw(b[i])
+                                           : (int16_t)(uint16_t)(b[2 * i] | (unsigned)b[2 * i + 1] << 8);
+  const size_t room = wd_live_audio_room(se->res, ns);
+  if (se->n16 + room > (size_t)WD_RT_MAX_BUFFER_S * RT_RATE) {
+    free(in);
+    *e = (wd_rt_error_t){ .code = "input_audio_buffer_full", .param = "audio" };
+    snprintf(e->message, sizeof e->message,
+             "The input audio buffer holds %d s at most: commit or clear it.", WD_RT_MAX_BUFFER_S);
+    return WD_ETOOBIG;
+  }
+  if (se->n16 + room > se->cap16) {
+    size_t cap = se->cap16 ? se->cap16 : RT_RATE;
+    while (cap < se->n16 + room)
+      cap *= 2;
+    int16_t *g = realloc(se->a16, cap * sizeof *g);
+    if (!g) {
+      free(in);
+      return WD_ENOMEM;
+    }
+    se->a16 = g;
+    se->cap16 = cap;
+  }
+  const int got = wd_live_audio_push(se->res, in, ns, se->a16 + se->n16);
+  free(in);
+  if (got < 0)
+    return got;
+  se->n16 += (size_t)got;
+  return 0;
+}
+
+/* ---- client events ------------------------------------------------------------ */
+
+static void send_session(session_t *se, const char *type) {
+  json_t *s = wd_rt_config_json(&se->cfg);
+  if (s) {
+    char id[40];
+    snprintf(id, sizeof id, "sess_%llx", (unsigned long long)(uintptr_t)se & 0xffffffffffull);
+    json_object_set_new(s, "id", json_string(id));
+  }
+  send_event(se, json_pack("{s:s, s:o}", "type", type, "session", s));
+}
+
+static void on_event(session_t *se, const char *json, size_t n) {
+  wd_rt_event_t ev;
+  wd_rt_error_t e = { 0 };
+  int rc = wd_rt_event_parse(json, n, &se->cfg, &ev, &e);
+  if (rc < 0) {
+    send_error(se, &e, ev.event_id, rc == WD_ENOMEM ? "server_error" : NULL);
+    return;
+  }
+  const wd_vad_model_t *vad = NULL;
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int nm = wd__server_models(se->hub->s, recs);
+  for (int k = 0; k < nm; k++) {
+    if (!vad)
+      vad = recs[k]->m.vad; /* the process's one VAD, whichever model lends it */
+    wd__served_release(recs[k]);
+  }
+  switch (ev.type) {
+  case WD_RT_SESSION_UPDATE:
+    if (ev.cfg.vad && !vad) {
+      e = (wd_rt_error_t){ .code = "unsupported_value",
+                           .param = "session.audio.input.turn_detection" };
+      snprintf(e.message, sizeof e.message, "server_vad needs voice activity detection, and "
+               "this server has no Silero VAD model: set turn_detection to null and commit.");
+      send_error(se, &e, ev.event_id, NULL);
+      break;
+    }
+    if (ev.cfg.vad != se->cfg.vad || ev.cfg.format != se->cfg.format) {
+      se->in_speech = 0; /* a new detection from the next audio on */
+      wd_vad_stream_init(&se->vst);
+      se->vst.next = (size_t)((se->base + se->n16) / WD_VAD_CHUNK) + 1;
+    }
+    wd_rt_config_free(&se->cfg);
+    se->cfg = ev.cfg;
+    ev.cfg.prompt = NULL;
+    send_session(se, "session.updated");
+    break;
+  case WD_RT_APPEND:
+    if (atomic_load(&se->hub->stopping)) {
+      e = (wd_rt_error_t){ .code = "server_shutting_down" };
+      snprintf(e.message, sizeof e.message, "The server is shutting down: no more audio.");
+      send_error(se, &e, ev.event_id, "server_error");
+      break;
+    }
+    if ((rc = append(se, ev.audio, ev.audio_len, &e)) < 0) {
+      if (!e.message[0])
+        snprintf(e.message, sizeof e.message, "%s", wd_strerror(rc));
+      send_error(se, &e, ev.event_id, rc == WD_ENOMEM ? "server_error" : NULL);
+      break;
+    }
+    if (se->cfg.vad && vad)
+      detect(se, vad);
+    break;
+  case WD_RT_COMMIT: {
+    if (se->n16 < RT_MIN_COMMIT) {
+      e = (wd_rt_error_t){ .code = "input_audio_buffer_commit_empty" };
+      snprintf(e.message, sizeof e.message, "Error committing input audio buffer: buffer too "
+               "small. Expected at least 100ms of audio, but buffer only has %.2fms of audio.",
+               (double)se->n16 * 1000.0 / RT_RATE);
+      send_error(se, &e, ev.event_id, NULL);
+      break;
+    }
+    char item[40];
+    if (se->in_speech)
+      snprintf(item, sizeof item, "%s", se->speech_item);
+    else
+      next_item(se, item, sizeof item);
+    const uint64_t from = se->in_speech && se->turn_start > se->base ? se->turn_start : se->base;
+    commit(se, from, se->base + se->n16, item);
+    se->in_speech = 0;
+    drop_before(se, se->base + se->n16);
+    break;
+  }
+  case WD_RT_CLEAR:
+    drop_before(se, se->base + se->n16);
+    se->in_speech = 0;
+    send_event(se, json_pack("{s:s}", "type", "input_audio_buffer.cleared"));
+    break;
+  }
+  wd_rt_event_clear(&ev);
+}
+
+static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
+  session_t *se = ud;
+  switch (op) {
+  case WD_WS_TEXT:
+    if (!se->closing)
+      on_event(se, (const char *)data, n);
+    return 0;
+  case WD_WS_BINARY: {
+    wd_rt_error_t e = { .code = "invalid_event" };
+    snprintf(e.message, sizeof e.message, "Client events are JSON text frames, not binary.");
+    send_error(se, &e, NULL, NULL);
+    return 0;
+  }
+  case WD_WS_PING:
+    queue_frame(se, WD_WS_PONG, data, n);
+    return 0;
+  case WD_WS_CLOSE:
+    if (!se->closing) /* echo the client's code */
+      queue_frame(se, WD_WS_CLOSE, data, n >= 2 ? 2 : 0);
+    return 1; /* done */
+  default:
+    return 0;
+  }
+}
+
+/* ---- the session thread --------------------------------------------------------- */
+
+/* Writes what is queued, as far as the socket takes it. -1: gone. */
+static int flush_out(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  int rc = 0;
+  while (se->out_off < se->out_len) {
+    const ssize_t w = send(se->fd, se->out + se->out_off, se->out_len - se->out_off, MSG_NOSIGNAL);
+    if (w > 0) {
+      se->out_off += (size_t)w;
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+      break;
+    rc = -1;
+    se->dead = 1;
+    break;
+  }
+  pthread_mutex_unlock(&se->mu);
+  return rc;
+}
+
+static int is_dead(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  const int d = se->dead;
+  pthread_mutex_unlock(&se->mu);
+  return d;
+}
+
+static int pending_out(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  const int p = se->out_off < se->out_len;
+  pthread_mutex_unlock(&se->mu);
+  return p;
+}
+
+static int n_turns(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  int n = 0;
+  for (turn_t *t = se->turns; t; t = t->next)
+    n++;
+  pthread_mutex_unlock(&se->mu);
+  return n;
+}
+
+/* The client left (or was cut off): its turns are cancelled. */
+static void cancel_turns(session_t *se) {
+  uint64_t ids[64];
+  wd_workers_t *gs[64];
+  int n = 0;
+  pthread_mutex_lock(&se->mu);
+  for (turn_t *t = se->turns; t && n < 64; t = t->next)
+    if (t->job) {
+      ids[n] = t->job;
+      gs[n++] = t->rec->m.workers;
+    }
+  pthread_mutex_unlock(&se->mu);
+  for (int i = 0; i < n; i++)
+    wd_workers_cancel(gs[i], ids[i]);
+}
+
+static void *session_main(void *arg) {
+  session_t *se = arg;
+  wd_realtime_t *h = se->hub;
+  unsigned char buf[65536];
+  int client_closed = 0, discard = 0;
+  double close_sent_at = 0;
+  send_session(se, "session.created");
+  for (;;) {
+    if (atomic_load(&h->forced))
+      break;
+    if (is_dead(se))
+      break;
+    if (atomic_load(&h->stopping) && !se->closing && n_turns(se) == 0) {
+      send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
+      close_sent_at = wd_now_s();
+    }
+    if (se->closing && !close_sent_at)
+      close_sent_at = wd_now_s();
+    if ((client_closed || (se->closing && wd_now_s() - close_sent_at > 2.0)) && !pending_out(se))
+      break; /* the handshake's close done (or the client never answered) */
+    struct pollfd pf[2] = { { .fd = se->fd, .events = POLLIN | (pending_out(se) ? POLLOUT : 0) },
+                            { .fd = se->wake, .events = POLLIN } };
+    const int pr = poll(pf, 2, 250);
+    if (pr < 0 && errno != EINTR)
+      break;
+    if (pf[1].revents & POLLIN) {
+      uint64_t v;
+      if (read(se->wake, &v, sizeof v) < 0) { /* nothing to read: fine */
+      }
+    }
+    if (pf[0].revents & POLLOUT && flush_out(se) < 0)
+      break;
+    if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t r = recv(se->fd, buf, sizeof buf, 0);
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        break; /* the client is gone */
+      if (r > 0 && !discard) {
+        se->last_rx = wd_now_s();
+        int close_code = 0;
+        const int rc = wd_ws_feed(&se->parser, buf, (size_t)r, on_message, se, &close_code);
+        if (rc == 1) {
+          client_closed = 1;
+        } else if (rc < 0) {
+          wd_log_info("api: realtime client broke the protocol (%s): closing with %d",
+                      wd_strerror(rc), close_code);
+          send_close(se, close_code, rc == WD_ETOOBIG ? "message too big" : "protocol error");
+          /* read no further, but drain what still comes for a while: a
+           * socket closed with unread data sends a reset, which would
+           * destroy the close frame before the client reads it */
+          discard = 1;
+        }
+      }
+    }
+    if (pending_out(se) && flush_out(se) < 0)
+      break;
+    if (!se->closing && wd_now_s() - se->last_rx > WD_RT_IDLE_S)
+      send_close(se, WD_WS_CLOSE_NORMAL, "idle");
+  }
+  cancel_turns(se); /* nobody reads their events any more */
+  pthread_mutex_lock(&se->mu);
+  se->dead = 1;
+  pthread_mutex_unlock(&se->mu);
+  MHD_upgrade_action(se->urh, MHD_UPGRADE_ACTION_CLOSE);
+  pthread_mutex_lock(&h->mu);
+  for (session_t **pp = &h->list; *pp; pp = &(*pp)->next)
+    if (*pp == se) {
+      *pp = se->next;
+      break;
+    }
+  h->n_open--;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  wd_log_info("api: realtime session ended (%u turn%s)", se->item_seq,
+              se->item_seq == 1 ? "" : "s");
+  session_unref(se);
+  return NULL;
+}
+
+/* MHD: the 101 went out and the socket is ours. */
+static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+                        size_t extra_in_size, MHD_socket sock,
+                        struct MHD_UpgradeResponseHandle *urh) {
+  (void)c, (void)con_cls;
+  wd_realtime_t *h = cls;
+  session_t *se = calloc(1, sizeof *se);
+  if (se && (se->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    free(se);
+    se = NULL;
+  }
+  if (!se) {
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    return;
+  }
+  se->hub = h;
+  se->fd = sock;
+  se->urh = urh;
+  se->refs = 1;
+  se->last_rx = wd_now_s();
+  pthread_mutex_init(&se->mu, NULL);
+  wd_ws_parser_init(&se->parser, WD_RT_MAX_MESSAGE);
+  wd_rt_config_default(&se->cfg);
+  wd_vad_stream_init(&se->vst);
+  const int fl = fcntl(sock, F_GETFL);
+  if (fl >= 0)
+    fcntl(sock, F_SETFL, fl | O_NONBLOCK);
+  int close_code = 0;
+  if (extra_in_size > 0 &&
+      wd_ws_feed(&se->parser, extra_in, extra_in_size, on_message, se, &close_code) < 0)
+    se->closing = 1;
+  pthread_mutex_lock(&h->mu);
+  h->n_live++;
+  h->n_open++;
+  se->next = h->list;
+  h->list = se;
+  pthread_mutex_unlock(&h->mu);
+  atomic_fetch_add(&h->sessions_total, 1);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&se->thread, &at, session_main, se) != 0) {
+    pthread_attr_destroy(&at);
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    pthread_mutex_lock(&h->mu);
+    h->list = se->next;
+    h->n_open--;
+    pthread_mutex_unlock(&h->mu);
+    session_unref(se);
+    return;
+  }
+  pthread_attr_destroy(&at);
+  wd_log_info("api: realtime session started");
+}
+
+/* ---- the handshake ------------------------------------------------------------- */
+
+/* Whether header `name` holds token (comma-separated, any case). */
+static int header_has(struct MHD_Connection *c, const char *name, const char *token) {
+  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  const size_t k = strlen(token);
+  while (v && *v) {
+    while (*v == ' ' || *v == '\t' || *v == ',')
+      v++;
+    const char *e = v;
+    while (*e && *e != ',')
+      e++;
+    const char *t = e;
+    while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
+      t--;
+    if ((size_t)(t - v) == k && strncasecmp(v, token, k) == 0)
+      return 1;
+    v = e;
+  }
+  return 0;
+}
+
+const char *wd_realtime_subprotocol_key(struct MHD_Connection *c, size_t *ret_len) {
+  static const char prefix[] = "openai-insecure-api-key.";
+  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol");
+  const char *p = v ? strstr(v, prefix) : NULL;
+  if (!p)
+    return NULL;
+  p += sizeof prefix - 1;
+  size_t n = 0;
+  while (p[n] && p[n] != ',' && p[n] != ' ')
+    n++;
+  *ret_len = n;
+  return p;
+}
+
+static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *code,
+                                  const char *msg, int *ret_status) {
+  wd_api_error_t e;
+  wd_api_error_set(&e, status, NULL, code, "%s", msg);
+  if (status == 503)
+    e.retry_after_s = 5;
+  *ret_status = status;
+  return wd_response_error(c, &e, NULL);
+}
+
+enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status) {
+  const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
+  const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
+  char accept[29];
+  if (!header_has(c, "Upgrade", "websocket") || !header_has(c, "Connection", "upgrade") ||
+      !ver || strcmp(ver, "13") != 0 || wd_ws_accept_key(key, accept) < 0)
+    return http_error(c, 426, "upgrade_required",
+                      "/v1/realtime is a WebSocket (RFC 6455, version 13): connect with a "
+                      "WebSocket client such as the OpenAI SDKs' realtime clients.",
+                      ret_status);
+  if (!h || atomic_load(&h->stopping))
+    return http_error(c, 503, "server_shutting_down", "The server is shutting down.", ret_status);
+  pthread_mutex_lock(&h->mu);
+  const int full = h->n_live >= h->max_sessions;
+  pthread_mutex_unlock(&h->mu);
+  if (full)
+    return http_error(c, 503, "too_many_sessions",
+                      "Every realtime session this server runs at once is in use; retry later.",
+                      ret_status);
+  struct MHD_Response *r = MHD_create_response_for_upgrade(on_upgraded, h);
+  if (!r)
+    return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
+  MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
+  if (header_has(c, "Sec-WebSocket-Protocol", "realtime"))
+    MHD_add_response_header(r, "Sec-WebSocket-Protocol", "realtime");
+  const enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+  MHD_destroy_response(r);
+  *ret_status = 101;
+  return q;
+}

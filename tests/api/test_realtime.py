@@ -1,0 +1,261 @@
+"""OpenAI's Realtime transcription sessions on GET /v1/realtime (issue #26):
+the official Python SDK's realtime client (`client.realtime.connect`,
+websockets underneath), unmodified but for the base URL and key, streams
+jfk.wav as 24 kHz PCM and as G.711 μ-law, with commits of its own and with
+server_vad, and gets the sentence in `completed` events; a raw WebSocket
+client sends what an SDK never would (bad JSON, unknown events, binary
+frames, an empty commit, a frame over the size limit) and gets an error
+event or a close, and the daemon goes on serving.
+"""
+
+import base64
+import difflib
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+import wd_api
+from wd_api import start_daemon, stop_daemon
+
+openai = pytest.importorskip("openai")
+ws_sync = pytest.importorskip("websockets.sync.client")
+
+JFK_WORDS = wd_api.words(wd_api.JFK_TEXT)
+VAD_MODEL = os.path.join(wd_api.ROOT, "models", "silero-vad-v6.safetensors")
+
+
+def pcm_of(fmt, rate):
+    """jfk.wav as ffmpeg converts it: s16le or mulaw, mono, at rate."""
+    return subprocess.run(["ffmpeg", "-loglevel", "error", "-i", wd_api.JFK_WAV, "-ac", "1",
+                           "-ar", str(rate), "-f", fmt, "-"], check=True,
+                          capture_output=True).stdout
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    if not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en missing (scripts/fetch-model.sh tiny.en)")
+    if not os.path.exists(VAD_MODEL):
+        pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
+    d = start_daemon(args=["--api-key", "sk-rt", "--realtime-sessions", "4",
+                           "--vad-model", VAD_MODEL])
+    yield d
+    stop_daemon(d)
+
+
+def client(d, key="sk-rt"):
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{d.port}/v1", api_key=key)
+
+
+def stream(conn, data, bytes_per_piece):
+    for i in range(0, len(data), bytes_per_piece):
+        conn.input_audio_buffer.append(audio=base64.b64encode(data[i:i + bytes_per_piece]).decode())
+
+
+def collect(conn, n_items=None, timeout=120):
+    """Server events until every committed item has completed (or failed):
+    n_items of them, or (n_items None) every one before a `cleared`, which
+    the server sends after everything the appends before it caused."""
+    committed, done, events, cleared = [], {}, [], n_items is not None
+    if not cleared:
+        conn.input_audio_buffer.clear()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ev = conn.recv()
+        events.append(ev)
+        if ev.type == "input_audio_buffer.committed":
+            committed.append(ev.item_id)
+        elif ev.type == "input_audio_buffer.cleared":
+            cleared = True
+        elif ev.type in ("conversation.item.input_audio_transcription.completed",
+                         "conversation.item.input_audio_transcription.failed"):
+            done[ev.item_id] = ev
+        elif ev.type == "error":
+            raise AssertionError(f"error event: {ev}")
+        if cleared and committed and len(done) == len(committed) and (
+                n_items is None or len(committed) >= n_items):
+            return committed, done, events
+    raise AssertionError(f"not every turn completed: {[e.type for e in events]}")
+
+
+def test_manual_commits_pcm16_24khz(daemon):
+    pcm = pcm_of("s16le", 24000)
+    with client(daemon).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000},
+            "transcription": {"model": "whisper-1", "language": "en"},
+            "turn_detection": None}}, "include": ["item.input_audio_transcription.logprobs"]})
+        ev = conn.recv()
+        assert ev.type == "session.updated", ev
+        stream(conn, pcm, 4800)                      # 100 ms pieces
+        conn.input_audio_buffer.commit()
+        committed, done, events = collect(conn, 1)
+        item = committed[0]
+        fin = done[item]
+        assert fin.type.endswith(".completed"), fin
+        assert wd_api.words(fin.transcript) == JFK_WORDS, fin.transcript
+        assert fin.logprobs and fin.logprobs[0].token, fin
+        deltas = "".join(e.delta for e in events if e.type.endswith(".delta") and e.item_id == item)
+        assert wd_api.words(deltas) == JFK_WORDS, deltas
+        # an empty commit is an error event, and the session goes on
+        conn.input_audio_buffer.commit()
+        ev = conn.recv()
+        assert ev.type == "error" and ev.error.code == "input_audio_buffer_commit_empty", ev
+
+
+def test_server_vad_turns_pcmu(daemon):
+    """μ-law at 8 kHz at real-time pace in 40 ms pieces, then 1.5 s of
+    silence; server_vad finds the speech (speech_started, speech_stopped,
+    committed) and the turns' transcripts are the sentence."""
+    ulaw = pcm_of("mulaw", 8000) + bytes([0xFF]) * 12000
+    with client(daemon).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcmu"},
+            "turn_detection": {"type": "server_vad", "threshold": 0.5,
+                               "prefix_padding_ms": 300, "silence_duration_ms": 800}}}})
+        assert conn.recv().type == "session.updated"
+        t0 = time.monotonic()
+        for i in range(0, len(ulaw), 320):
+            stream(conn, ulaw[i:i + 320], 320)
+            time.sleep(max(0.0, t0 + (i + 320) / 8000 - time.monotonic()))
+        committed, done, events = collect(conn)
+        types = [e.type for e in events]
+        assert types.count("input_audio_buffer.speech_started") == len(committed), types
+        assert types.count("input_audio_buffer.speech_stopped") == len(committed), types
+        starts = [e.audio_start_ms for e in events if e.type.endswith("speech_started")]
+        assert 0 <= starts[0] < 1000, starts
+        text = " ".join(done[i].transcript for i in committed)
+        # tiny.en on telephone audio cut into turns: the sentence, give or
+        # take a word ("and so am i fellow americans")
+        match = difflib.SequenceMatcher(None, wd_api.words(text), JFK_WORDS).ratio()
+        assert match > 0.85 and wd_api.words(text)[-2:] == ["your", "country"], (match, text)
+
+
+def raw(daemon, key="sk-rt", subprotocols=None, headers=True):
+    extra = {"Authorization": f"Bearer {key}"} if headers else None
+    return ws_sync.connect(f"ws://127.0.0.1:{daemon.port}/v1/realtime?intent=transcription",
+                           additional_headers=extra, subprotocols=subprotocols,
+                           max_size=None, open_timeout=30)
+
+
+def next_error(ws):
+    while True:
+        ev = json.loads(ws.recv(timeout=30))
+        if ev["type"] == "error":
+            return ev["error"]
+
+
+def test_bad_messages_get_error_events_and_the_session_survives(daemon):
+    with raw(daemon) as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ws.send("{not json")
+        assert next_error(ws)["code"] == "invalid_json"
+        ws.send(json.dumps({"type": "response.create", "event_id": "e1"}))
+        err = next_error(ws)
+        assert err["code"] == "invalid_event" and err["event_id"] == "e1", err
+        ws.send(json.dumps({"no": "type"}))
+        assert next_error(ws)["param"] == "type"
+        ws.send(b"\x00\x01binary")
+        assert next_error(ws)["code"] == "invalid_event"
+        ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": "!!!"}))
+        assert next_error(ws)["param"] == "audio"
+        ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "transcription", "audio": {"input": {"format": {"type": "audio/pcm",
+                                                                    "rate": 16000}}}}}))
+        assert next_error(ws)["param"] == "session.audio.input.format.rate"
+        ws.send(json.dumps({"type": "session.update", "session": {"type": "realtime"}}))
+        assert next_error(ws)["param"] == "session.type"
+        # still a working session: a manual commit is transcribed
+        ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
+        pcm = pcm_of("s16le", 24000)
+        ws.send(json.dumps({"type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(pcm).decode()}))
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        while True:
+            ev = json.loads(ws.recv(timeout=120))
+            if ev["type"].endswith("transcription.completed"):
+                assert wd_api.words(ev["transcript"]) == JFK_WORDS, ev
+                break
+            assert ev["type"] != "error", ev
+
+
+def test_oversize_frame_closes_1009_and_the_daemon_serves_on(daemon):
+    ws = raw(daemon)
+    ws.recv(timeout=30)
+    with pytest.raises(Exception):  # the server closes while the frame is still going out
+        ws.send("x" * (17 << 20))
+        while True:
+            ws.recv(timeout=30)
+    assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1009
+    ws.close()
+    assert wd_api.request(daemon.port, "GET", "/health").status == 200
+
+
+def test_auth_and_handshake(daemon):
+    import websockets.exceptions as wse
+    with pytest.raises(wse.InvalidStatus) as e:
+        raw(daemon, key="wrong")
+    assert e.value.response.status_code == 401
+    # a browser's key: the subprotocol, no Authorization header
+    with raw(daemon, headers=False,
+             subprotocols=["realtime", "openai-insecure-api-key.sk-rt"]) as ws:
+        assert ws.subprotocol == "realtime"
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+    r = wd_api.request(daemon.port, "GET", "/v1/realtime",
+                       headers={"Authorization": "Bearer sk-rt"})
+    assert r.status == 426, r
+    # a client that disconnects mid-turn leaves the daemon serving
+    with raw(daemon) as ws:
+        ws.recv(timeout=30)
+        ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
+        ws.send(json.dumps({"type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(pcm_of("s16le", 24000)).decode()}))
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+    assert wd_api.request(daemon.port, "GET", "/health").status == 200
+
+
+def test_metrics_count_sessions_and_turns(daemon):
+    m = wd_api.metrics(daemon.port)
+    assert m["whisperd_realtime_sessions_total"] >= 5, m
+    assert m["whisperd_realtime_turns_total"] >= 4, m
+    assert m["whisperd_realtime_turn_latency_seconds_sum"] > 0, m
+    assert m["whisperd_realtime_sessions_open"] == 0, m
+    assert m['whisperd_http_requests_total{route="realtime",code="101"}'] >= 5, m
+
+
+def test_sigterm_finishes_running_turns_then_closes_1001():
+    if not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en missing (scripts/fetch-model.sh tiny.en)")
+    import signal
+    d = start_daemon()
+    try:
+        ws = ws_sync.connect(f"ws://127.0.0.1:{d.port}/v1/realtime?intent=transcription",
+                             max_size=None, open_timeout=30)
+        ws.recv(timeout=30)
+        ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
+        ws.send(json.dumps({"type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(pcm_of("s16le", 24000)).decode()}))
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        while json.loads(ws.recv(timeout=30))["type"] != "input_audio_buffer.committed":
+            pass
+        os.kill(d.proc.pid, signal.SIGTERM)
+        got = None
+        with pytest.raises(Exception):
+            while True:
+                ev = json.loads(ws.recv(timeout=60))
+                if ev["type"].endswith("transcription.completed"):
+                    got = ev["transcript"]
+        assert got is not None and wd_api.words(got) == JFK_WORDS, got
+        assert ws.protocol.close_rcvd is not None and ws.protocol.close_rcvd.code == 1001
+        assert d.proc.wait(timeout=60) == 0, d.log_tail()
+    finally:
+        if d.proc.poll() is None:
+            stop_daemon(d)
