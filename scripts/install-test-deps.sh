@@ -36,7 +36,9 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 missing=()
 # ffmpeg: the command openai/whisper decodes with, the reference that
 # tests/core/test_audio_ffmpeg.c compares our samples with bit for bit.
-for p in python3 python3-venv curl systemd ffmpeg; do
+# openssl: test_realtime.py's self-signed certificate for the TLS front the
+# Node SDK's realtime client needs (it only opens wss://).
+for p in python3 python3-venv curl systemd ffmpeg openssl; do
   have_pkg "$p" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

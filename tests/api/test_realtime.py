@@ -259,3 +259,36 @@ def test_sigterm_finishes_running_turns_then_closes_1001():
     finally:
         if d.proc.poll() is None:
             stop_daemon(d)
+
+
+NODE_DIR = os.path.join(wd_api.HERE, "node")
+
+
+@pytest.mark.parametrize("fmt,mode", [("pcm", "manual"), ("pcmu", "vad")])
+def test_node_sdk_realtime_client(daemon, tmp_path, fmt, mode):
+    """The Node SDK's OpenAIRealtimeWS (openai 6.x over ws 8), through a TLS
+    front of the test's own (the SDK always opens wss://): PCM with a
+    commit, μ-law with server_vad; the completed transcripts are jfk."""
+    import shutil
+    node = shutil.which("node")
+    if not node or not os.path.exists(os.path.join(NODE_DIR, "node_modules", "ws")):
+        pytest.skip("node or tests/api/node/node_modules/ws missing (scripts/install-test-deps.sh)")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
+                    "/CN=127.0.0.1", "-days", "1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    audio = tmp_path / "jfk.raw"
+    audio.write_bytes(pcm_of("s16le", 24000) if fmt == "pcm"
+                      else pcm_of("mulaw", 8000) + bytes([0xFF]) * 12000)
+    p = subprocess.run([node, os.path.join(NODE_DIR, "rt_check.mjs"), str(daemon.port), str(key),
+                        str(cert), str(audio), fmt, mode], capture_output=True, text=True,
+                       cwd=NODE_DIR, timeout=300)
+    assert p.returncode == 0, f"node rc {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}"
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["types"][0] == "session.created", doc
+    assert "session.updated" in doc["types"], doc
+    text = " ".join(doc["transcripts"])
+    match = difflib.SequenceMatcher(None, wd_api.words(text), JFK_WORDS).ratio()
+    assert match > 0.85, (match, doc)
+    if mode == "vad":
+        assert "input_audio_buffer.speech_started" in doc["types"], doc
