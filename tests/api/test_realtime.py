@@ -143,6 +143,15 @@ def raw(daemon, key="sk-rt", subprotocols=None, headers=True):
                            max_size=None, open_timeout=30)
 
 
+def send_jfk_and_commit(ws):
+    """A raw client's manual turn: jfk.wav as 24 kHz PCM, committed."""
+    ws.send(json.dumps({"type": "session.update", "session": {
+        "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
+    ws.send(json.dumps({"type": "input_audio_buffer.append",
+                        "audio": base64.b64encode(pcm_of("s16le", 24000)).decode()}))
+    ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+
+
 def next_error(ws):
     while True:
         ev = json.loads(ws.recv(timeout=30))
@@ -213,11 +222,7 @@ def test_auth_and_handshake(daemon):
     # a client that disconnects mid-turn leaves the daemon serving
     with raw(daemon) as ws:
         ws.recv(timeout=30)
-        ws.send(json.dumps({"type": "session.update", "session": {
-            "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
-        ws.send(json.dumps({"type": "input_audio_buffer.append",
-                            "audio": base64.b64encode(pcm_of("s16le", 24000)).decode()}))
-        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        send_jfk_and_commit(ws)
     assert wd_api.request(daemon.port, "GET", "/health").status == 200
 
 
@@ -239,11 +244,7 @@ def test_sigterm_finishes_running_turns_then_closes_1001():
         ws = ws_sync.connect(f"ws://127.0.0.1:{d.port}/v1/realtime?intent=transcription",
                              max_size=None, open_timeout=30)
         ws.recv(timeout=30)
-        ws.send(json.dumps({"type": "session.update", "session": {
-            "type": "transcription", "audio": {"input": {"turn_detection": None}}}}))
-        ws.send(json.dumps({"type": "input_audio_buffer.append",
-                            "audio": base64.b64encode(pcm_of("s16le", 24000)).decode()}))
-        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        send_jfk_and_commit(ws)
         while json.loads(ws.recv(timeout=30))["type"] != "input_audio_buffer.committed":
             pass
         os.kill(d.proc.pid, signal.SIGTERM)
