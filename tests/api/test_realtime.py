@@ -293,3 +293,23 @@ def test_node_sdk_realtime_client(daemon, tmp_path, fmt, mode):
     assert match > 0.85, (match, doc)
     if mode == "vad":
         assert "input_audio_buffer.speech_started" in doc["types"], doc
+
+
+def test_a_client_that_stops_reading_is_cut_off(daemon):
+    """A client that sends and never reads (its library stops reading once
+    16 messages wait): the events queued for it pass 8 MiB and the session
+    is cut off, while the daemon serves everyone else."""
+    ws = raw(daemon)
+    try:
+        with pytest.raises(Exception):
+            for _ in range(200000):          # each draws an error event of ~300 bytes
+                ws.send("{")
+    finally:
+        ws.close()
+    deadline = time.monotonic() + 30
+    while "client not reading" not in daemon.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "client not reading" in daemon.log()
+    assert wd_api.request(daemon.port, "GET", "/health").status == 200
+    with raw(daemon) as ws2:
+        assert json.loads(ws2.recv(timeout=30))["type"] == "session.created"

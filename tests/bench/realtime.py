@@ -4,7 +4,7 @@ GET /v1/realtime, each streaming jfk.wav as 24 kHz PCM at real-time pace in
 40 ms pieces with server_vad, then a second of silence; the figure is each
 turn's latency from the client's receipt of speech_stopped to its receipt
 of the turn's completed event, p50 and p95 over all turns of all sessions,
-per N. --uploads K runs K POST /v1/audio/transcriptions of jfk.wav in a
+per N (--stagger S: session i starts i * S / N seconds late). --uploads K runs K POST /v1/audio/transcriptions of jfk.wav in a
 loop beside the sessions (the same workers).
 
 Runs the real daemon (build/daemon/whisperd serve, --device cpu unless
@@ -39,7 +39,8 @@ def jfk24():
                           capture_output=True).stdout + bytes(48000)
 
 
-async def session(port, pcm, lat, piece_s=0.04):
+async def session(port, pcm, lat, delay=0.0, piece_s=0.04):
+    await asyncio.sleep(delay)
     url = f"ws://127.0.0.1:{port}/v1/realtime?intent=transcription"
     async with websockets.connect(url, max_size=None) as ws:
         await ws.recv()
@@ -101,6 +102,9 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default=wd_api.TINY_EN)
     ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--stagger", type=float, default=0.0,
+                    help="session i of N starts i * S / N seconds late (0: all at once, every "
+                         "turn of every session ending at the same moment: the worst case)")
     a = ap.parse_args()
     pcm = jfk24()
     d = wd_api.start_daemon(model=a.model, args=["--device", a.device, "--vad-model", VAD_MODEL,
@@ -116,7 +120,8 @@ def main():
                 t.start()
 
             async def run():
-                await asyncio.gather(*[session(d.port, pcm, lat) for _ in range(n)])
+                await asyncio.gather(*[session(d.port, pcm, lat, i * a.stagger / n)
+                                       for i in range(n)])
             asyncio.run(run())
             stop.set()
             for t in threads:
