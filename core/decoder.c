@@ -651,6 +651,27 @@ int wd_decoder_rows_wanted(const wd_decoder_t *d) {
 
 void wd_decoder_rows_held(wd_decoder_t *d, int n) { d->n_held = n; }
 
+int wd_decoder_rows_shed(wd_decoder_t *d, int *keep) {
+  int m = 0;
+  if (d->n_held <= d->n_rows)
+    return 0;
+  if (d->phase == PH_SAMPLE) {
+    if ((m = wd_fallback_shed(&d->fb, keep)) == 0)
+      return 0;
+  }
+  /* PH_FEED (no group yet) or any other phase: rows 0 .. n_rows are the
+   * decoder's own; after a shed, its kept attempt's rows first */
+  for (int r = 0; m < d->n_rows && r < d->n_held; r++) {
+    int used = 0;
+    for (int k = 0; k < m; k++)
+      used |= keep[k] == r;
+    if (!used)
+      keep[m++] = r;
+  }
+  d->n_held = m;
+  return m;
+}
+
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d) {
   switch (d->phase) {
   case PH_DETECT_ENCODE:

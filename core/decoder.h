@@ -73,6 +73,13 @@ int wd_decoder_n_rows(const wd_decoder_t *d);
 int wd_decoder_rows_wanted(const wd_decoder_t *d);
 void wd_decoder_rows_held(wd_decoder_t *d, int n);
 
+/* The holder needs its lent rows back (a job is queued): the decoder keeps
+ * what it cannot do without, its rows keep[0 .. m) becoming rows 0 .. m
+ * (m >= n_rows); the attempts it gave up run later, one after another,
+ * with the same result. Returns m, or 0 when it holds nothing it can give
+ * back now (try again after the next step). */
+int wd_decoder_rows_shed(wd_decoder_t *d, int *keep);
+
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d);
 
 /* WD_DEC_ENCODE: the (n_mels, 3000) window to encode. */

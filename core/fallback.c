@@ -179,6 +179,25 @@ int wd_fallback_update(wd_fallback_t *f, const wd_filter_t *filt, float *work,
   return decide(f, ret_keep);
 }
 
+int wd_fallback_shed(wd_fallback_t *f, int *keep) {
+  if (f->n <= 1 || f->first || f->from_row0)
+    return 0;
+  int i = 0;
+  while (i < f->n && f->att[i].verdict != WD_ATT_RUNNING)
+    i++;
+  if (i == f->n)
+    return 0; /* decided: the group ends with this step's update */
+  for (int r = 0; r < f->rows_per; r++)
+    keep[r] = i * f->rows_per + r;
+  if (i > 0) {
+    f->att[0] = f->att[i];
+    f->att[0].search.rng = &f->att[0].rng; /* the copy's own stream */
+  }
+  f->lo += i;
+  f->n = 1;
+  return f->rows_per;
+}
+
 const wd_hyp_t *wd_fallback_result(const wd_fallback_t *f, int i, wd_window_stats_t *ws) {
   *ws = f->att[i].ws;
   return f->att[i].best;

@@ -90,6 +90,15 @@ void wd_fallback_work(const wd_fallback_t *f, wd_dec_work_t *w);
 int wd_fallback_update(wd_fallback_t *f, const wd_filter_t *filt, float *work,
                        const float *const *logits, float no_speech_prob, int *ret_keep);
 
+/* Gives back the rows of attempts that may never be needed: the group
+ * shrinks to its lowest running attempt (those before it failed; those
+ * after it run again later, one after another, if it fails too), whose
+ * rows keep[0 .. rows_per) were; it becomes attempt 0 at rows 0 ... Not
+ * while the group's first copies are pending (the other rows are not
+ * filled yet) or when nothing would be given back. Returns the rows kept
+ * (rows_per), or 0 when the group stays as it is. */
+int wd_fallback_shed(wd_fallback_t *f, int *keep);
+
 /* Decided attempt i's result and its window stats. */
 const wd_hyp_t *wd_fallback_result(const wd_fallback_t *f, int i, wd_window_stats_t *ws);
 

@@ -241,9 +241,30 @@ static int free_slots(unsigned mask, int n) {
  * (extra rows for fallback attempts side by side, decoder.h). Rows are
  * lent only while no job waits in the queue (spare = 0 then): a queued
  * job never waits for slots lent to attempts that could have run one after
- * another; lent rows come back when the attempts end. */
+ * another; lent rows come back when the attempts end, or at once when a
+ * job is queued meanwhile (wd_decoder_rows_shed). */
 static void job_rows(wd_worker_t *w, wd_job_t *j, int spare) {
   const int want = wd_decoder_rows_wanted(j->dec), max_seqs = w->o.engine->max_seqs;
+  if (!spare && j->n_held > j->n_rows) {
+    /* a job waits: lent rows come back now, not when the attempts end */
+    int keep[WD_DECODER_MAX_ROWS], seq[WD_DECODER_MAX_ROWS];
+    const int m = wd_decoder_rows_shed(j->dec, keep);
+    if (m > 0) {
+      unsigned kept = 0;
+      for (int r = 0; r < m; r++) {
+        seq[r] = j->seq[keep[r]];
+        kept |= 1u << seq[r];
+      }
+      for (int r = 0; r < j->n_held; r++)
+        if (!(kept & (1u << j->seq[r])))
+          w->seq_used &= ~(1u << j->seq[r]);
+      memcpy(j->seq, seq, (size_t)m * sizeof *seq);
+      pthread_mutex_lock(&w->mu);
+      w->st.rows_shed += (uint64_t)(j->n_held - m);
+      pthread_mutex_unlock(&w->mu);
+      j->n_held = m;
+    }
+  }
   int held = j->n_held;
   while (held > want && held > j->n_rows)
     w->seq_used &= ~(1u << j->seq[--held]);

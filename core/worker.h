@@ -110,6 +110,7 @@ typedef struct {
   uint64_t jobs_done, jobs_failed; /* ended with rc == 0 / rc < 0 */
   uint64_t steps;                  /* engine steps */
   uint64_t rows;                   /* sum of rows over steps (occupancy = rows / steps) */
+  uint64_t rows_shed;              /* rows lent to fallback attempts taken back for a queued job */
   uint64_t steps_by_rows[WD_ENGINE_MAX_SEQS + 1]; /* steps with r rows at [r] */
   uint64_t encodes;                /* windows encoded */
   uint64_t prefills;               /* prompts fed in one submit */

@@ -195,6 +195,7 @@ void wd_worker_stats_add(wd_worker_stats_t *sum, const wd_worker_stats_t *st) {
   sum->jobs_failed += st->jobs_failed;
   sum->steps += st->steps;
   sum->rows += st->rows;
+  sum->rows_shed += st->rows_shed;
   for (size_t r = 0; r < sizeof sum->steps_by_rows / sizeof sum->steps_by_rows[0]; r++)
     sum->steps_by_rows[r] += st->steps_by_rows[r];
   sum->encodes += st->encodes;

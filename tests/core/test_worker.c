@@ -132,12 +132,51 @@ static const char *const FALLBACK_PROMPT =
     " what you can do for your country. Ten of Clothes. Four Queen of Clothes. Seven of"
     " Clothes. Five, five. Eight of spades.";
 
+/* The engine of a rig whose first step of several rows (fallback attempts
+ * side by side) submits a job that needs 5 rows, more than the lent rows
+ * leave free: it waits in the queue, so the attempts must give rows back. */
+static struct {
+  wd_engine_t iface;
+  int (*inner_step)(void *self, int n, const int *seqs, const int32_t *tokens,
+                    const float **ret_logits);
+  wd_worker_t *w;
+  int submitted;
+  outcome_t b;
+} g_shed;
+
+static int shed_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                     const float **ret_logits) {
+  if (n >= 2 && g_shed.w && !g_shed.submitted) {
+    g_shed.submitted = 1;
+    const clip_t beam = { "audio/cards/003.wav", 1, .beam_size = 5 };
+    wd_decode_opts_t d;
+    clip_opts(&beam, &d);
+    WD_CHECK_EQ_INT(submit_opts(g_shed.w, beam.name, 1, &d, 0, &g_shed.b, NULL), 0);
+  }
+  return g_shed.inner_step(self, n, seqs, tokens, ret_logits);
+}
+
+static const wd_engine_t *shed_wrap(const wd_engine_t *ref) {
+  g_shed.iface = *ref;
+  g_shed.inner_step = ref->step;
+  g_shed.iface.step = shed_step;
+  return &g_shed.iface;
+}
+
 /* One job of cards/004.wav with FALLBACK_PROMPT on a worker of `slots`
- * slots; its transcript into *t, and its steps with several rows. */
-static int fallback_run(int slots, wd_transcript_t *t, uint64_t *ret_multi) {
+ * slots (shed: with g_shed's engine); its transcript into *t, and its
+ * steps with several rows. */
+static int fallback_run(int slots, int shed, wd_transcript_t *t, uint64_t *ret_multi,
+                        uint64_t *ret_shed) {
   rig_t g;
-  if (rig_start(&g, TINY, slots, 4) < 0)
+  g_wrap = shed ? shed_wrap : NULL;
+  memset(&g_shed, 0, sizeof g_shed);
+  outcome_init(&g_shed.b);
+  const int started = rig_start(&g, TINY, slots, 4);
+  g_wrap = NULL;
+  if (started < 0)
     return -1;
+  g_shed.w = shed ? g.w : NULL;
   wd_decode_opts_t d;
   wd_decode_opts_default(&d);
   d.seed = 77;
@@ -157,10 +196,16 @@ static int fallback_run(int slots, wd_transcript_t *t, uint64_t *ret_multi) {
     wait_done(&o, 1);
     rc = o.rc;
   }
+  if (shed && g_shed.submitted) {
+    wait_done(&g_shed.b, 1);
+    WD_CHECK_EQ_INT(g_shed.b.rc, 0); /* the queued job ran too */
+    wd_transcript_free(&g_shed.b.t);
+  }
   wd_worker_stats(g.w, &st);
   *ret_multi = 0;
   for (int r = 2; r <= 16; r++)
     *ret_multi += st.steps_by_rows[r] - st0.steps_by_rows[r];
+  *ret_shed = st.rows_shed;
   *t = o.t;
   free(ids);
   rig_stop(&g);
@@ -175,10 +220,19 @@ static int fallback_run(int slots, wd_transcript_t *t, uint64_t *ret_multi) {
 WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  wd_transcript_t seq = { 0 }, par = { 0 };
-  uint64_t multi_seq = 0, multi_par = 0;
-  const int rc_seq = fallback_run(1, &seq, &multi_seq);
-  const int rc_par = fallback_run(8, &par, &multi_par);
+  wd_transcript_t seq = { 0 }, par = { 0 }, shed = { 0 };
+  uint64_t multi_seq = 0, multi_par = 0, multi_shed = 0, n_shed = 0, unused = 0;
+  const int rc_seq = fallback_run(1, 0, &seq, &multi_seq, &unused);
+  const int rc_par = fallback_run(8, 0, &par, &multi_par, &unused);
+  /* a job queued while the attempts hold lent rows: they give them back at
+   * once (the ones not yet needed run again later), same result */
+  const int rc_shed = fallback_run(8, 1, &shed, &multi_shed, &n_shed);
+  WD_CHECK_EQ_INT(rc_shed, 0);
+  WD_CHECK(g_shed.submitted && n_shed > 0);
+  WD_CHECK(rc_shed != 0 || same_transcript(&seq, &shed));
+  fprintf(stderr, "fallback with a job queued meanwhile: %llu lent rows given back\n",
+          (unsigned long long)n_shed);
+  wd_transcript_free(&shed);
   WD_CHECK_EQ_INT(rc_seq, 0);
   WD_CHECK_EQ_INT(rc_par, 0);
   if (rc_seq == 0 && rc_par == 0) {
