@@ -62,7 +62,10 @@
 #include "chunk_job.h"
 #include "vad_job.h"
 
-enum { PH_RECEIVING = 0, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
+enum { PH_RECEIVING = 0, PH_MODEL_WAIT, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
+
+/* Seconds a request for a model loaded on demand waits for its load. */
+#define WD_MODEL_LOAD_WAIT_S 60
 
 /* After answering a body early (413 over the cap, 408 too slow), the rest
  * is read and dropped for at most this many bytes or seconds so that the
@@ -128,6 +131,7 @@ struct wd_transcription {
                               * job it submits may end (on_done) before it
                               * resumes, and must not resume it instead */
   int decoded;               /* decode_task ran: n_pcm, decode_rc, decode_msg */
+  char wait_model[64];       /* PH_MODEL_WAIT: the model's name; "" before */
   int submit_rc;             /* decode_task's submit: 0, or why it failed */
   size_t n_pcm;              /* samples decoded */
   int decode_rc;
@@ -673,6 +677,39 @@ static int decode_room(void *ud, double seconds) {
 /* A decode thread: the upload to samples, then back to the MHD thread.
  * Until it resumes the connection, only this thread touches t's body,
  * form and request. */
+/* Whether the served model named `name` is loaded, or its load refused
+ * (over the memory budget) or the server stopping: the wait is over. */
+static int model_wait_over(wd_server_t *s, const char *name) {
+  if (atomic_load(&s->quiescing))
+    return 1;
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int n = wd__server_models(s, recs);
+  int over = 1; /* a model no longer there: nothing to wait for */
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
+        over = recs[k]->m.workers != NULL ||
+               (recs[k]->m.on_demand && recs[k]->m.on_demand(recs[k]->m.demand_ud) == WD_EBUSY);
+    wd__served_release(recs[k]);
+  }
+  return over;
+}
+
+/* A decode thread: the request's model is being loaded on demand; waits
+ * for it (at most WD_MODEL_LOAD_WAIT_S), off the HTTP threads, then
+ * resumes the connection, which takes its body from the top again. */
+static void model_wait_task(void *arg) {
+  wd_transcription_t *t = arg;
+  const double deadline = wd_now_s() + WD_MODEL_LOAD_WAIT_S;
+  while (wd_now_s() < deadline && !model_wait_over(t->s, t->wait_model))
+    nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
+  pthread_mutex_lock(&t->mu);
+  t->decoding = 0;
+  resume_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  tr_unref(t);
+}
+
 static void decode_task(void *arg) {
   wd_transcription_t *t = arg;
   wd_server_t *s = t->s;
@@ -720,6 +757,34 @@ static void decode_task(void *arg) {
   tr_unref(t);
 }
 
+/* The request's model is loading: its record goes, the connection waits
+ * for model_wait_task (the same hand-over as decode_task's). */
+static enum MHD_Result wait_for_model(wd_transcription_t *t) {
+  wd_server_t *s = t->s;
+  snprintf(t->wait_model, sizeof t->wait_model, "%s", t->m->label);
+  wd__served_release(t->rec);
+  t->rec = NULL;
+  t->m = NULL;
+  atomic_fetch_add(&t->refs, 1);
+  pthread_mutex_lock(&t->mu);
+  t->decoding = 1;
+  const int rc = wd_taskq_push(s->decoders, model_wait_task, t);
+  if (rc < 0) {
+    t->decoding = 0;
+    pthread_mutex_unlock(&t->mu);
+    atomic_fetch_sub(&t->refs, 1);
+    wd_api_error_t e;
+    wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
+                          5);
+    return answer_error(t, &e);
+  }
+  suspend_locked(t);
+  t->phase = PH_MODEL_WAIT;
+  pthread_mutex_unlock(&t->mu);
+  wd_log_info("api: waiting for model %s to load", t->wait_model);
+  return MHD_YES;
+}
+
 /* The whole body is here: form, validation, audio, job. */
 static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_server_t *s = t->s;
@@ -759,10 +824,13 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   t->rec = recs[req.model_idx];
   t->m = &t->rec->m;
   if (!t->m->workers) {
-    /* loaded on demand: ask for it, and the client to come back */
+    /* loaded on demand: ask for it; wait for it once (bounded, on a
+     * decode thread), then this runs again; else the client comes back */
     const int wait = t->m->on_demand ? t->m->on_demand(t->m->demand_ud) : WD_EBUSY;
     wd_request_clear(&req);
     wd_multipart_free(form);
+    if (wait != WD_EBUSY && !t->wait_model[0] && t->m->label)
+      return wait_for_model(t);
     if (wait == WD_EBUSY)
       wd_api_error_set(&e, 503, "model", "model_over_memory_budget",
                        "The model `%.200s` is not loaded, and loading it would pass the server's "
@@ -884,6 +952,9 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
       *size = 0;
       return on_data(t, data, n);
     }
+    return on_body_complete(t);
+  case PH_MODEL_WAIT: /* resumed by model_wait_task: the body from the top */
+    t->phase = PH_RECEIVING;
     return on_body_complete(t);
   case PH_DECODING:
     return on_decoded(t);
