@@ -91,9 +91,10 @@ typedef struct {
    * and no_translate known, nothing loaded). A request for it calls
    * on_demand(demand_ud) (any thread; it must not block), which returns
    * the seconds a client should wait (a load is under way) or WD_EBUSY
-   * (over the memory budget while every other model is in use); either
-   * way the request is answered 503 with Retry-After, which the OpenAI
-   * SDKs wait out and retry on their own. */
+   * (over the memory budget while every other model is in use). A load
+   * under way is waited for once, on a decode thread (at most 60 s), and
+   * the request then goes on; otherwise it is answered 503 with
+   * Retry-After. A realtime turn for it fails with model_loading. */
   int (*on_demand)(void *ud);
   void *demand_ud;
 } wd_server_model_t;
