@@ -459,7 +459,10 @@ static json_t *speech_event(const char *type, const char *key, uint64_t sample, 
 
 /* server_vad over the chunks the new audio completed. */
 static void detect(session_t *se, const wd_vad_model_t *vad) {
-  const size_t room = (size_t)((se->base + se->n16) / WD_VAD_CHUNK) - se->vst.next + 1;
+  const size_t complete = (size_t)((se->base + se->n16) / WD_VAD_CHUNK);
+  if (complete <= se->vst.next)
+    return; /* no new complete chunk */
+  const size_t room = complete - se->vst.next;
   if (room > se->probs_cap) {
     float *g = realloc(se->probs, room * sizeof *g);
     if (!g)
@@ -469,6 +472,10 @@ static void detect(session_t *se, const wd_vad_model_t *vad) {
   }
   const size_t first = se->vst.next;
   const int k = wd_vad_stream_probs(vad, &se->vst, se->a16, se->n16, se->base, se->probs);
+  if (k == WD_EINVAL) { /* the next chunk's context is gone: start after it */
+    se->vst.next = (size_t)((se->base + WD_VAD_CONTEXT + WD_VAD_CHUNK - 1) / WD_VAD_CHUNK);
+    return;
+  }
   const float neg = se->cfg.threshold - 0.15f > 0.01f ? se->cfg.threshold - 0.15f : 0.01f;
   const uint64_t pad = (uint64_t)se->cfg.prefix_padding_ms * RT_RATE / 1000,
                  quiet = (uint64_t)se->cfg.silence_duration_ms * RT_RATE / 1000;
