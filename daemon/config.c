@@ -75,7 +75,7 @@ static const wd_option_t wd_options[] = {
   { "models", 0, WD_OPT_STR, OFF(models), "", 0, 0, NULL, "PATH[,PATH...]",
     "More models `serve` loads beside --model, up to 3, each with its own engine and worker on --device; a request's `model` (a model's name, e.g. base or tiny.en) picks one, and whisper-1 and --model-alias stay --model's", 0 },
   { "models-memory", 0, WD_OPT_INT, OFF(models_memory_mb), "0", 0, 1048576, NULL, "MIB",
-    "Memory the loaded models may take together, in MiB (a model counts its file's size plus a quarter); with it, --models load on their first request (answered 503 with Retry-After meanwhile), and idle ones make room least recently used first; a model that does not fit while the others are in use is answered 503. 0: every model loaded at start", 0 },
+    "Memory the loaded models may take together, in MiB (a model counts its file's size plus a quarter); with it, --models load on their first request (which waits for the load, at most 60 s), and idle ones make room least recently used first; a model that does not fit while the others are in use is answered 503 with Retry-After. 0: every model loaded at start", 0 },
   { "models-idle-s", 0, WD_OPT_INT, OFF(models_idle_s), "0", 0, 86400000, NULL, "SECONDS",
     "A model of --models unused this long is unloaded (loaded again on its next request); --model never is. 0: never", 0 },
   { "host", 0, WD_OPT_STR, OFF(host), "127.0.0.1", 0, 0, NULL, "ADDR",
