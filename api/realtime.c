@@ -298,13 +298,23 @@ static void turn_end(turn_t *t) {
   session_unref(se);
 }
 
+/* A JSON string of model text: a character split between segments is
+ * repaired as the HTTP answers repair it (jansson refuses invalid UTF-8,
+ * and the event would be lost). */
+static json_t *text_json(const char *s) {
+  char *fixed = wd_render_utf8_dup(s ? s : "", s ? strlen(s) : 0);
+  json_t *j = json_string(fixed ? fixed : "");
+  free(fixed);
+  return j;
+}
+
 /* Worker thread: a segment of the turn is final. */
 static void turn_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
   (void)done_s, (void)total_s;
   turn_t *t = ud;
-  json_t *ev = json_pack("{s:s, s:s, s:i, s:s}", "type",
+  json_t *ev = json_pack("{s:s, s:s, s:i, s:o}", "type",
                          "conversation.item.input_audio_transcription.delta", "item_id", t->item,
-                         "content_index", 0, "delta", seg->text ? seg->text : "");
+                         "content_index", 0, "delta", text_json(seg->text));
   if (ev && t->logprobs)
     json_object_set_new(ev, "logprobs", wd_render_logprobs(seg, 1, t->rec->m.tok));
   send_event(t->se, ev);
@@ -316,9 +326,9 @@ static void turn_done(void *ud, int rc, wd_transcript_t *tr) {
   session_t *se = t->se;
   wd_realtime_t *h = se->hub;
   if (rc == 0 && tr) {
-    json_t *ev = json_pack("{s:s, s:s, s:i, s:s, s:{s:s, s:f}}", "type",
+    json_t *ev = json_pack("{s:s, s:s, s:i, s:o, s:{s:s, s:f}}", "type",
                            "conversation.item.input_audio_transcription.completed", "item_id",
-                           t->item, "content_index", 0, "transcript", tr->text ? tr->text : "",
+                           t->item, "content_index", 0, "transcript", text_json(tr->text),
                            "usage", "type", "duration", "seconds", tr->duration);
     if (ev && t->logprobs)
       json_object_set_new(ev, "logprobs",
@@ -576,6 +586,19 @@ static void send_session(session_t *se, const char *type) {
   send_event(se, json_pack("{s:s, s:o}", "type", type, "session", s));
 }
 
+/* The Silero VAD the models were given (one per process), or NULL. */
+static const wd_vad_model_t *server_vad(session_t *se) {
+  const wd_vad_model_t *vad = NULL;
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int nm = wd__server_models(se->hub->s, recs);
+  for (int k = 0; k < nm; k++) {
+    if (!vad)
+      vad = recs[k]->m.vad;
+    wd__served_release(recs[k]);
+  }
+  return vad;
+}
+
 static void on_event(session_t *se, const char *json, size_t n) {
   wd_rt_event_t ev;
   wd_rt_error_t e = { 0 };
@@ -584,14 +607,11 @@ static void on_event(session_t *se, const char *json, size_t n) {
     send_error(se, &e, ev.event_id, rc == WD_ENOMEM ? "server_error" : NULL);
     return;
   }
-  const wd_vad_model_t *vad = NULL;
-  wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int nm = wd__server_models(se->hub->s, recs);
-  for (int k = 0; k < nm; k++) {
-    if (!vad)
-      vad = recs[k]->m.vad; /* the process's one VAD, whichever model lends it */
-    wd__served_release(recs[k]);
-  }
+  /* the process's one VAD (any model lends it), looked up only where used */
+  const wd_vad_model_t *vad =
+      (ev.type == WD_RT_SESSION_UPDATE && ev.cfg.vad) || (ev.type == WD_RT_APPEND && se->cfg.vad)
+          ? server_vad(se)
+          : NULL;
   switch (ev.type) {
   case WD_RT_SESSION_UPDATE:
     if (ev.cfg.vad && !vad) {
