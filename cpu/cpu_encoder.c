@@ -5,7 +5,9 @@
  * Activations are row-major (frames, channels). Every product is one
  * cblas_sgemm, y (rows, n_out) = x (rows, n_in) . W^T with W (n_out, n_in)
  * kept as the file stores it and widened to f32 per product (cpu_gemm.h);
- * the convolutions become products through im2col.
+ * the convolutions become products through im2col. The self-attention runs
+ * a block of queries at a time on AVX-512 hosts (cpu_enc_attn.h), as one
+ * sgemm pair a head elsewhere.
  * Element-wise work (bias, GELU, LayerNorm, softmax) is split over the
  * engine's threads between the BLAS calls, which run on OpenBLAS's own
  * threads (as many as ours) while ours sleep.
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "cpu_attn.h"
+#include "cpu_enc_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
@@ -100,6 +103,51 @@ static void im2col3(const float *in, int n_in, int cin, int stride, float *col, 
   }
 }
 
+/* The blocked attention (cpu_enc_attn.h) over the engine's threads: each
+ * head's keys packed (one task a head), then blocks of 64 queries of every
+ * head, WD_ENC_ATTN_TASKS tasks each taking a contiguous run of blocks (a
+ * head's keys and values stay in cache from one block to the next) with
+ * scratch of its own. e_s holds the packed keys, then the scratches. */
+typedef struct {
+  wd_cpu_engine_t *e;
+  int n, d, dh, ld, n_blk, items, per;
+  float scale;
+  float *kt, *scratch;
+} ea_task_t;
+
+static void ea_pack(void *arg, int h) {
+  const ea_task_t *t = arg;
+  wd_cpu_enc_attn_pack(t->e->e_qkv + t->d + h * t->dh, t->n, t->ld,
+                       t->kt + (size_t)h * wd_cpu_enc_attn_kt_elems(t->n));
+}
+
+static void ea_blocks(void *arg, int i) {
+  const ea_task_t *t = arg;
+  float *scratch = t->scratch + (size_t)i * wd_cpu_enc_attn_scratch_elems(t->n);
+  for (int it = i * t->per; it < (i + 1) * t->per && it < t->items; it++) {
+    const int h = it / t->n_blk, r0 = (it % t->n_blk) * WD_ENC_ATTN_BLOCK;
+    const int rows = t->n - r0 < WD_ENC_ATTN_BLOCK ? t->n - r0 : WD_ENC_ATTN_BLOCK;
+    const float *qkv = t->e->e_qkv + (size_t)r0 * (size_t)t->ld + (size_t)h * (size_t)t->dh;
+    wd_cpu_enc_attn_block(qkv, rows, t->ld,
+                          t->kt + (size_t)h * wd_cpu_enc_attn_kt_elems(t->n),
+                          t->e->e_qkv + 2 * t->d + h * t->dh, t->n, t->ld, t->scale, scratch,
+                          t->e->e_o + (size_t)r0 * (size_t)t->d + (size_t)h * (size_t)t->dh,
+                          t->d);
+  }
+}
+
+static void blocked_attention(wd_cpu_engine_t *e, float scale) {
+  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, nh = e->hp.n_audio_head;
+  ea_task_t t = { .e = e, .n = n, .d = d, .dh = d / nh, .ld = 3 * d,
+                  .n_blk = (n + WD_ENC_ATTN_BLOCK - 1) / WD_ENC_ATTN_BLOCK, .scale = scale,
+                  .kt = e->e_s };
+  t.items = nh * t.n_blk;
+  t.per = (t.items + WD_ENC_ATTN_TASKS - 1) / WD_ENC_ATTN_TASKS;
+  t.scratch = e->e_s + (size_t)nh * wd_cpu_enc_attn_kt_elems(n);
+  wd_cpu_parallel(e, nh, ea_pack, &t);
+  wd_cpu_parallel(e, (t.items + t.per - 1) / t.per, ea_blocks, &t);
+}
+
 static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, nh = e->hp.n_audio_head;
   const int dh = d / nh, ld = 3 * d;
@@ -107,15 +155,18 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
   sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
   wd_cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
-  for (int h = 0; h < nh; h++) {
-    /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh, ld,
-                e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
-    sm_task_t t = { .s = e->e_s, .n = n };
-    wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
-                e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
-  }
+  if (wd_cpu_enc_attn_available(dh))
+    blocked_attention(e, scale);
+  else
+    for (int h = 0; h < nh; h++) {
+      /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh,
+                  ld, e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
+      sm_task_t t = { .s = e->e_s, .n = n };
+      wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
+                  e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
+    }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
   wd_cpu_bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_attn.h"
+#include "cpu_enc_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_rgemm.h"
@@ -85,6 +86,8 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
   const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3, sc = na > nc ? na : nc;
   const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
   const int conv = o->compute != WD_CPU_COMPUTE_F32;
+  const size_t att = (size_t)hp->n_audio_head * wd_cpu_enc_attn_kt_elems((int)na) +
+                     (size_t)WD_ENC_ATTN_TASKS * wd_cpu_enc_attn_scratch_elems((int)na);
   const size_t bytes[CPU_BUF_N] = {
     [CPU_BUF_XK] = ma * nl * na * d * sizeof(uint16_t),
     [CPU_BUF_XV] = ma * nl * na * d * sizeof(uint16_t),
@@ -100,7 +103,9 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
     /* the encoder's Q K V, then the f32 cross K and V before they are f16 */
     [CPU_BUF_E_QKV] = na * (3 * da > 2 * d ? 3 * da : 2 * d) * f,
     [CPU_BUF_E_F] = na * 4 * da * f,
-    [CPU_BUF_E_S] = na * na * f,
+    /* one head's scores (the sgemm path), or every head's packed keys and
+     * the blocked path's scratches (cpu_enc_attn.h), the larger */
+    [CPU_BUF_E_S] = (na * na > att ? na * na : att) * f,
     [CPU_BUF_D_X] = rows * d * f,
     [CPU_BUF_D_H] = rows * d * f,
     [CPU_BUF_D_O] = rows * d * f,

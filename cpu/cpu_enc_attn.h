@@ -1,0 +1,54 @@
+/*
+ * cpu_enc_attn.h - the encoder's self-attention a block of queries at a
+ * time (cpu_enc_attn.c).
+ *
+ * The plain way (one head: S = Q K^T as a 1500 x 1500 sgemm, a softmax
+ * pass, O = S V as a second sgemm) moves each head's 9 MiB score matrix
+ * through memory five times (zeroed, written, softmaxed, packed by the BLAS
+ * for the second product, read): about 1.3 GB a window for tiny.en, a
+ * third of its encoder time on a 2-core host. Here a block of 64 queries
+ * is scored against every key, softmaxed and multiplied by V while its
+ * 64 x 1500 scores (376 KiB) stay in L2; the keys of a head are packed
+ * once into panels of 32 keys x 64 columns so that the scoring kernel
+ * reads them as whole vectors.
+ *
+ * AVX-512 only: a head is 64 columns wide in every Whisper model; other
+ * widths and hosts without AVX-512 take the sgemm path. On AVX2 the same
+ * blocking with 8-lane tiles measured no faster than OpenBLAS's Haswell
+ * sgemm (tiny.en, 2-core Zen 5 with AVX-512 masked: 184 against 183 ms a
+ * window), so it was not kept.
+ */
+#ifndef WD_CPU_ENC_ATTN_H
+#define WD_CPU_ENC_ATTN_H
+
+#include <stddef.h>
+
+#define WD_ENC_ATTN_DH 64     /* the head width the kernels serve */
+#define WD_ENC_ATTN_PANEL 32  /* keys per packed panel */
+#define WD_ENC_ATTN_BLOCK 64  /* queries per block */
+#define WD_ENC_ATTN_TASKS 16  /* blocks in flight at once, each with its own scratch */
+
+/* 1 where the kernels serve a head of width dh on this CPU: AVX-512 as the
+ * GEMV sees it (WHISPERD_CPU_NO_AVX512 and WHISPERD_CPU_PORTABLE mask it). */
+int wd_cpu_enc_attn_available(int dh);
+
+/* n keys rounded up to whole panels. */
+int wd_cpu_enc_attn_npad(int n);
+/* Floats of one head's packed keys, and of one block's scratch. */
+size_t wd_cpu_enc_attn_kt_elems(int n);
+size_t wd_cpu_enc_attn_scratch_elems(int n);
+
+/* One head's keys K (n rows, stride ld, 64 columns) into kt: panel p holds
+ * keys 32p .. 32p+31 as 64 rows (one per column) of 32, zero past n. */
+void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt);
+
+/* rows (1 .. 64) queries q (stride ldq) of one head against its n packed
+ * keys kt and values V (n rows, stride ldv): o (rows, stride ldo) =
+ * softmax(scale * q K^T) V, the softmax over each row as
+ * in cpu_vmath.h but divided by the row's sum after the products; call
+ * only where wd_cpu_enc_attn_available. scratch:
+ * wd_cpu_enc_attn_scratch_elems(n) floats. */
+void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
+                           int n, int ldv, float scale, float *scratch, float *o, int ldo);
+
+#endif
