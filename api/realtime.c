@@ -68,6 +68,7 @@ struct session {
   size_t out_len, out_off, out_cap;
   turn_t *turns;
   /* the rest: the session thread only */
+  struct held *held;           /* committed turns waiting for their model's load, in order */
   wd_ws_parser_t parser;
   wd_rt_config_t cfg;
   wd_live_audio_t *res;
@@ -348,71 +349,65 @@ static void turn_done(void *ud, int rc, wd_transcript_t *tr) {
   turn_end(t);
 }
 
-/* The served model the session names, referenced; NULL with e set. */
-static wd_served_t *pick_model(session_t *se, wd_rt_error_t *e) {
-  wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
-  const int n = wd__server_models(se->hub->s, recs);
-  for (int k = 0; k < n; k++) {
-    for (int i = 0; !got && i < recs[k]->m.n_names; i++)
-      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], se->cfg.model) == 0)
-        got = recs[k];
-    if (got != recs[k])
-      wd__served_release(recs[k]);
+/* A committed turn not yet submitted: its model is being loaded on demand
+ * (the session thread retries it until the load ends, at most
+ * RT_MODEL_WAIT_S), or another turn before it waits so. What the session
+ * said at the commit goes with it. Session thread only. */
+typedef struct held {
+  char item[40], model[64], language[16];
+  char *prompt;
+  int logprobs;
+  int16_t *pcm;
+  size_t n;
+  double t_stop, deadline;
+  struct held *next;
+} held_t;
+
+#define RT_MODEL_WAIT_S 60 /* as an upload waits (transcription.c) */
+
+static void held_free(held_t *hd) {
+  if (hd) {
+    free(hd->prompt);
+    free(hd->pcm);
+    free(hd);
   }
-  if (!got) {
-    *e = (wd_rt_error_t){ .code = "model_not_found", .param = "session.audio.input.transcription.model" };
-    snprintf(e->message, sizeof e->message, "The model `%.64s` does not exist here.", se->cfg.model);
-  } else if (!got->m.workers) {
-    if (got->m.on_demand)
-      got->m.on_demand(got->m.demand_ud);
-    *e = (wd_rt_error_t){ .code = "model_loading" };
-    snprintf(e->message, sizeof e->message, "The model `%.64s` is being loaded; try again in a "
-             "few seconds.", se->cfg.model);
-    wd__served_release(got);
-    got = NULL;
-  }
-  return got;
 }
 
-/* Audio samples [from, to) (the session's timeline) become a turn. */
-static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) {
-  json_t *ev = json_pack("{s:s, s:s, s:s}", "type", "input_audio_buffer.committed", "item_id", item,
-                         "previous_item_id", se->prev_item);
-  if (ev && !se->prev_item[0])
-    json_object_set_new(ev, "previous_item_id", json_null());
-  send_event(se, ev);
-  snprintf(se->prev_item, sizeof se->prev_item, "%s", item);
-  atomic_fetch_add(&se->hub->turns_total, 1);
-  wd_rt_error_t e = { 0 };
+static void send_failed(session_t *se, const char *item, const char *type, const char *code,
+                        const char *message) {
+  atomic_fetch_add(&se->hub->turns_failed, 1);
+  send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
+                           "conversation.item.input_audio_transcription.failed", "item_id", item,
+                           "content_index", 0, "error", "type", type, "code", code, "message",
+                           message));
+}
+
+/* A turn of a loaded model to its workers (rec referenced, now the
+ * turn's); hd stays the caller's. */
+static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec) {
   turn_t *t = calloc(1, sizeof *t);
-  int16_t *pcm = malloc((size_t)(to - from) * sizeof *pcm);
-  wd_served_t *rec = t && pcm ? pick_model(se, &e) : NULL;
-  if (!t || !pcm || !rec) {
-    if (!t || !pcm)
-      e = (wd_rt_error_t){ .code = "server_error", .message = "Out of memory." };
-    atomic_fetch_add(&se->hub->turns_failed, 1);
-    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
-                             "conversation.item.input_audio_transcription.failed", "item_id", item,
-                             "content_index", 0, "error", "type", "invalid_request_error", "code",
-                             e.code ? e.code : "", "message", e.message));
+  int16_t *pcm = malloc(hd->n * sizeof *pcm);
+  if (!t || !pcm) {
     free(t);
     free(pcm);
+    wd__served_release(rec);
+    send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
     return;
   }
-  memcpy(pcm, se->a16 + (from - se->base), (size_t)(to - from) * sizeof *pcm);
-  *t = (turn_t){ .se = se, .rec = rec, .t_stop = wd_now_s(), .logprobs = se->cfg.logprobs };
-  snprintf(t->item, sizeof t->item, "%s", item);
+  memcpy(pcm, hd->pcm, hd->n * sizeof *pcm);
+  *t = (turn_t){ .se = se, .rec = rec, .t_stop = hd->t_stop, .logprobs = hd->logprobs };
+  snprintf(t->item, sizeof t->item, "%s", hd->item);
   wd_job_params_t p = { .timeout_s = se->hub->s->o.job_timeout_s,
                         .cb = { .ud = t, .on_segment = turn_segment, .on_done = turn_done } };
   if (rec->m.decode)
     p.decode = *rec->m.decode;
   else
     wd_decode_opts_default(&p.decode);
-  p.decode.language = se->cfg.language[0] ? se->cfg.language : NULL;
+  p.decode.language = hd->language[0] ? hd->language : NULL;
   p.decode.word_timestamps = 0;
   int32_t *ids = NULL;
   int n_ids = 0;
-  if (se->cfg.prompt && wd_decode_encode_text(rec->m.tok, se->cfg.prompt, &ids, &n_ids) == 0) {
+  if (hd->prompt && wd_decode_encode_text(rec->m.tok, hd->prompt, &ids, &n_ids) == 0) {
     p.decode.prompt = ids;
     p.decode.n_prompt = n_ids;
   }
@@ -422,17 +417,13 @@ static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) 
   se->turns = t;
   pthread_mutex_unlock(&se->mu);
   uint64_t id = 0;
-  const int rc = wd_workers_submit(rec->m.workers, pcm, (size_t)(to - from), &p, &id);
+  const int rc = wd_workers_submit(rec->m.workers, pcm, hd->n, &p, &id);
   free(ids);
   if (rc < 0) {
     /* never queued: its on_done will not come */
     wd_rt_error_t fe = { .code = wd_err_name(rc) };
     snprintf(fe.message, sizeof fe.message, "The turn could not be queued: %s.", wd_strerror(rc));
-    atomic_fetch_add(&se->hub->turns_failed, 1);
-    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
-                             "conversation.item.input_audio_transcription.failed", "item_id", item,
-                             "content_index", 0, "error", "type", wd_err_openai_type(rc), "code",
-                             fe.code, "message", fe.message));
+    send_failed(se, hd->item, wd_err_openai_type(rc), fe.code, fe.message);
     turn_end(t);
     return;
   }
@@ -444,6 +435,110 @@ static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) 
     if (x == t)
       x->job = id;
   pthread_mutex_unlock(&se->mu);
+}
+
+
+/* The served model called name, referenced: 1; 0 while it is loaded on
+ * demand (the load asked for; *wait its on_demand answer); -1 with e set
+ * where there is none. */
+static int find_model(session_t *se, const char *name, wd_served_t **ret, int *wait,
+                      wd_rt_error_t *e) {
+  wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
+  const int n = wd__server_models(se->hub->s, recs);
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; !got && i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
+        got = recs[k];
+    if (got != recs[k])
+      wd__served_release(recs[k]);
+  }
+  *ret = NULL;
+  if (!got) {
+    *e = (wd_rt_error_t){ .code = "model_not_found", .param = "session.audio.input.transcription.model" };
+    snprintf(e->message, sizeof e->message, "The model `%.64s` does not exist here.", name);
+    return -1;
+  }
+  if (!got->m.workers) {
+    *wait = got->m.on_demand ? got->m.on_demand(got->m.demand_ud) : WD_EBUSY;
+    wd__served_release(got);
+    return 0;
+  }
+  *ret = got;
+  return 1;
+}
+
+/* Submits a held turn, or fails it: 1 (the caller frees hd); 0 while its
+ * model loads and final is 0. final: the wait is over (deadline, or the
+ * server stopping). */
+static int try_start(session_t *se, held_t *hd, int final) {
+  wd_rt_error_t e = { 0 };
+  wd_served_t *rec = NULL;
+  int wait = 0;
+  const int found = find_model(se, hd->model, &rec, &wait, &e);
+  if (found < 0) {
+    send_failed(se, hd->item, "invalid_request_error", e.code, e.message);
+  } else if (found == 0 && wait != WD_EBUSY && !final) {
+    return 0;
+  } else if (found == 0) {
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             wait == WD_EBUSY ? "The model `%.64s` is not loaded, and loading it would pass the "
+                                "server's memory budget while its other models are in use."
+                              : "The model `%.64s` did not finish loading in time.",
+             hd->model);
+    send_failed(se, hd->item, "server_error",
+                wait == WD_EBUSY ? "model_over_memory_budget" : "model_loading", msg);
+  } else {
+    start_turn(se, hd, rec);
+  }
+  return 1;
+}
+
+/* The held turns whose model is loaded now go, in order. */
+static void retry_held(session_t *se) {
+  const int stopping = atomic_load(&se->hub->stopping);
+  while (se->held && try_start(se, se->held, stopping || wd_now_s() >= se->held->deadline)) {
+    held_t *hd = se->held;
+    se->held = hd->next;
+    held_free(hd);
+  }
+}
+
+/* Audio samples [from, to) (the session's timeline) become a turn: sent
+ * to the model's workers now, or held while the model loads. */
+static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) {
+  json_t *ev = json_pack("{s:s, s:s, s:s}", "type", "input_audio_buffer.committed", "item_id", item,
+                         "previous_item_id", se->prev_item);
+  if (ev && !se->prev_item[0])
+    json_object_set_new(ev, "previous_item_id", json_null());
+  send_event(se, ev);
+  snprintf(se->prev_item, sizeof se->prev_item, "%s", item);
+  atomic_fetch_add(&se->hub->turns_total, 1);
+  held_t *hd = calloc(1, sizeof *hd);
+  if (hd && (hd->pcm = malloc((size_t)(to - from) * sizeof *hd->pcm)) != NULL &&
+      (!se->cfg.prompt || (hd->prompt = strdup(se->cfg.prompt)) != NULL)) {
+    memcpy(hd->pcm, se->a16 + (from - se->base), (size_t)(to - from) * sizeof *hd->pcm);
+    hd->n = (size_t)(to - from);
+    snprintf(hd->item, sizeof hd->item, "%s", item);
+    snprintf(hd->model, sizeof hd->model, "%s", se->cfg.model);
+    snprintf(hd->language, sizeof hd->language, "%s", se->cfg.language);
+    hd->logprobs = se->cfg.logprobs;
+    hd->t_stop = wd_now_s();
+    hd->deadline = hd->t_stop + RT_MODEL_WAIT_S;
+  } else {
+    held_free(hd);
+    send_failed(se, item, "server_error", "server_error", "Out of memory.");
+    return;
+  }
+  held_t **tail = &se->held;
+  while (*tail)
+    tail = &(*tail)->next;
+  if (se->held || !try_start(se, hd, 0)) { /* behind a waiting turn, or its model loads */
+    *tail = hd;
+    wd_log_info("api: realtime turn %s waits for model %s to load", hd->item, hd->model);
+  } else {
+    held_free(hd);
+  }
 }
 
 /* ---- audio ------------------------------------------------------------------ */
@@ -775,7 +870,9 @@ static void *session_main(void *arg) {
       break;
     if (is_dead(se))
       break;
-    if (atomic_load(&h->stopping) && !se->closing && n_turns(se) == 0) {
+    if (se->held)
+      retry_held(se);
+    if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0) {
       send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
       close_sent_at = wd_now_s();
     }
@@ -785,7 +882,7 @@ static void *session_main(void *arg) {
       break; /* the handshake's close done (or the client never answered) */
     struct pollfd pf[2] = { { .fd = se->fd, .events = POLLIN | (pending_out(se) ? POLLOUT : 0) },
                             { .fd = se->wake, .events = POLLIN } };
-    const int pr = poll(pf, 2, 250);
+    const int pr = poll(pf, 2, se->held ? 50 : 250); /* a held turn looks at its model */
     if (pr < 0 && errno != EINTR)
       break;
     if (pf[1].revents & POLLIN) {
@@ -822,6 +919,11 @@ static void *session_main(void *arg) {
       send_close(se, WD_WS_CLOSE_NORMAL, "idle");
   }
   cancel_turns(se); /* nobody reads their events any more */
+  while (se->held) {
+    held_t *hd = se->held;
+    se->held = hd->next;
+    held_free(hd);
+  }
   pthread_mutex_lock(&se->mu);
   se->dead = 1;
   pthread_mutex_unlock(&se->mu);

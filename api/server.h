@@ -94,7 +94,8 @@ typedef struct {
    * (over the memory budget while every other model is in use). A load
    * under way is waited for once, on a decode thread (at most 60 s), and
    * the request then goes on; otherwise it is answered 503 with
-   * Retry-After. A realtime turn for it fails with model_loading. */
+   * Retry-After. A realtime turn for it waits the same way (on its
+   * session's thread, the turns after it behind it). */
   int (*on_demand)(void *ud);
   void *demand_ud;
 } wd_server_model_t;

@@ -136,6 +136,34 @@ def test_server_vad_turns_pcmu(daemon):
         assert match > 0.85 and wd_api.words(text)[-2:] == ["your", "country"], (match, text)
 
 
+def test_turns_wait_for_a_model_loaded_on_demand():
+    """--models-memory: base is offered, not loaded. Two turns committed
+    for it at once (the second while the first waits) wait for the load
+    on the session's thread, then complete with base's words."""
+    if not os.path.exists(wd_api.BASE) or not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en or base missing (scripts/fetch-model.sh)")
+    d = start_daemon(args=["--models", wd_api.BASE, "--models-memory", "600"])
+    try:
+        pcm = pcm_of("s16le", 24000)
+        with client(d, "x").realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            assert conn.recv().type == "session.created"
+            conn.session.update(session={"type": "transcription", "audio": {"input": {
+                "transcription": {"model": "base"}, "turn_detection": None}}})
+            assert conn.recv().type == "session.updated"
+            for _ in range(2):
+                stream(conn, pcm, 48000)
+                conn.input_audio_buffer.commit()
+            committed, done, events = collect(conn, 2)
+            assert len(committed) == 2
+            for item in committed:
+                assert done[item].type.endswith(".completed"), done[item]
+                assert wd_api.words(done[item].transcript) == JFK_WORDS, done[item]
+        log = d.log()
+        assert "waits for model base to load" in log and "model base on" in log
+    finally:
+        stop_daemon(d)
+
+
 def raw(daemon, key="sk-rt", subprotocols=None, headers=True):
     extra = {"Authorization": f"Bearer {key}"} if headers else None
     return ws_sync.connect(f"ws://127.0.0.1:{daemon.port}/v1/realtime?intent=transcription",
