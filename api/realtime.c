@@ -52,6 +52,7 @@ typedef struct turn {
   wd_served_t *rec;
   double t_stop;               /* speech_stopped or the commit */
   int logprobs;                /* the session's include, when committed */
+  int partial;                 /* a partial transcript of the open turn (--realtime-partials-ms) */
   struct turn *next;
 } turn_t;
 
@@ -67,7 +68,10 @@ struct session {
   unsigned char *out;          /* frames queued for the client */
   size_t out_len, out_off, out_cap;
   turn_t *turns;
+  char partial_item[40];       /* the open turn whose partials are still wanted; "" none */
+  int partial_busy;            /* a partial transcript in flight */
   /* the rest: the session thread only */
+  uint64_t partial_end;        /* the open turn's audio its last partial covered, to here */
   struct held *held;           /* committed turns waiting for their model's load, in order */
   wd_ws_parser_t parser;
   wd_rt_config_t cfg;
@@ -93,6 +97,7 @@ struct session {
 struct wd_realtime {
   struct wd_server *s;
   int max_sessions;
+  uint64_t partial_every;      /* samples of new speech between partials; 0: none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int n_live;                  /* sessions not yet freed */
@@ -110,6 +115,8 @@ wd_realtime_t *wd_realtime_new(struct wd_server *s, int max_sessions) {
     return NULL;
   h->s = s;
   h->max_sessions = max_sessions > 0 ? max_sessions : 32;
+  h->partial_every = s->o.realtime_partial_ms > 0
+                         ? (uint64_t)s->o.realtime_partial_ms * RT_RATE / 1000 : 0;
   pthread_mutex_init(&h->mu, NULL);
   pthread_cond_init(&h->cv, NULL);
   return h;
@@ -206,10 +213,15 @@ static void session_unref(session_t *se) {
 
 /* Queues one frame; any thread. A client that has not read
  * WD_RT_MAX_QUEUED bytes is cut off. */
-static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
+static void queue_frame_if(session_t *se, int opcode, const void *data, size_t n,
+                           const char *partial_of) {
   unsigned char hdr[10];
   const size_t hn = wd_ws_frame_header(opcode, n, hdr);
   pthread_mutex_lock(&se->mu);
+  if (partial_of && strcmp(partial_of, se->partial_item) != 0) { /* its turn was committed */
+    pthread_mutex_unlock(&se->mu);
+    return;
+  }
   if (!se->dead && se->out_len - se->out_off + hn + n > WD_RT_MAX_QUEUED) {
     wd_log_warning("api: realtime client not reading (%zu bytes queued): cut off",
                    se->out_len - se->out_off);
@@ -241,8 +253,13 @@ static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
   wake(se);
 }
 
-/* Sends a server event: ev gets its event_id; ev is consumed. */
-static void send_event(session_t *se, json_t *ev) {
+static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
+  queue_frame_if(se, opcode, data, n, NULL);
+}
+
+/* Sends a server event: ev gets its event_id; ev is consumed. partial_of:
+ * only while that turn is open (a partial never follows its commit). */
+static void send_event_if(session_t *se, json_t *ev, const char *partial_of) {
   if (!ev)
     return;
   char id[40];
@@ -254,8 +271,12 @@ static void send_event(session_t *se, json_t *ev) {
   char *text = json_dumps(ev, JSON_COMPACT);
   json_decref(ev);
   if (text)
-    queue_frame(se, WD_WS_TEXT, text, strlen(text));
+    queue_frame_if(se, WD_WS_TEXT, text, strlen(text), partial_of);
   free(text);
+}
+
+static void send_event(session_t *se, json_t *ev) {
+  send_event_if(se, ev, NULL);
 }
 
 static void send_error(session_t *se, const wd_rt_error_t *e, const char *client_event_id,
@@ -313,6 +334,8 @@ static json_t *text_json(const char *s) {
 static void turn_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
   (void)done_s, (void)total_s;
   turn_t *t = ud;
+  if (t->partial)
+    return;
   json_t *ev = json_pack("{s:s, s:s, s:i, s:o}", "type",
                          "conversation.item.input_audio_transcription.delta", "item_id", t->item,
                          "content_index", 0, "delta", text_json(seg->text));
@@ -326,7 +349,17 @@ static void turn_done(void *ud, int rc, wd_transcript_t *tr) {
   turn_t *t = ud;
   session_t *se = t->se;
   wd_realtime_t *h = se->hub;
-  if (rc == 0 && tr) {
+  if (t->partial) {
+    if (rc == 0 && tr)
+      send_event_if(se, json_pack("{s:s, s:s, s:i, s:o}", "type",
+                                  "conversation.item.input_audio_transcription.partial",
+                                  "item_id", t->item, "content_index", 0, "transcript",
+                                  text_json(tr->text)),
+                    t->item);
+    pthread_mutex_lock(&se->mu);
+    se->partial_busy = 0;
+    pthread_mutex_unlock(&se->mu);
+  } else if (rc == 0 && tr) {
     json_t *ev = json_pack("{s:s, s:s, s:i, s:o, s:{s:s, s:f}}", "type",
                            "conversation.item.input_audio_transcription.completed", "item_id",
                            t->item, "content_index", 0, "transcript", text_json(tr->text),
@@ -383,19 +416,22 @@ static void send_failed(session_t *se, const char *item, const char *type, const
 }
 
 /* A turn of a loaded model to its workers (rec referenced, now the
- * turn's); hd stays the caller's. */
-static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec) {
+ * turn's); hd stays the caller's. partial: a partial transcript of the open
+ * turn, which fails silently. */
+static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec, int partial) {
   turn_t *t = calloc(1, sizeof *t);
   int16_t *pcm = malloc(hd->n * sizeof *pcm);
   if (!t || !pcm) {
     free(t);
     free(pcm);
     wd__served_release(rec);
-    send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
+    if (!partial)
+      send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
     return;
   }
   memcpy(pcm, hd->pcm, hd->n * sizeof *pcm);
-  *t = (turn_t){ .se = se, .rec = rec, .t_stop = hd->t_stop, .logprobs = hd->logprobs };
+  *t = (turn_t){ .se = se, .rec = rec, .t_stop = hd->t_stop, .logprobs = hd->logprobs,
+                 .partial = partial };
   snprintf(t->item, sizeof t->item, "%s", hd->item);
   wd_job_params_t p = { .timeout_s = se->hub->s->o.job_timeout_s,
                         .cb = { .ud = t, .on_segment = turn_segment, .on_done = turn_done } };
@@ -415,6 +451,10 @@ static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec) {
   se->refs++;
   t->next = se->turns;
   se->turns = t;
+  if (partial) {
+    se->partial_busy = 1;
+    snprintf(se->partial_item, sizeof se->partial_item, "%s", hd->item);
+  }
   pthread_mutex_unlock(&se->mu);
   uint64_t id = 0;
   const int rc = wd_workers_submit(rec->m.workers, pcm, hd->n, &p, &id);
@@ -423,7 +463,13 @@ static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec) {
     /* never queued: its on_done will not come */
     wd_rt_error_t fe = { .code = wd_err_name(rc) };
     snprintf(fe.message, sizeof fe.message, "The turn could not be queued: %s.", wd_strerror(rc));
-    send_failed(se, hd->item, wd_err_openai_type(rc), fe.code, fe.message);
+    if (partial) {
+      pthread_mutex_lock(&se->mu);
+      se->partial_busy = 0;
+      pthread_mutex_unlock(&se->mu);
+    } else {
+      send_failed(se, hd->item, wd_err_openai_type(rc), fe.code, fe.message);
+    }
     turn_end(t);
     return;
   }
@@ -489,7 +535,7 @@ static int try_start(session_t *se, held_t *hd, int final) {
     send_failed(se, hd->item, "server_error",
                 wait == WD_EBUSY ? "model_over_memory_budget" : "model_loading", msg);
   } else {
-    start_turn(se, hd, rec);
+    start_turn(se, hd, rec, 0);
   }
   return 1;
 }
@@ -504,9 +550,63 @@ static void retry_held(session_t *se) {
   }
 }
 
+/* The open turn is committed: no more partials of it; one in flight is
+ * cancelled (its result would come after the commit). */
+static void end_partials(session_t *se) {
+  uint64_t job = 0;
+  wd_workers_t *g = NULL;
+  pthread_mutex_lock(&se->mu);
+  se->partial_item[0] = 0;
+  for (turn_t *t = se->turns; t; t = t->next)
+    if (t->partial && t->job) {
+      job = t->job;
+      g = t->rec->m.workers;
+    }
+  pthread_mutex_unlock(&se->mu);
+  if (g)
+    wd_workers_cancel(g, job);
+}
+
+/* --realtime-partials-ms: the open turn (server_vad, speech going on) is
+ * transcribed as it stands once every partial_every samples of new speech,
+ * only while the model's workers have nothing else queued or running (a
+ * partial takes idle time; a committed turn arriving waits at most for
+ * the partial's encode), one at a time per session. */
+static void maybe_partial(session_t *se) {
+  wd_realtime_t *h = se->hub;
+  if (!h->partial_every || !se->cfg.vad || !se->in_speech || se->closing || se->held ||
+      atomic_load(&h->stopping))
+    return;
+  const uint64_t end = se->base + se->n16;
+  const uint64_t from = se->partial_end > se->turn_start ? se->partial_end : se->turn_start;
+  if (end - from < h->partial_every || se->turn_start < se->base)
+    return;
+  pthread_mutex_lock(&se->mu);
+  const int busy = se->partial_busy;
+  pthread_mutex_unlock(&se->mu);
+  wd_served_t *rec = NULL;
+  wd_rt_error_t e;
+  int wait = 0;
+  if (busy || find_model(se, se->cfg.model, &rec, &wait, &e) != 1)
+    return;
+  wd_worker_stats_t st;
+  wd_workers_stats(rec->m.workers, &st);
+  if (st.queued + st.running > 0) {
+    wd__served_release(rec);
+    return;
+  }
+  held_t hd = { .pcm = se->a16 + (se->turn_start - se->base), .n = (size_t)(end - se->turn_start),
+                .prompt = se->cfg.prompt, .t_stop = wd_now_s() };
+  snprintf(hd.item, sizeof hd.item, "%s", se->speech_item);
+  snprintf(hd.language, sizeof hd.language, "%s", se->cfg.language);
+  se->partial_end = end;
+  start_turn(se, &hd, rec, 1);
+}
+
 /* Audio samples [from, to) (the session's timeline) become a turn: sent
  * to the model's workers now, or held while the model loads. */
 static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) {
+  end_partials(se);
   json_t *ev = json_pack("{s:s, s:s, s:s}", "type", "input_audio_buffer.committed", "item_id", item,
                          "previous_item_id", se->prev_item);
   if (ev && !se->prev_item[0])
@@ -764,6 +864,7 @@ static void on_event(session_t *se, const char *json, size_t n) {
     break;
   }
   case WD_RT_CLEAR:
+    end_partials(se);
     drop_before(se, se->base + se->n16);
     se->in_speech = 0;
     send_event(se, json_pack("{s:s}", "type", "input_audio_buffer.cleared"));
@@ -872,6 +973,7 @@ static void *session_main(void *arg) {
       break;
     if (se->held)
       retry_held(se);
+    maybe_partial(se);
     if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0) {
       send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
       close_sent_at = wd_now_s();

@@ -47,6 +47,8 @@ typedef struct {
   int decode_threads;        /* threads that decode uploads off the HTTP
                               * threads; 0 = 2 */
   int realtime_sessions;     /* /v1/realtime sessions at once; 0 = 32 */
+  int realtime_partial_ms;   /* partial transcripts of an open turn every this
+                              * many ms of speech, workers idle; 0 = none */
 } wd_server_opts_t;
 
 /*

@@ -130,6 +130,7 @@ static wd_server_opts_t server_opts(const wd_config_t *cfg, int listen_fd) {
     .max_connections_per_ip = cfg->max_connections_per_ip,
     .decode_threads = cfg->decode_threads,
     .realtime_sessions = cfg->realtime_sessions,
+    .realtime_partial_ms = cfg->realtime_partial_ms,
   };
 }
 

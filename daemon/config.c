@@ -88,6 +88,8 @@ static const wd_option_t wd_options[] = {
     "Threads that decode and resample uploads (FFmpeg, libsndfile), off the HTTP threads; uploads waiting for one count as queued jobs", 0 },
   { "realtime-sessions", 0, WD_OPT_INT, OFF(realtime_sessions), "32", 1, 10000, NULL, "N",
     "Realtime transcription sessions (GET /v1/realtime, WebSocket) open at once; more get 503 before the upgrade", 0 },
+  { "realtime-partials-ms", 0, WD_OPT_INT, OFF(realtime_partial_ms), "0", 0, 30000, NULL, "MS",
+    "With server_vad, transcribe a turn still being spoken every MS of new speech, while the model's workers have nothing else to do, and send it as a conversation.item.input_audio_transcription.partial event (whisperd's own; the committed turn's completed event is the transcript); 0: never", 0 },
   { "max-body-mb", 0, WD_OPT_INT, OFF(max_body_mb), "25", 1, 4096, NULL, "MIB",
     "Largest accepted upload in MiB (OpenAI's limit is 25)", 0 },
   { "queue-max", 0, WD_OPT_INT, OFF(queue_max), "64", 1, 100000, NULL, "N",

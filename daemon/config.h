@@ -53,6 +53,7 @@ typedef struct {
   int http_threads;
   int decode_threads;
   int realtime_sessions;  /* /v1/realtime sessions at once */
+  int realtime_partial_ms; /* partial transcripts of an open turn; 0 = off */
   int max_body_mb;
   int queue_max;
   int queue_audio_s;

@@ -164,6 +164,40 @@ def test_turns_wait_for_a_model_loaded_on_demand():
         stop_daemon(d)
 
 
+def test_partial_transcripts_of_the_open_turn():
+    """--realtime-partials-ms 700: jfk.wav at real-time pace with
+    server_vad; while a turn is spoken, partial events (whisperd's own,
+    passed through by the Python SDK) carry the turn so far, each before
+    its turn's committed event, and the completed transcripts are the
+    sentence as without partials."""
+    d = start_daemon(args=["--vad-model", VAD_MODEL, "--realtime-partials-ms", "700"])
+    try:
+        pcm = pcm_of("s16le", 24000) + bytes(48000)
+        with client(d, "x").realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            assert conn.recv().type == "session.created"
+            conn.session.update(session={"type": "transcription", "audio": {"input": {
+                "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+            assert conn.recv().type == "session.updated"
+            t0 = time.monotonic()
+            for i in range(0, len(pcm), 1920):                # 40 ms pieces
+                stream(conn, pcm[i:i + 1920], 1920)
+                time.sleep(max(0.0, t0 + (i + 1920) / 48000 - time.monotonic()))
+            committed, done, events = collect(conn)
+        types = [e.type for e in events]
+        partials = [(k, e) for k, e in enumerate(events) if e.type.endswith("transcription.partial")]
+        assert partials, types
+        for k, e in partials:
+            assert e.item_id in committed and wd_api.words(e.transcript), e
+            mine = [j for j, x in enumerate(events)
+                    if x.type == "input_audio_buffer.committed" and x.item_id == e.item_id]
+            assert k < mine[0], (k, mine, types)
+        text = " ".join(done[i].transcript for i in committed)
+        assert wd_api.words(text) == JFK_WORDS, text
+        print("partials:", [(e.item_id[-2:], e.transcript) for _, e in partials])
+    finally:
+        stop_daemon(d)
+
+
 def raw(daemon, key="sk-rt", subprotocols=None, headers=True):
     extra = {"Authorization": f"Bearer {key}"} if headers else None
     return ws_sync.connect(f"ws://127.0.0.1:{daemon.port}/v1/realtime?intent=transcription",

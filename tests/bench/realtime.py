@@ -5,7 +5,8 @@ GET /v1/realtime, each streaming jfk.wav as 24 kHz PCM at real-time pace in
 turn's latency from the client's receipt of speech_stopped to its receipt
 of the turn's completed event, p50 and p95 over all turns of all sessions,
 per N (--stagger S: session i starts i * S / N seconds late). --uploads K runs K POST /v1/audio/transcriptions of jfk.wav in a
-loop beside the sessions (the same workers).
+loop beside the sessions (the same workers). --partials-ms MS turns on the
+daemon's partial transcripts of open turns (they take the workers' idle time).
 
 Runs the real daemon (build/daemon/whisperd serve, --device cpu unless
 --device is given, tiny.en) with websockets from build/venv:
@@ -102,6 +103,8 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default=wd_api.TINY_EN)
     ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--partials-ms", type=int, default=0,
+                    help="--realtime-partials-ms for the daemon (0: none)")
     ap.add_argument("--stagger", type=float, default=0.0,
                     help="session i of N starts i * S / N seconds late (0: all at once, every "
                          "turn of every session ending at the same moment: the worst case)")
@@ -109,7 +112,8 @@ def main():
     pcm = jfk24()
     d = wd_api.start_daemon(model=a.model, args=["--device", a.device, "--vad-model", VAD_MODEL,
                                                  "--max-batch", str(a.max_batch),
-                                                 "--realtime-sessions", "64"])
+                                                 "--realtime-sessions", "64",
+                                                 "--realtime-partials-ms", str(a.partials_ms)])
     try:
         print(f"{'sessions':>8} {'uploads':>7} {'turns':>5} {'p50 s':>7} {'p95 s':>7} {'max s':>7}")
         for n in [int(x) for x in a.ns.split(",")]:
