@@ -166,17 +166,19 @@ def test_turns_wait_for_a_model_loaded_on_demand():
 
 def test_partial_transcripts_of_the_open_turn():
     """--realtime-partials-ms 700: jfk.wav at real-time pace with
-    server_vad; while a turn is spoken, partial events (whisperd's own,
+    server_vad; while the turn is spoken, partial events (whisperd's own,
     passed through by the Python SDK) carry the turn so far, each before
-    its turn's committed event, and the completed transcripts are the
+    its turn's committed event, and the completed transcript is the
     sentence as without partials."""
     d = start_daemon(args=["--vad-model", VAD_MODEL, "--realtime-partials-ms", "700"])
     try:
-        pcm = pcm_of("s16le", 24000) + bytes(48000)
+        # one turn of the whole sentence (its pauses are under 1.2 s): room for
+        # several partials even where an encode takes a second (ASan)
+        pcm = pcm_of("s16le", 24000) + bytes(96000)
         with client(d, "x").realtime.connect(extra_query={"intent": "transcription"}) as conn:
             assert conn.recv().type == "session.created"
             conn.session.update(session={"type": "transcription", "audio": {"input": {
-                "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+                "turn_detection": {"type": "server_vad", "silence_duration_ms": 1200}}}})
             assert conn.recv().type == "session.updated"
             t0 = time.monotonic()
             for i in range(0, len(pcm), 1920):                # 40 ms pieces
