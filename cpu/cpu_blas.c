@@ -24,7 +24,7 @@ unsigned wd_cpu_blas_features(void) {
   __builtin_cpu_init();
 #define CPU_HAS(name, bit) (__builtin_cpu_supports(name) ? (unsigned)(bit) : 0u)
   f = CPU_HAS("avx", CPU_F_AVX) | CPU_HAS("avx2", CPU_F_AVX2) | CPU_HAS("fma", CPU_F_FMA) |
-      CPU_HAS("f16c", CPU_F_F16C) | CPU_HAS("avx512f", CPU_F_AVX512F) |
+      (wd_cpu_has_f16c() ? (unsigned)CPU_F_F16C : 0u) | CPU_HAS("avx512f", CPU_F_AVX512F) |
       CPU_HAS("avx512cd", CPU_F_AVX512CD) | CPU_HAS("avx512bw", CPU_F_AVX512BW) |
       CPU_HAS("avx512dq", CPU_F_AVX512DQ) | CPU_HAS("avx512vl", CPU_F_AVX512VL) |
       CPU_HAS("avx512bf16", CPU_F_AVX512BF16) | CPU_HAS("avx512vnni", CPU_F_AVX512VNNI);

@@ -16,6 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if CPU_X86
+#include <cpuid.h>
+#endif
+
 #include "cpu_gemv512.h"
 #include "cpu_qgemv.h"
 #include "f16.h"
@@ -155,6 +159,11 @@ static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, flo
   }
 }
 
+int wd_cpu_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 int wd_cpu_gemv_simd_available(void) {
   /* Pool threads may race to fill the cache; all compute the same value, and
    * relaxed atomics make that race defined (a plain int was a C11 data race,
@@ -163,8 +172,7 @@ int wd_cpu_gemv_simd_available(void) {
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v < 0) {
     __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c");
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && wd_cpu_has_f16c();
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return v;

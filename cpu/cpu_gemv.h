@@ -72,6 +72,12 @@ float wd_cpu_gelu(float x);
  * vector kernels all follow. Cached; safe from any thread. */
 int wd_cpu_use_avx2(void);
 
+#if CPU_X86
+/* F16C, from CPUID leaf 1 (ECX bit 29): __builtin_cpu_supports("f16c") is
+ * GCC's alone, and clang 14 (Debian 12's) refuses the name when compiling. */
+int wd_cpu_has_f16c(void);
+#endif
+
 /* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
  * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
 int wd_cpu_force_portable(void);

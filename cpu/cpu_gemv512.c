@@ -31,7 +31,7 @@ int wd_cpu_avx512_available(void) {
     __builtin_cpu_init();
     /* libgcc sets avx512f only when the OS saves the ZMM state (XCR0). */
     v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && !wd_cpu_no_avx512_env();
+        __builtin_cpu_supports("fma") && wd_cpu_has_f16c() && !wd_cpu_no_avx512_env();
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return v;
