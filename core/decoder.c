@@ -70,6 +70,12 @@ static int toks_push(wd_toks_t *t, int32_t id) {
   return 0;
 }
 
+/* t's tokens from index i on; NULL while t has none (NULL + 0 is
+ * undefined behaviour in C, and clang's UBSan says so). */
+static const int32_t *toks_from(const wd_toks_t *t, int i) {
+  return t->v ? t->v + i : NULL;
+}
+
 static int toks_append(wd_toks_t *t, const int32_t *ids, int n) {
   int rc = 0;
   for (int i = 0; i < n && rc == 0; i++)
@@ -571,7 +577,8 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t
   /* openai keeps the last n_text_ctx / 2 - sample_len tokens of the prefix,
    * which Python's [-0:] makes all of them; at most a prompt's worth here. */
   const int n_prefix = opts->n_prefix > WD_PROMPT_MAX ? WD_PROMPT_MAX : opts->n_prefix;
-  if ((rc = copy_tokens(opts->prefix + (opts->n_prefix - n_prefix), n_prefix, &d->prefix)) < 0)
+  if ((rc = copy_tokens(n_prefix > 0 ? opts->prefix + (opts->n_prefix - n_prefix) : NULL,
+                        n_prefix, &d->prefix)) < 0) /* no arithmetic on a NULL prefix */
     goto fail;
   d->n_prefix = n_prefix;
   d->opts.prompt = NULL;
@@ -705,9 +712,10 @@ int wd_decoder_encoded(wd_decoder_t *d) {
     room = room < 0 ? 0 : room > avail ? avail : room;
     rc = toks_append(&prompt, d->all.v, d->n_initial_prompt);
     if (!rc)
-      rc = toks_append(&prompt, d->all.v + d->all.n - room, room);
+      rc = toks_append(&prompt, toks_from(&d->all, d->all.n - room), room);
   } else {
-    rc = toks_append(&prompt, d->all.v + d->prompt_reset_since, d->all.n - d->prompt_reset_since);
+    rc = toks_append(&prompt, toks_from(&d->all, d->prompt_reset_since),
+                     d->all.n - d->prompt_reset_since);
   }
   d->init.n = 0;
   if (!rc && prompt.n > 0) {
