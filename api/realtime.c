@@ -8,6 +8,7 @@
  * counts live sessions and wd_realtime_free waits for none. The socket is
  * the session thread's alone, handed back to MHD (MHD_upgrade_action) when
  * the thread ends. Under se->mu: the outgoing queue, the turn list, dead.
+ * A session's turns are realtime_turn.c's.
  */
 #include "realtime.h"
 
@@ -28,84 +29,11 @@
 
 #include "api_error.h"
 #include "clock.h"
-#include "decode.h"
 #include "error.h"
-#include "live_audio.h"
 #include "log.h"
-#include "realtime_event.h"
-#include "render.h"
+#include "realtime_internal.h"
 #include "response.h"
-#include "server_internal.h"
-#include "vad.h"
 #include "workers.h"
-#include "ws.h"
-
-#define RT_RATE 16000
-#define RT_MIN_COMMIT (RT_RATE / 10) /* OpenAI: at least 100 ms of audio */
-
-typedef struct session session_t;
-
-typedef struct turn {
-  session_t *se;
-  char item[40];
-  uint64_t job;
-  wd_served_t *rec;
-  double t_stop;               /* speech_stopped or the commit */
-  int logprobs;                /* the session's include, when committed */
-  int partial;                 /* a partial transcript of the open turn (--realtime-partials-ms) */
-  struct turn *next;
-} turn_t;
-
-struct session {
-  wd_realtime_t *hub;
-  MHD_socket fd;
-  struct MHD_UpgradeResponseHandle *urh;
-  int wake;                    /* eventfd: something was queued */
-  pthread_t thread;
-  pthread_mutex_t mu;
-  int refs;                    /* the thread, and each turn in flight */
-  int dead;                    /* no more writes (client gone or cut off) */
-  unsigned char *out;          /* frames queued for the client */
-  size_t out_len, out_off, out_cap;
-  turn_t *turns;
-  char partial_item[40];       /* the open turn whose partials are still wanted; "" none */
-  int partial_busy;            /* a partial transcript in flight */
-  /* the rest: the session thread only */
-  uint64_t partial_end;        /* the open turn's audio its last partial covered, to here */
-  struct held *held;           /* committed turns waiting for their model's load, in order */
-  wd_ws_parser_t parser;
-  wd_rt_config_t cfg;
-  wd_live_audio_t *res;
-  int res_rate;
-  int16_t *a16;                /* uncommitted audio at 16 kHz: samples [base, base + n) */
-  size_t n16, cap16;
-  uint64_t base;
-  wd_vad_stream_t vst;
-  float *probs;
-  size_t probs_cap;
-  int in_speech;
-  uint64_t turn_start, silence;
-  char speech_item[40];
-  char prev_item[40];
-  unsigned item_seq;
-  unsigned long long event_seq;
-  int closing;                 /* a close frame was sent: read until the client's */
-  double last_rx;
-  struct session *next;
-};
-
-struct wd_realtime {
-  struct wd_server *s;
-  int max_sessions;
-  uint64_t partial_every;      /* samples of new speech between partials; 0: none */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int n_live;                  /* sessions not yet freed */
-  int n_open;                  /* sessions whose thread runs */
-  session_t *list;             /* sessions whose thread runs */
-  atomic_int stopping, forced;
-  atomic_ullong sessions_total, turns_total, turns_failed, lat_us;
-};
 
 /* ---- the hub ------------------------------------------------------------ */
 
@@ -135,7 +63,7 @@ void wd_realtime_stats(wd_realtime_t *h, wd_realtime_stats_t *ret) {
   pthread_mutex_unlock(&h->mu);
 }
 
-static void wake(session_t *se) {
+void wd__rt_wake(session_t *se) {
   const uint64_t one = 1;
   if (write(se->wake, &one, sizeof one) < 0) { /* the counter is full: it wakes anyway */
   }
@@ -146,7 +74,7 @@ void wd_realtime_stop(wd_realtime_t *h) {
     return;
   pthread_mutex_lock(&h->mu);
   for (session_t *se = h->list; se; se = se->next)
-    wake(se);
+    wd__rt_wake(se);
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -172,7 +100,7 @@ void wd_realtime_free(wd_realtime_t *h, double wait_s) {
                    h->n_open == 1 ? "" : "s");
     atomic_store(&h->forced, 1);
     for (session_t *se = h->list; se; se = se->next)
-      wake(se);
+      wd__rt_wake(se);
   }
   /* their threads end at once now; their turns end with the workers */
   wait_hub(h, &h->n_live, wd_now_s() + 30.0);
@@ -189,7 +117,7 @@ void wd_realtime_free(wd_realtime_t *h, double wait_s) {
 
 /* ---- sending -------------------------------------------------------------- */
 
-static void session_unref(session_t *se) {
+void wd__rt_session_unref(session_t *se) {
   pthread_mutex_lock(&se->mu);
   const int left = --se->refs;
   pthread_mutex_unlock(&se->mu);
@@ -250,7 +178,7 @@ static void queue_frame_if(session_t *se, int opcode, const void *data, size_t n
     }
   }
   pthread_mutex_unlock(&se->mu);
-  wake(se);
+  wd__rt_wake(se);
 }
 
 static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
@@ -259,7 +187,7 @@ static void queue_frame(session_t *se, int opcode, const void *data, size_t n) {
 
 /* Sends a server event: ev gets its event_id; ev is consumed. partial_of:
  * only while that turn is open (a partial never follows its commit). */
-static void send_event_if(session_t *se, json_t *ev, const char *partial_of) {
+void wd__rt_send_event_if(session_t *se, json_t *ev, const char *partial_of) {
   if (!ev)
     return;
   char id[40];
@@ -275,8 +203,8 @@ static void send_event_if(session_t *se, json_t *ev, const char *partial_of) {
   free(text);
 }
 
-static void send_event(session_t *se, json_t *ev) {
-  send_event_if(se, ev, NULL);
+void wd__rt_send_event(session_t *se, json_t *ev) {
+  wd__rt_send_event_if(se, ev, NULL);
 }
 
 static void send_error(session_t *se, const wd_rt_error_t *e, const char *client_event_id,
@@ -290,7 +218,7 @@ static void send_error(session_t *se, const wd_rt_error_t *e, const char *client
   json_object_set_new(err, "event_id",
                       client_event_id && client_event_id[0] ? json_string(client_event_id)
                                                             : json_null());
-  send_event(se, json_pack("{s:s, s:o}", "type", "error", "error", err));
+  wd__rt_send_event(se, json_pack("{s:s, s:o}", "type", "error", "error", err));
 }
 
 static void send_close(session_t *se, int code, const char *why) {
@@ -301,344 +229,6 @@ static void send_close(session_t *se, int code, const char *why) {
   memcpy(b + 2, why, n);
   queue_frame(se, WD_WS_CLOSE, b, n + 2);
   se->closing = 1;
-}
-
-/* ---- turns ------------------------------------------------------------------ */
-
-static void turn_end(turn_t *t) {
-  session_t *se = t->se;
-  pthread_mutex_lock(&se->mu);
-  for (turn_t **pp = &se->turns; *pp; pp = &(*pp)->next)
-    if (*pp == t) {
-      *pp = t->next;
-      break;
-    }
-  pthread_mutex_unlock(&se->mu);
-  wd__served_release(t->rec);
-  free(t);
-  wake(se);
-  session_unref(se);
-}
-
-/* A JSON string of model text: a character split between segments is
- * repaired as the HTTP answers repair it (jansson refuses invalid UTF-8,
- * and the event would be lost). */
-static json_t *text_json(const char *s) {
-  char *fixed = wd_render_utf8_dup(s ? s : "", s ? strlen(s) : 0);
-  json_t *j = json_string(fixed ? fixed : "");
-  free(fixed);
-  return j;
-}
-
-/* Worker thread: a segment of the turn is final. */
-static void turn_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
-  (void)done_s, (void)total_s;
-  turn_t *t = ud;
-  if (t->partial)
-    return;
-  json_t *ev = json_pack("{s:s, s:s, s:i, s:o}", "type",
-                         "conversation.item.input_audio_transcription.delta", "item_id", t->item,
-                         "content_index", 0, "delta", text_json(seg->text));
-  if (ev && t->logprobs)
-    json_object_set_new(ev, "logprobs", wd_render_logprobs(seg, 1, t->rec->m.tok));
-  send_event(t->se, ev);
-}
-
-/* Worker thread: the turn is transcribed, or failed. */
-static void turn_done(void *ud, int rc, wd_transcript_t *tr) {
-  turn_t *t = ud;
-  session_t *se = t->se;
-  wd_realtime_t *h = se->hub;
-  if (t->partial) {
-    if (rc == 0 && tr)
-      send_event_if(se, json_pack("{s:s, s:s, s:i, s:o}", "type",
-                                  "conversation.item.input_audio_transcription.partial",
-                                  "item_id", t->item, "content_index", 0, "transcript",
-                                  text_json(tr->text)),
-                    t->item);
-    pthread_mutex_lock(&se->mu);
-    se->partial_busy = 0;
-    pthread_mutex_unlock(&se->mu);
-  } else if (rc == 0 && tr) {
-    json_t *ev = json_pack("{s:s, s:s, s:i, s:o, s:{s:s, s:f}}", "type",
-                           "conversation.item.input_audio_transcription.completed", "item_id",
-                           t->item, "content_index", 0, "transcript", text_json(tr->text),
-                           "usage", "type", "duration", "seconds", tr->duration);
-    if (ev && t->logprobs)
-      json_object_set_new(ev, "logprobs",
-                          wd_render_logprobs(tr->segments, tr->n_segments, t->rec->m.tok));
-    send_event(se, ev);
-    atomic_fetch_add(&h->lat_us, (unsigned long long)((wd_now_s() - t->t_stop) * 1e6));
-  } else {
-    atomic_fetch_add(&h->turns_failed, 1);
-    send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
-                             "conversation.item.input_audio_transcription.failed", "item_id",
-                             t->item, "content_index", 0, "error", "type",
-                             wd_err_openai_type(rc), "code", wd_err_name(rc), "message",
-                             wd_strerror(rc)));
-  }
-  if (tr)
-    wd_transcript_free(tr);
-  turn_end(t);
-}
-
-/* A committed turn not yet submitted: its model is being loaded on demand
- * (the session thread retries it until the load ends, at most
- * RT_MODEL_WAIT_S), or another turn before it waits so. What the session
- * said at the commit goes with it. Session thread only. */
-typedef struct held {
-  char item[40], model[64], language[16];
-  char *prompt;
-  int logprobs;
-  int16_t *pcm;
-  size_t n;
-  double t_stop, deadline;
-  struct held *next;
-} held_t;
-
-#define RT_MODEL_WAIT_S 60 /* as an upload waits (transcription.c) */
-
-static void held_free(held_t *hd) {
-  if (hd) {
-    free(hd->prompt);
-    free(hd->pcm);
-    free(hd);
-  }
-}
-
-static void send_failed(session_t *se, const char *item, const char *type, const char *code,
-                        const char *message) {
-  atomic_fetch_add(&se->hub->turns_failed, 1);
-  send_event(se, json_pack("{s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "type",
-                           "conversation.item.input_audio_transcription.failed", "item_id", item,
-                           "content_index", 0, "error", "type", type, "code", code, "message",
-                           message));
-}
-
-/* A turn of a loaded model to its workers (rec referenced, now the
- * turn's); hd stays the caller's. partial: a partial transcript of the open
- * turn, which fails silently. */
-static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec, int partial) {
-  turn_t *t = calloc(1, sizeof *t);
-  int16_t *pcm = malloc(hd->n * sizeof *pcm);
-  if (!t || !pcm) {
-    free(t);
-    free(pcm);
-    wd__served_release(rec);
-    if (!partial)
-      send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
-    return;
-  }
-  memcpy(pcm, hd->pcm, hd->n * sizeof *pcm);
-  *t = (turn_t){ .se = se, .rec = rec, .t_stop = hd->t_stop, .logprobs = hd->logprobs,
-                 .partial = partial };
-  snprintf(t->item, sizeof t->item, "%s", hd->item);
-  wd_job_params_t p = { .timeout_s = se->hub->s->o.job_timeout_s,
-                        .cb = { .ud = t, .on_segment = turn_segment, .on_done = turn_done } };
-  if (rec->m.decode)
-    p.decode = *rec->m.decode;
-  else
-    wd_decode_opts_default(&p.decode);
-  p.decode.language = hd->language[0] ? hd->language : NULL;
-  p.decode.word_timestamps = 0;
-  int32_t *ids = NULL;
-  int n_ids = 0;
-  if (hd->prompt && wd_decode_encode_text(rec->m.tok, hd->prompt, &ids, &n_ids) == 0) {
-    p.decode.prompt = ids;
-    p.decode.n_prompt = n_ids;
-  }
-  pthread_mutex_lock(&se->mu);
-  se->refs++;
-  t->next = se->turns;
-  se->turns = t;
-  if (partial) {
-    se->partial_busy = 1;
-    snprintf(se->partial_item, sizeof se->partial_item, "%s", hd->item);
-  }
-  pthread_mutex_unlock(&se->mu);
-  uint64_t id = 0;
-  const int rc = wd_workers_submit(rec->m.workers, pcm, hd->n, &p, &id);
-  free(ids);
-  if (rc < 0) {
-    /* never queued: its on_done will not come */
-    wd_rt_error_t fe = { .code = wd_err_name(rc) };
-    snprintf(fe.message, sizeof fe.message, "The turn could not be queued: %s.", wd_strerror(rc));
-    if (partial) {
-      pthread_mutex_lock(&se->mu);
-      se->partial_busy = 0;
-      pthread_mutex_unlock(&se->mu);
-    } else {
-      send_failed(se, hd->item, wd_err_openai_type(rc), fe.code, fe.message);
-    }
-    turn_end(t);
-    return;
-  }
-  /* on_done may have run already (the turn is then gone): only a turn
-   * still listed takes its id (turns are made on this thread alone, so no
-   * other one can have its address meanwhile) */
-  pthread_mutex_lock(&se->mu);
-  for (turn_t *x = se->turns; x; x = x->next)
-    if (x == t)
-      x->job = id;
-  pthread_mutex_unlock(&se->mu);
-}
-
-
-/* The served model called name, referenced: 1; 0 while it is loaded on
- * demand (the load asked for; *wait its on_demand answer); -1 with e set
- * where there is none. */
-static int find_model(session_t *se, const char *name, wd_served_t **ret, int *wait,
-                      wd_rt_error_t *e) {
-  wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
-  const int n = wd__server_models(se->hub->s, recs);
-  for (int k = 0; k < n; k++) {
-    for (int i = 0; !got && i < recs[k]->m.n_names; i++)
-      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
-        got = recs[k];
-    if (got != recs[k])
-      wd__served_release(recs[k]);
-  }
-  *ret = NULL;
-  if (!got) {
-    *e = (wd_rt_error_t){ .code = "model_not_found", .param = "session.audio.input.transcription.model" };
-    snprintf(e->message, sizeof e->message, "The model `%.64s` does not exist here.", name);
-    return -1;
-  }
-  if (!got->m.workers) {
-    *wait = got->m.on_demand ? got->m.on_demand(got->m.demand_ud) : WD_EBUSY;
-    wd__served_release(got);
-    return 0;
-  }
-  *ret = got;
-  return 1;
-}
-
-/* Submits a held turn, or fails it: 1 (the caller frees hd); 0 while its
- * model loads and final is 0. final: the wait is over (deadline, or the
- * server stopping). */
-static int try_start(session_t *se, held_t *hd, int final) {
-  wd_rt_error_t e = { 0 };
-  wd_served_t *rec = NULL;
-  int wait = 0;
-  const int found = find_model(se, hd->model, &rec, &wait, &e);
-  if (found < 0) {
-    send_failed(se, hd->item, "invalid_request_error", e.code, e.message);
-  } else if (found == 0 && wait != WD_EBUSY && !final) {
-    return 0;
-  } else if (found == 0) {
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             wait == WD_EBUSY ? "The model `%.64s` is not loaded, and loading it would pass the "
-                                "server's memory budget while its other models are in use."
-                              : "The model `%.64s` did not finish loading in time.",
-             hd->model);
-    send_failed(se, hd->item, "server_error",
-                wait == WD_EBUSY ? "model_over_memory_budget" : "model_loading", msg);
-  } else {
-    start_turn(se, hd, rec, 0);
-  }
-  return 1;
-}
-
-/* The held turns whose model is loaded now go, in order. */
-static void retry_held(session_t *se) {
-  const int stopping = atomic_load(&se->hub->stopping);
-  while (se->held && try_start(se, se->held, stopping || wd_now_s() >= se->held->deadline)) {
-    held_t *hd = se->held;
-    se->held = hd->next;
-    held_free(hd);
-  }
-}
-
-/* The open turn is committed: no more partials of it; one in flight is
- * cancelled (its result would come after the commit). */
-static void end_partials(session_t *se) {
-  uint64_t job = 0;
-  wd_workers_t *g = NULL;
-  pthread_mutex_lock(&se->mu);
-  se->partial_item[0] = 0;
-  for (turn_t *t = se->turns; t; t = t->next)
-    if (t->partial && t->job) {
-      job = t->job;
-      g = t->rec->m.workers;
-    }
-  pthread_mutex_unlock(&se->mu);
-  if (g)
-    wd_workers_cancel(g, job);
-}
-
-/* --realtime-partials-ms: the open turn (server_vad, speech going on) is
- * transcribed as it stands once every partial_every samples of new speech,
- * only while the model's workers have nothing else queued or running (a
- * partial takes idle time; a committed turn arriving waits at most for
- * the partial's encode), one at a time per session. */
-static void maybe_partial(session_t *se) {
-  wd_realtime_t *h = se->hub;
-  if (!h->partial_every || !se->cfg.vad || !se->in_speech || se->closing || se->held ||
-      atomic_load(&h->stopping))
-    return;
-  const uint64_t end = se->base + se->n16;
-  const uint64_t from = se->partial_end > se->turn_start ? se->partial_end : se->turn_start;
-  if (end - from < h->partial_every || se->turn_start < se->base)
-    return;
-  pthread_mutex_lock(&se->mu);
-  const int busy = se->partial_busy;
-  pthread_mutex_unlock(&se->mu);
-  wd_served_t *rec = NULL;
-  wd_rt_error_t e;
-  int wait = 0;
-  if (busy || find_model(se, se->cfg.model, &rec, &wait, &e) != 1)
-    return;
-  wd_worker_stats_t st;
-  wd_workers_stats(rec->m.workers, &st);
-  if (st.queued + st.running > 0) {
-    wd__served_release(rec);
-    return;
-  }
-  held_t hd = { .pcm = se->a16 + (se->turn_start - se->base), .n = (size_t)(end - se->turn_start),
-                .prompt = se->cfg.prompt, .t_stop = wd_now_s() };
-  snprintf(hd.item, sizeof hd.item, "%s", se->speech_item);
-  snprintf(hd.language, sizeof hd.language, "%s", se->cfg.language);
-  se->partial_end = end;
-  start_turn(se, &hd, rec, 1);
-}
-
-/* Audio samples [from, to) (the session's timeline) become a turn: sent
- * to the model's workers now, or held while the model loads. */
-static void commit(session_t *se, uint64_t from, uint64_t to, const char *item) {
-  end_partials(se);
-  json_t *ev = json_pack("{s:s, s:s, s:s}", "type", "input_audio_buffer.committed", "item_id", item,
-                         "previous_item_id", se->prev_item);
-  if (ev && !se->prev_item[0])
-    json_object_set_new(ev, "previous_item_id", json_null());
-  send_event(se, ev);
-  snprintf(se->prev_item, sizeof se->prev_item, "%s", item);
-  atomic_fetch_add(&se->hub->turns_total, 1);
-  held_t *hd = calloc(1, sizeof *hd);
-  if (hd && (hd->pcm = malloc((size_t)(to - from) * sizeof *hd->pcm)) != NULL &&
-      (!se->cfg.prompt || (hd->prompt = strdup(se->cfg.prompt)) != NULL)) {
-    memcpy(hd->pcm, se->a16 + (from - se->base), (size_t)(to - from) * sizeof *hd->pcm);
-    hd->n = (size_t)(to - from);
-    snprintf(hd->item, sizeof hd->item, "%s", item);
-    snprintf(hd->model, sizeof hd->model, "%s", se->cfg.model);
-    snprintf(hd->language, sizeof hd->language, "%s", se->cfg.language);
-    hd->logprobs = se->cfg.logprobs;
-    hd->t_stop = wd_now_s();
-    hd->deadline = hd->t_stop + RT_MODEL_WAIT_S;
-  } else {
-    held_free(hd);
-    send_failed(se, item, "server_error", "server_error", "Out of memory.");
-    return;
-  }
-  held_t **tail = &se->held;
-  while (*tail)
-    tail = &(*tail)->next;
-  if (se->held || !try_start(se, hd, 0)) { /* behind a waiting turn, or its model loads */
-    *tail = hd;
-    wd_log_info("api: realtime turn %s waits for model %s to load", hd->item, hd->model);
-  } else {
-    held_free(hd);
-  }
 }
 
 /* ---- audio ------------------------------------------------------------------ */
@@ -694,8 +284,8 @@ static void detect(session_t *se, const wd_vad_model_t *vad) {
       se->silence = 0;
       se->turn_start = c0 > se->base + pad ? c0 - pad : se->base;
       next_item(se, se->speech_item, sizeof se->speech_item);
-      send_event(se, speech_event("input_audio_buffer.speech_started", "audio_start_ms",
-                                  se->turn_start, se->speech_item));
+      wd__rt_send_event(se, speech_event("input_audio_buffer.speech_started", "audio_start_ms",
+                                         se->turn_start, se->speech_item));
       continue;
     }
     se->silence = p < neg ? se->silence + WD_VAD_CHUNK : p >= se->cfg.threshold ? 0 : se->silence;
@@ -703,9 +293,9 @@ static void detect(session_t *se, const wd_vad_model_t *vad) {
     if (se->silence < quiet && !cut)
       continue;
     const uint64_t end = cut ? c1 : c1 - se->silence + quiet / 2; /* a little of the silence */
-    send_event(se, speech_event("input_audio_buffer.speech_stopped", "audio_end_ms", end,
-                                se->speech_item));
-    commit(se, se->turn_start, end, se->speech_item);
+    wd__rt_send_event(se, speech_event("input_audio_buffer.speech_stopped", "audio_end_ms", end,
+                                       se->speech_item));
+    wd__rt_commit(se, se->turn_start, end, se->speech_item);
     se->in_speech = 0;
     drop_before(se, end);
   }
@@ -778,7 +368,7 @@ static void send_session(session_t *se, const char *type) {
     snprintf(id, sizeof id, "sess_%llx", (unsigned long long)(uintptr_t)se & 0xffffffffffull);
     json_object_set_new(s, "id", json_string(id));
   }
-  send_event(se, json_pack("{s:s, s:o}", "type", type, "session", s));
+  wd__rt_send_event(se, json_pack("{s:s, s:o}", "type", type, "session", s));
 }
 
 /* The Silero VAD the models were given (one per process), or NULL. */
@@ -858,16 +448,16 @@ static void on_event(session_t *se, const char *json, size_t n) {
     else
       next_item(se, item, sizeof item);
     const uint64_t from = se->in_speech && se->turn_start > se->base ? se->turn_start : se->base;
-    commit(se, from, se->base + se->n16, item);
+    wd__rt_commit(se, from, se->base + se->n16, item);
     se->in_speech = 0;
     drop_before(se, se->base + se->n16);
     break;
   }
   case WD_RT_CLEAR:
-    end_partials(se);
+    wd__rt_end_partials(se);
     drop_before(se, se->base + se->n16);
     se->in_speech = 0;
-    send_event(se, json_pack("{s:s}", "type", "input_audio_buffer.cleared"));
+    wd__rt_send_event(se, json_pack("{s:s}", "type", "input_audio_buffer.cleared"));
     break;
   }
   wd_rt_event_clear(&ev);
@@ -972,8 +562,8 @@ static void *session_main(void *arg) {
     if (is_dead(se))
       break;
     if (se->held)
-      retry_held(se);
-    maybe_partial(se);
+      wd__rt_retry_held(se);
+    wd__rt_maybe_partial(se);
     if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0) {
       send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
       close_sent_at = wd_now_s();
@@ -1024,7 +614,7 @@ static void *session_main(void *arg) {
   while (se->held) {
     held_t *hd = se->held;
     se->held = hd->next;
-    held_free(hd);
+    wd__rt_held_free(hd);
   }
   pthread_mutex_lock(&se->mu);
   se->dead = 1;
@@ -1041,7 +631,7 @@ static void *session_main(void *arg) {
   pthread_mutex_unlock(&h->mu);
   wd_log_info("api: realtime session ended (%u turn%s)", se->item_seq,
               se->item_seq == 1 ? "" : "s");
-  session_unref(se);
+  wd__rt_session_unref(se);
   return NULL;
 }
 
@@ -1093,7 +683,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
     h->list = se->next;
     h->n_open--;
     pthread_mutex_unlock(&h->mu);
-    session_unref(se);
+    wd__rt_session_unref(se);
     return;
   }
   pthread_attr_destroy(&at);
