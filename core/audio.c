@@ -484,6 +484,10 @@ static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t en
     if (depth == 0 && !be && n >= 4 && memcmp(c, "LIST", 4) == 0 &&
         wd_audio_chunks_overrun(d, off + 12, off + 8 + n, be, NULL, 1))
       return 1;
+    /* a bare INFO chunk: libsndfile reads its body as a LIST's subchunks */
+    if (depth == 0 && !be && memcmp(c, "INFO", 4) == 0 &&
+        wd_audio_chunks_overrun(d, off + 8, off + 8 + n, be, NULL, 1))
+      return 1;
     off += 8 + (size_t)n + (n & 1u);
   }
   return 0;
@@ -497,7 +501,8 @@ static int wd_audio_chunks_overrun(const unsigned char *d, size_t off, size_t en
  * fuzz_audio found a 90-byte WAV with an INFO chunk of size 0xffffffff, a
  * 42-byte one whose LIST holds a subchunk of 16,000 bytes, and a 41-byte one
  * whose LIST (of a type other than INFO) holds a subchunk with the id
- * f7 ff ff ff (tests/fuzz/regress/audio/). Such files go to FFmpeg, which stops at the
+ * f7 ff ff ff, and a 40-byte one with a bare top-level INFO chunk holding
+ * a subchunk of id 03 00 00 00 (tests/fuzz/regress/audio/). Such files go to FFmpeg, which stops at the
  * end of the buffer, or are refused without it. The sample-data chunk
  * ("data", "SSND") is exempt: streaming writers leave its size 0 or
  * 0xffffffff, and a cut file ends inside it.
