@@ -311,6 +311,14 @@ def test_sigterm_finishes_running_turns_then_closes_1001():
         send_jfk_and_commit(ws)
         while json.loads(ws.recv(timeout=30))["type"] != "input_audio_buffer.committed":
             pass
+        # SIGTERM answers a job still queued 503 (a turn: failed), as for
+        # uploads: wait until the worker runs it (a loaded 2-core CI machine
+        # may take a while to admit it; it may even be done already)
+        deadline = time.monotonic() + 30
+        while (wd_api.metrics(d.port).get("whisperd_jobs_running", 0) < 1 and
+               wd_api.metrics(d.port).get('whisperd_jobs_total{result="done"}', 0) < 1 and
+               time.monotonic() < deadline):
+            time.sleep(0.01)
         os.kill(d.proc.pid, signal.SIGTERM)
         got = None
         with pytest.raises(Exception):
