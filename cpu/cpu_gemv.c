@@ -247,7 +247,30 @@ void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
   const cpu_deq_fn deq = g->n_rows > 4 && k <= STAGE_MAX ? wd_cpu_qgemv_deq(w->type, simd) : NULL;
   if (deq)
     dot = pick_dot(WD_DTYPE_F32, simd);
-  for (int o = o0; o < o1; o++) {
+  /* f16 and f32 rows on AVX-512: four outputs at a time (cpu_dot4_fn), the
+   * rest one by one; the sums are the same either way. */
+  const cpu_dot4_fn dot4 = simd == 2 && !deq ? wd_cpu_gemv512_dot4(w->type) : NULL;
+  int o = o0;
+  for (; dot4 && o + 4 <= o1; o += 4) {
+    const void *wrow = (const char *)w->data + (size_t)o * row_bytes;
+    for (int r0 = 0; r0 < g->n_rows; r0 += 4) {
+      const int R = g->n_rows - r0 < 4 ? g->n_rows - r0 : 4;
+      const float *x[4];
+      float res[16];
+      for (int r = 0; r < R; r++)
+        x[r] = g->x + (size_t)(r0 + r) * (size_t)g->ldx;
+      dot4(wrow, row_bytes, k, x, R, res);
+      for (int j = 0; j < 4; j++) {
+        const float bias = g->b ? g->b[o + j] : 0.0f;
+        for (int r = 0; r < R; r++) {
+          float *y = g->y + (size_t)(r0 + r) * (size_t)g->ldy + o + j;
+          const float v = res[j * 4 + r] + bias;
+          *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(v) : v;
+        }
+      }
+    }
+  }
+  for (; o < o1; o++) {
     const void *wrow = (const char *)w->data + (size_t)o * row_bytes;
     if (deq) {
       deq(wrow, k, stage);

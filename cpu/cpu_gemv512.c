@@ -3,8 +3,9 @@
  * (bodies in cpu_gemv512_kern.h), picked at run time by cpu_gemv.c on hosts
  * with AVX-512F (and AVX2, FMA, F16C). Their sums are bit-identical to the
  * AVX2 kernels' (same lanes, same FMAs, same fold): the wider registers
- * take 16 weights per instruction, and a batched step reads the weight row
- * once for four activation rows in four 16-wide accumulators.
+ * take 16 weights per instruction, a batched step reads the weight row
+ * once for four activation rows in four 16-wide accumulators, and four
+ * outputs run side by side (cpu_dot4_fn) so that no FMA waits on the last.
  * WHISPERD_CPU_NO_AVX512 (set, not "0") keeps the AVX2 kernels.
  */
 #include "cpu_gemv512.h"
@@ -44,9 +45,21 @@ cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
     return cpu512_dot_f32;
   return NULL;
 }
+
+cpu_dot4_fn wd_cpu_gemv512_dot4(wd_dtype_t type) {
+  if (type == WD_DTYPE_F16)
+    return cpu512_dot4_f16;
+  if (type == WD_DTYPE_F32)
+    return cpu512_dot4_f32;
+  return NULL;
+}
 #else
 int wd_cpu_avx512_available(void) { return 0; }
 cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
+  (void)type;
+  return NULL;
+}
+cpu_dot4_fn wd_cpu_gemv512_dot4(wd_dtype_t type) {
   (void)type;
   return NULL;
 }

@@ -20,4 +20,7 @@ int wd_cpu_avx512_available(void);
  * wd_cpu_avx512_available); NULL for other types and off x86. */
 cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type);
 
+/* Its four-output form (cpu_dot4_fn), or NULL likewise. */
+cpu_dot4_fn wd_cpu_gemv512_dot4(wd_dtype_t type);
+
 #endif

@@ -22,6 +22,10 @@
 /* res[r] = W_row . x[r] for r < R (R 1 .. 4): the fixed-order dot products
  * of one weight row of k elements (k a multiple of 16; of 32 for blocks). */
 typedef void (*cpu_dot_fn)(const void *wrow, int k, const float *const *x, int R, float *res);
+/* Four weight rows (wrow, wrow + stride, ...) against R (1 .. 4) activation
+ * rows: res[o * 4 + r], each the cpu_dot_fn sum of row o and x[r], bit for bit. */
+typedef void (*cpu_dot4_fn)(const void *wrow, size_t stride, int k, const float *const *x, int R,
+                            float *res);
 
 /* The block type's dot: simd 1 the AVX2 one (the caller checked the CPU
  * has it), 0 the portable one. NULL for f32, f16 and unknown types. */

@@ -31,8 +31,18 @@ int gemv512_simde_dots(cpu_dot_fn *f16, cpu_dot_fn *f32) {
   *f32 = cpu512_dot_f32;
   return 1;
 }
+
+int gemv512_simde_dots4(cpu_dot4_fn *f16, cpu_dot4_fn *f32) {
+  *f16 = cpu512_dot4_f16;
+  *f32 = cpu512_dot4_f32;
+  return 1;
+}
 #else
 int gemv512_simde_dots(cpu_dot_fn *f16, cpu_dot_fn *f32) {
+  *f16 = *f32 = NULL;
+  return 0;
+}
+int gemv512_simde_dots4(cpu_dot4_fn *f16, cpu_dot4_fn *f32) {
   *f16 = *f32 = NULL;
   return 0;
 }

@@ -13,4 +13,7 @@
  * only on a host with AVX2, FMA and F16C. */
 int gemv512_simde_dots(cpu_dot_fn *f16, cpu_dot_fn *f32);
 
+/* The same for the four-output kernels (cpu_dot4_fn). */
+int gemv512_simde_dots4(cpu_dot4_fn *f16, cpu_dot4_fn *f32);
+
 #endif

@@ -13,7 +13,9 @@
  * native kernels (path 2) are compared with path 1 as well.
  *
  * Shapes: n_in 16, 48, 384, 389 (a scalar tail of 5) and 1536; 1 to 9
- * activation rows (groups of 4 and a remainder); f16 and f32 weights.
+ * activation rows (groups of 4 and a remainder); f16 and f32 weights; 11
+ * outputs (the four-output kernels take 0 .. 7, the one-output kernel the
+ * rest).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +71,9 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
   static const wd_dtype_t types[] = { WD_DTYPE_F16, WD_DTYPE_F32 };
   int compared = 0;
   cpu_dot_fn simde_f16 = NULL, simde_f32 = NULL;
-  const int have_simde = gemv512_simde_dots(&simde_f16, &simde_f32);
+  cpu_dot4_fn simde4_f16 = NULL, simde4_f32 = NULL;
+  const int have_simde = gemv512_simde_dots(&simde_f16, &simde_f32) &&
+                         gemv512_simde_dots4(&simde4_f16, &simde4_f32);
   for (size_t ti = 0; ti < 2; ti++)
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
       fill(&c, types[ti], widths[wi]);
@@ -97,6 +101,22 @@ WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
             }
           }
           WD_CHECK(memcmp(y, ref, (size_t)n * N_OUT * sizeof *y) == 0);
+          compared++;
+          /* The four-output kernels over outputs 0 .. 7 (two blocks). */
+          const cpu_dot4_fn dot4 = types[ti] == WD_DTYPE_F16 ? simde4_f16 : simde4_f32;
+          const size_t rb = wd_cpu_mat_row_bytes(&c.w);
+          for (int o0 = 0; o0 + 4 <= N_OUT; o0 += 4)
+            for (int r0 = 0; r0 < n; r0 += 4) {
+              const int R = n - r0 < 4 ? n - r0 : 4;
+              const float *x[4];
+              float res[16];
+              for (int r = 0; r < R; r++)
+                x[r] = c.x[r0 + r];
+              dot4((const char *)c.w.data + (size_t)o0 * rb, rb, c.w.n_in, x, R, res);
+              for (int j = 0; j < 4; j++)
+                for (int r = 0; r < R; r++)
+                  WD_CHECK(res[j * 4 + r] + 0.0f == ref[(r0 + r) * N_OUT + o0 + j]);
+            }
           compared++;
         }
         if (wd_cpu_avx512_available()) { /* the native kernels */
