@@ -8,9 +8,9 @@
  * the convolutions become products through im2col. The self-attention runs
  * a block of queries at a time on AVX-512 hosts (cpu_enc_attn.h), as one
  * sgemm pair a head elsewhere.
- * Element-wise work (bias, GELU, LayerNorm, softmax) is split over the
- * engine's threads between the BLAS calls, which run on OpenBLAS's own
- * threads (as many as ours) while ours sleep.
+ * Every product and element-wise pass (bias, GELU, LayerNorm, softmax) is
+ * split over the engine's own threads; sgemm runs single-threaded inside
+ * them (cpu_gemm.c says why).
  */
 #include <cblas.h>
 #include <math.h>
@@ -53,16 +53,33 @@ static void ln_rows(wd_cpu_engine_t *e, const float *x, float *y, int rows, int 
   wd_cpu_parallel(e, wd_cpu_row_chunks(e, rows, &t.rows_per), ln_task, &t);
 }
 
+/* One head's attention for a run of query rows, on this thread (sgemm is
+ * single-threaded: cpu_gemm.c): S = scale Q K^T for the rows (their rows
+ * of the (n, n) scratch), softmax over each, O = S V. Each row's products
+ * are what one sgemm over all rows gives it. */
 typedef struct {
-  float *s;
-  int n, rows_per;
-} sm_task_t;
+  wd_cpu_engine_t *e;
+  int h, rows_per;
+  float scale;
+} head_task_t;
 
-static void sm_task(void *arg, int i) {
-  const sm_task_t *t = arg;
-  const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->n ? r0 + t->rows_per : t->n;
-  for (int r = r0; r < r1; r++)
-    wd_cpu_softmax_vec(t->s + (size_t)r * (size_t)t->n, t->n);
+static void head_task(void *arg, int i) {
+  const head_task_t *t = arg;
+  wd_cpu_engine_t *e = t->e;
+  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, dh = d / e->hp.n_audio_head;
+  const int ld = 3 * d, r0 = i * t->rows_per;
+  const int rows = r0 + t->rows_per < n ? t->rows_per : n - r0;
+  if (rows <= 0)
+    return;
+  float *S = e->e_s + (size_t)r0 * (size_t)n;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, dh, t->scale,
+              e->e_qkv + (size_t)r0 * (size_t)ld + t->h * dh, ld, e->e_qkv + d + t->h * dh, ld,
+              0.0f, S, n);
+  for (int r = 0; r < rows; r++)
+    wd_cpu_softmax_vec(S + (size_t)r * (size_t)n, n);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, n, 1.0f, S, n,
+              e->e_qkv + 2 * d + t->h * dh, ld, 0.0f, e->e_o + (size_t)r0 * (size_t)d + t->h * dh,
+              d);
 }
 
 /* f32 -> f16 in F16_CHUNKS pieces. */
@@ -159,13 +176,9 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
     blocked_attention(e, scale);
   else
     for (int h = 0; h < nh; h++) {
-      /* S (n, n) = scale * Q_h K_h^T; softmax over each row; O_h = S V_h. */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, dh, scale, e->e_qkv + h * dh,
-                  ld, e->e_qkv + d + h * dh, ld, 0.0f, e->e_s, n);
-      sm_task_t t = { .s = e->e_s, .n = n };
-      wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.rows_per), sm_task, &t);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dh, n, 1.0f, e->e_s, n,
-                  e->e_qkv + 2 * d + h * dh, ld, 0.0f, e->e_o + h * dh, d);
+      head_task_t t = { .e = e, .h = h, .scale = scale };
+      t.rows_per = ((n + e->n_threads - 1) / e->n_threads + 63) / 64 * 64;
+      wd_cpu_parallel(e, (n + t.rows_per - 1) / t.rows_per, head_task, &t);
     }
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);

@@ -518,9 +518,10 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     wd_cpu_engine_free(e);
     return rc;
   }
-  /* BLAS runs only from this thread, while the pool sleeps: give it the
-   * same cores, no more. */
-  openblas_set_num_threads(e->n_threads);
+  /* sgemm runs inside the pool's tasks, one thread each (cpu_gemm.c):
+   * OpenBLAS's own threads stay asleep. Process-wide, the same for every
+   * engine. */
+  openblas_set_num_threads(1);
   e->iface = (wd_engine_t){
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
     .max_seqs = e->max_seqs, .max_audio = e->max_audio,

@@ -46,13 +46,35 @@ static void widen_task(void *arg, int i) {
     wd_cpu_mat_row(t->w, t->o0 + r, t->out + (size_t)r * k);
 }
 
-/* W[o0 .. o0 + n) as f32: the matrix itself, or the scratch widened. */
-static const float *widen(wd_cpu_engine_t *e, const cpu_mat_t *w, int o0, int n) {
-  if (w->type == WD_DTYPE_F32)
-    return (const float *)w->data + (size_t)o0 * (size_t)w->n_in;
-  widen_task_t t = { .w = w, .o0 = o0, .n = n, .out = e->w_f32 };
-  wd_cpu_parallel(e, wd_cpu_row_chunks(e, n, &t.per), widen_task, &t);
-  return e->w_f32;
+/* A slice [a, b) of wd_cpu_gemm_xwt's outputs: its weight rows widened
+ * (into the same rows of the scratch that a whole widening uses), then
+ * its columns of y. */
+typedef struct {
+  wd_cpu_engine_t *e;
+  int rows, ldx, o0, n, per, ldy;
+  const float *x;
+  const cpu_mat_t *w;
+  float beta;
+  float *y;
+} xwt_task_t;
+
+static void xwt_task(void *arg, int i) {
+  const xwt_task_t *t = arg;
+  const int a = i * t->per, b = a + t->per < t->n ? a + t->per : t->n;
+  if (a >= b)
+    return;
+  const size_t k = (size_t)t->w->n_in;
+  const float *wf;
+  if (t->w->type == WD_DTYPE_F32) {
+    wf = (const float *)t->w->data + (size_t)(t->o0 + a) * k;
+  } else {
+    widen_task_t wt = { .w = t->w, .o0 = t->o0 + a, .n = b - a, .per = b - a,
+                        .out = t->e->w_f32 + (size_t)a * k };
+    widen_task(&wt, 0);
+    wf = wt.out;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t->rows, b - a, (int)k, 1.0f, t->x, t->ldx,
+              wf, (int)k, t->beta, t->y + a, t->ldy);
 }
 
 /* ---- bf16 and int8 (cpu_rgemm.h) ---- */
@@ -104,9 +126,23 @@ void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, cons
     rgemm(e, rows, x, ldx, w, o0, n, NULL, beta != 0.0f ? CPU_GEMV_ADD : CPU_GEMV_SET, y, ldy, 1);
     return;
   }
-  const float *wf = widen(e, w, o0, n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w->n_in, 1.0f, x, ldx, wf,
-              w->n_in, beta, y, ldy);
+  /* One slice of the outputs per engine thread, each widened and
+   * multiplied on that thread by a single-threaded sgemm (OpenBLAS is told
+   * to use one thread: cpu_engine.c): the widened slice is still in the
+   * thread's cache when sgemm reads it, and no core is handed between our
+   * pool and OpenBLAS's threads, which after every call spun on
+   * sched_yield for about 0.1 s (OpenBLAS's THREAD_TIMEOUT), on the cores
+   * the decoder's steps then wanted. A slice's edge may round differently
+   * from the same outputs inside one whole sgemm (OpenBLAS's edge kernels),
+   * so results depend on the engine's thread count in the last bit, as
+   * they did with OpenBLAS's own threads (measured: 1 and 2 OpenBLAS
+   * threads differ on this encoder's shapes). */
+  xwt_task_t t = { .e = e, .rows = rows, .x = x, .ldx = ldx, .w = w, .o0 = o0, .n = n,
+                   .beta = beta, .y = y, .ldy = ldy };
+  int tasks = e->n_threads < (n + 63) / 64 ? e->n_threads : (n + 63) / 64;
+  t.per = (n + tasks - 1) / tasks;
+  t.per = (t.per + 63) / 64 * 64; /* whole tiles of every kernel OpenBLAS has */
+  wd_cpu_parallel(e, (n + t.per - 1) / t.per, xwt_task, &t);
 }
 
 /* ---- bias and activation over rows ---- */
