@@ -6,19 +6,6 @@
 
 #include <math.h>
 
-double wd_logsumexp(const float *x, int n) {
-  float mx = -INFINITY;
-  for (int i = 0; i < n; i++)
-    if (x[i] > mx)
-      mx = x[i];
-  if (mx == -INFINITY)
-    return -INFINITY;
-  double s = 0.0;
-  for (int i = 0; i < n; i++)
-    s += exp((double)x[i] - mx);
-  return mx + log(s);
-}
-
 /* ApplyTimestampRules for the sampled tokens seq[0..n). Returns the
  * logsumexp of the filtered logits when the last rule left them as they were
  * when it computed it (the caller reuses it: one pass of exp() over the

@@ -23,8 +23,12 @@ typedef struct {
   int max_initial_index;        /* timestamp tokens the first may be past ts_begin; < 0 none */
 } wd_filter_t;
 
-/* log(sum(exp(x))) over x[0..n), -inf entries allowed (-inf when all are). */
+/* log(sum(exp(x))) over x[0..n), -inf entries allowed (-inf when all are);
+ * in double, four lanes at a time on AVX2 hosts (logsumexp.c). */
 double wd_logsumexp(const float *x, int n);
+
+/* Tests: the scalar path on every host (on != 0) or the CPU's again. */
+void wd_logsumexp_force_portable(int on);
 
 /* Filters lg (n_vocab logits) for a row whose sampled tokens so far are
  * seq[0..n) and returns the logsumexp of the filtered logits, so that
