@@ -112,20 +112,26 @@ static void send_failed(session_t *se, const char *item, const char *type, const
 }
 
 /* A turn of a loaded model to its workers (rec referenced, now the
- * turn's); hd stays the caller's. partial: a partial transcript of the open
- * turn, which fails silently. */
-static void start_turn(session_t *se, const held_t *hd, wd_served_t *rec, int partial) {
+ * turn's); hd stays the caller's, but a committed turn's samples (its own
+ * copy, made at the commit) go to the job as they are. partial: a partial
+ * transcript of the open turn, which fails silently; its samples are the
+ * session's, copied here. */
+static void start_turn(session_t *se, held_t *hd, wd_served_t *rec, int partial) {
   turn_t *t = calloc(1, sizeof *t);
-  int16_t *pcm = malloc(hd->n * sizeof *pcm);
+  int16_t *pcm = partial ? malloc(hd->n * sizeof *pcm) : hd->pcm;
   if (!t || !pcm) {
     free(t);
-    free(pcm);
+    if (partial)
+      free(pcm);
     wd__served_release(rec);
     if (!partial)
       send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
     return;
   }
-  memcpy(pcm, hd->pcm, hd->n * sizeof *pcm);
+  if (partial)
+    memcpy(pcm, hd->pcm, hd->n * sizeof *pcm);
+  else
+    hd->pcm = NULL; /* the job's now */
   *t = (turn_t){ .se = se, .rec = rec, .t_stop = hd->t_stop, .logprobs = hd->logprobs,
                  .partial = partial };
   snprintf(t->item, sizeof t->item, "%s", hd->item);
