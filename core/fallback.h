@@ -20,6 +20,19 @@
  *          could never be kept). All failed: the next group starts at
  *          t[lo + n], or, past the schedule's end, the last is kept.
  *
+ *   spare  at temperature index 0, with spare rows and one row an attempt
+ *          (no beams, no best_of), the group holds every temperature: the
+ *          first runs, the others wait (dormant; their rows get row 0's
+ *          state with the first copies, and the first logits are kept).
+ *          They wake when the first fails, or earlier once its text so far
+ *          looks like failing (every 16 tokens from the 32nd: compression
+ *          ratio above the threshold, or average log-probability below it
+ *          where the window is not silence), and then run beside it: a
+ *          window whose greedy decode loops to its 224th token no longer
+ *          waits for that before its fallbacks start. The kept attempt is
+ *          the same either way: waking changes when an attempt runs, not
+ *          what it computes.
+ *
  * The random stream of an attempt is seeded by (seed, seek, temperature
  * index) alone, so a group of one attempt after another (no spare rows)
  * and a group of several give the same attempts, and so the same kept
@@ -48,6 +61,7 @@ typedef struct {
   wd_search_t search;
   uint64_t rng;                /* its own sampling state */
   wd_att_verdict_t verdict;
+  int dormant;                 /* spare: not updated or stepped until woken */
   const wd_hyp_t *best;        /* decided: its result, and the stats of it */
   wd_window_stats_t ws;
 } wd_attempt_t;
@@ -60,18 +74,23 @@ typedef struct {
   int from_row0;               /* the next work's copies read row 0 */
   wd_attempt_t *att;           /* [n] of [cap] */
   int cap;
+  int n_dormant;               /* spare attempts not woken yet */
+  int next_check;              /* tokens of attempt 0 at the next look */
+  float *spare_lg;             /* the group's first logits, for spares */
+  int spare_cap;
 } wd_fallback_t;
 
 /* Rows one attempt at temperature index t_idx uses. */
 int wd_fallback_rows_per(const wd_decode_opts_t *o, int t_idx);
 
 /* Rows a group starting at lo could use side by side: every temperature
- * left, when lo follows a failed attempt (so rows are never taken for
- * attempts that may not be needed); at most max_rows. */
+ * left, when lo follows a failed attempt, or at lo 0 where the others can
+ * wait as spares (see above); at most max_rows. */
 int wd_fallback_rows_wanted(const wd_decode_opts_t *o, int lo, int max_rows);
 
 /* Starts the group at temperature index lo over n_rows rows (as many
- * attempts as they hold, at least one; one alone when lo == 0). seed:
+ * attempts as they hold, at least one; at lo == 0 the first alone, or
+ * with the others as spares). seed:
  * the options' seed; seek: the window's, for the attempts' streams;
  * max_len: tokens an attempt may sample. Returns 0 or WD_ENOMEM. */
 int wd_fallback_begin(wd_fallback_t *f, int lo, int n_rows, int seek, int max_len);

@@ -167,7 +167,7 @@ static const wd_engine_t *shed_wrap(const wd_engine_t *ref) {
  * slots (shed: with g_shed's engine); its transcript into *t, and its
  * steps with several rows. */
 static int fallback_run(int slots, int shed, wd_transcript_t *t, uint64_t *ret_multi,
-                        uint64_t *ret_shed) {
+                        uint64_t *ret_shed, uint64_t *ret_single) {
   rig_t g;
   g_wrap = shed ? shed_wrap : NULL;
   memset(&g_shed, 0, sizeof g_shed);
@@ -203,6 +203,7 @@ static int fallback_run(int slots, int shed, wd_transcript_t *t, uint64_t *ret_m
   }
   wd_worker_stats(g.w, &st);
   *ret_multi = 0;
+  *ret_single = st.steps_by_rows[1] - st0.steps_by_rows[1];
   for (int r = 2; r <= 16; r++)
     *ret_multi += st.steps_by_rows[r] - st0.steps_by_rows[r];
   *ret_shed = st.rows_shed;
@@ -214,19 +215,20 @@ static int fallback_run(int slots, int shed, wd_transcript_t *t, uint64_t *ret_m
 
 /* When a window fails at temperature 0, its attempts at 0.2 .. 1.0 run
  * side by side in slots the worker lends (steps of several rows with one
- * job running), each with its own seeded stream; the attempt kept is the
- * one a worker of one slot keeps trying them one after another, bit for
- * bit. */
+ * job running), each with its own seeded stream, started as spares while
+ * the first still runs; the attempt kept is the one a worker of one slot
+ * keeps trying them one after another, bit for bit. */
 WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   wd_transcript_t seq = { 0 }, par = { 0 }, shed = { 0 };
   uint64_t multi_seq = 0, multi_par = 0, multi_shed = 0, n_shed = 0, unused = 0;
-  const int rc_seq = fallback_run(1, 0, &seq, &multi_seq, &unused);
-  const int rc_par = fallback_run(8, 0, &par, &multi_par, &unused);
+  uint64_t single_seq = 0, single_par = 0;
+  const int rc_seq = fallback_run(1, 0, &seq, &multi_seq, &unused, &single_seq);
+  const int rc_par = fallback_run(8, 0, &par, &multi_par, &unused, &single_par);
   /* a job queued while the attempts hold lent rows: they give them back at
    * once (the ones not yet needed run again later), same result */
-  const int rc_shed = fallback_run(8, 1, &shed, &multi_shed, &n_shed);
+  const int rc_shed = fallback_run(8, 1, &shed, &multi_shed, &n_shed, &unused);
   WD_CHECK_EQ_INT(rc_shed, 0);
   WD_CHECK(g_shed.submitted && n_shed > 0);
   WD_CHECK(rc_shed != 0 || same_transcript(&seq, &shed));
@@ -236,11 +238,18 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   WD_CHECK_EQ_INT(rc_seq, 0);
   WD_CHECK_EQ_INT(rc_par, 0);
   if (rc_seq == 0 && rc_par == 0) {
-    fprintf(stderr, "fallback: %d segments, temperature %.1f, '%s'; %llu steps of 2+ rows\n",
+    fprintf(stderr,
+            "fallback: %d segments, temperature %.1f, '%s'; %llu steps of 2+ rows, %llu of one "
+            "(one slot: %llu)\n",
             par.n_segments, par.n_segments ? (double)par.segments[0].temperature : 0.0,
-            par.text, (unsigned long long)multi_par);
+            par.text, (unsigned long long)multi_par, (unsigned long long)single_par,
+            (unsigned long long)single_seq);
     WD_CHECK_EQ_INT(multi_seq, 0);
     WD_CHECK(multi_par > 0);          /* the attempts really ran side by side */
+    /* ... and beside attempt 0 once its text looked like failing, instead
+     * of after its 224 looping tokens (that order took 353 one-row steps
+     * here, one slot 553, spares 62) */
+    WD_CHECK(single_par * 4 < single_seq);
     WD_CHECK(par.n_segments >= 1);
     WD_CHECK(par.n_segments >= 1 && par.segments[0].temperature > 0.0f); /* it fell back */
     WD_CHECK(same_transcript(&seq, &par));
