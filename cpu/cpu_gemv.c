@@ -230,6 +230,13 @@ void wd_cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1) {
   wd_cpu_gemv_range_path(g, o0, o1, widest_path());
 }
 
+/* Output o of activation row r from its sum: the bias, then the op. */
+static inline void put(const cpu_gemv_t *g, int r, int o, float sum) {
+  float *y = g->y + (size_t)r * (size_t)g->ldy + o;
+  const float v = sum + (g->b ? g->b[o] : 0.0f);
+  *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(v) : v;
+}
+
 /* Block rows staged as f32 when more than 4 activation rows read them:
  * the widest decoder row (large's fc2, 5120) fits. */
 enum { STAGE_MAX = 8192 };
@@ -260,14 +267,9 @@ void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
       for (int r = 0; r < R; r++)
         x[r] = g->x + (size_t)(r0 + r) * (size_t)g->ldx;
       dot4(wrow, row_bytes, k, x, R, res);
-      for (int j = 0; j < 4; j++) {
-        const float bias = g->b ? g->b[o + j] : 0.0f;
-        for (int r = 0; r < R; r++) {
-          float *y = g->y + (size_t)(r0 + r) * (size_t)g->ldy + o + j;
-          const float v = res[j * 4 + r] + bias;
-          *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(v) : v;
-        }
-      }
+      for (int j = 0; j < 4; j++)
+        for (int r = 0; r < R; r++)
+          put(g, r0 + r, o + j, res[j * 4 + r]);
     }
   }
   for (; o < o1; o++) {
@@ -276,7 +278,6 @@ void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
       deq(wrow, k, stage);
       wrow = stage;
     }
-    const float bias = g->b ? g->b[o] : 0.0f;
     for (int r0 = 0; r0 < g->n_rows; r0 += 4) {
       const int R = g->n_rows - r0 < 4 ? g->n_rows - r0 : 4;
       const float *x[4];
@@ -284,11 +285,8 @@ void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd) {
       for (int r = 0; r < R; r++)
         x[r] = g->x + (size_t)(r0 + r) * (size_t)g->ldx;
       dot(wrow, k, x, R, res);
-      for (int r = 0; r < R; r++) {
-        float *y = g->y + (size_t)(r0 + r) * (size_t)g->ldy + o;
-        const float v = res[r] + bias;
-        *y = g->op == CPU_GEMV_ADD ? *y + v : g->op == CPU_GEMV_GELU ? wd_cpu_gelu(v) : v;
-      }
+      for (int r = 0; r < R; r++)
+        put(g, r0 + r, o, res[r]);
     }
   }
 }
