@@ -139,9 +139,9 @@ void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, cons
    * threads differ on this encoder's shapes). */
   xwt_task_t t = { .e = e, .rows = rows, .x = x, .ldx = ldx, .w = w, .o0 = o0, .n = n,
                    .beta = beta, .y = y, .ldy = ldy };
-  int tasks = e->n_threads < (n + 63) / 64 ? e->n_threads : (n + 63) / 64;
+  const int tasks = e->n_threads < (n + 63) / 64 ? e->n_threads : (n + 63) / 64;
   t.per = (n + tasks - 1) / tasks;
-  t.per = (t.per + 63) / 64 * 64; /* whole tiles of every kernel OpenBLAS has */
+  t.per = (t.per + 63) / 64 * 64; /* slices of 64 columns: interior tiles stay interior */
   wd_cpu_parallel(e, (n + t.per - 1) / t.per, xwt_task, &t);
 }
 
