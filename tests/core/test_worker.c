@@ -23,6 +23,7 @@
 #include "tokenizer.h"
 #include "wd_test.h"
 #include "wd_worker_util.h"
+#include "whisper_ref.h"
 #include "worker.h"
 
 #define TINY WD_SOURCE_DIR "/models/ggml-tiny.en.bin"
@@ -82,6 +83,7 @@ static void check_identity(const char *model, const clip_t *clips, int n) {
   rig_t g;
   if (rig_start(&g, model, clips_rows(clips, n), 16) < 0)
     return;
+  fprintf(stderr, "reference BLAS: %s\n", wd_ref_blas_path());
   wd_check_identity(g.w, clips, n, model);
   rig_stop(&g);
 }

@@ -12,8 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_blas.h"
 #include "error.h"
 #include "quant.h"
+
+const char *wd_ref_blas_path(void) { return wd_cpu_blas_path(); }
 
 /* The tensor as f32 (malloc'd), or NULL when absent or of another size. */
 float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel) {

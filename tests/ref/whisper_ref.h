@@ -13,6 +13,13 @@
 
 #include "model.h"
 
+/* The BLAS the reference's products run on (cpu_blas.h's report). Linking
+ * this pulls in cpu_blas.c's start-up hook, so a test binary runs OpenBLAS
+ * on the kernels the CPU's features allow, as whisperd does, and not on
+ * the library's table pick (SSE3 kernels on CPUs newer than the library,
+ * where the reference took most of the worker test's time). */
+const char *wd_ref_blas_path(void);
+
 /* The tensor converted to f32 (malloc'd), or NULL when absent, of another
  * element count, or quantized. */
 float *wd_ref_tensor(const wd_model_t *m, const char *name, size_t numel);
