@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu_blas.h"
 #include "error.h"
 #include "f16.h"
 #include "vk_buffer.h"
@@ -211,8 +212,8 @@ int main(int argc, char **argv) {
   if (rc)
     return 1;
   /* The host's products after every GPU one (see the header). */
-  printf("OpenBLAS %d thread(s), best of %d; per shape: GPU ms and GFLOP/s per family, then "
-         "OpenBLAS\n", threads, REPS);
+  printf("%s; %d thread(s), best of %d; per shape: GPU ms and GFLOP/s per family, then "
+         "OpenBLAS\n", wd_cpu_blas_path(), threads, REPS);
   for (size_t i = 0; i < N_SHAPES; i++) {
     const uint32_t M = shapes[i].m, N = shapes[i].n, K = shapes[i].k;
     const double flop = 2.0 * M * N * K, blas = blas_time(M, N, K);
