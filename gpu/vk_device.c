@@ -139,8 +139,8 @@ static int wd_vk_compute_family(VkPhysicalDevice pd, float *ret_ts_period, uint3
   return best;
 }
 
-static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_info_t *info,
-                            int *ret_family) {
+static void wd_vk_fill_info(VkInstance inst, VkPhysicalDevice pd, uint32_t index,
+                            wd_vk_device_info_t *info, int *ret_family) {
   VkPhysicalDeviceVulkan11Properties p11 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
   };
@@ -205,6 +205,11 @@ static void wd_vk_fill_info(VkPhysicalDevice pd, uint32_t index, wd_vk_device_in
                               (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   info->shader_float16 = is_12 && f12.shaderFloat16;
   info->storage_16bit = is_12 && f11.storageBuffer16BitAccess;
+  info->memory_model = is_12 && f12.vulkanMemoryModel;
+  if (is_12)
+    wd_vk_coopmat_probe(inst, pd, &info->coopmat);
+  info->matrix_ext = wd_vk_coopmat_pick(&info->coopmat, info->shader_float16, info->memory_model,
+                                        info->subgroup_size);
   info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
   info->max_shared_bytes = p->limits.maxComputeSharedMemorySize;
   info->limits = (wd_vk_limits_t){
@@ -283,7 +288,7 @@ int wd_vk_device_list(const wd_vk_limits_t *override, wd_vk_device_info_t **ret_
     goto out;
   }
   for (uint32_t i = 0; i < n; i++) {
-    wd_vk_fill_info(pds[i], i, &infos[i], NULL);
+    wd_vk_fill_info(inst, pds[i], i, &infos[i], NULL);
     wd_vk_apply_override(&infos[i], override);
   }
   *ret_infos = infos;
@@ -364,7 +369,7 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   for (uint32_t i = 0; i < n; i++) {
     wd_vk_device_info_t info;
     int fam = -1;
-    wd_vk_fill_info(pds[i], i, &info, &fam);
+    wd_vk_fill_info(d->instance, pds[i], i, &info, &fam);
     if (!info.usable)
       continue;
     int rank = wd_vk_class_rank(info.device_class);
@@ -397,11 +402,21 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   d->limits.minTexelBufferOffsetAlignment = lim->texel_align;
   d->limits.minStorageBufferOffsetAlignment = lim->storage_align;
 
-  /* Enable only what the device reports; shaders choose variants by info. */
+  /* Enable only what the device reports; shaders choose variants by info.
+   * The matrix units: the extension, its feature and the memory model the
+   * gemm_cm SPIR-V declares, only where wd_vk_coopmat_pick chose them. */
+  const bool cm_nv = d->info.matrix_ext == WD_VK_CM_NV;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+    .cooperativeMatrix = VK_TRUE,
+  };
   VkPhysicalDeviceVulkan12Features f12 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+    .pNext = cm_nv ? &fcm : NULL,
     .shaderFloat16 = d->info.shader_float16 ? VK_TRUE : VK_FALSE,
+    .vulkanMemoryModel = cm_nv ? VK_TRUE : VK_FALSE,
   };
+  const char *const cm_exts[] = { VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME };
   VkPhysicalDeviceVulkan11Features f11 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
     .pNext = &f12,
@@ -419,6 +434,8 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
     .pNext = &f11,
     .queueCreateInfoCount = 1,
     .pQueueCreateInfos = &qci,
+    .enabledExtensionCount = cm_nv ? 1u : 0u,
+    .ppEnabledExtensionNames = cm_nv ? cm_exts : NULL,
   };
   WD_VK_TRY(vkCreateDevice(d->phys, &dci, NULL, &d->dev));
   vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);

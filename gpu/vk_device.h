@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vk_coopmat.h"
 #include "vk_limits.h"
 
 typedef struct wd_vk_device wd_vk_device_t;
@@ -37,6 +38,12 @@ typedef struct {
   bool subgroup_arithmetic;     /* subgroupAdd etc. in compute */
   bool shader_float16;          /* f16 arithmetic in shaders */
   bool storage_16bit;           /* 16-bit types in storage buffers */
+  bool memory_model;            /* the Vulkan memory model (the matrix kernels' SPIR-V) */
+  /* The matrix units: what the device lists (vk_coopmat.h), and the
+   * extension the matrix GEMM (gemm_cm) runs through, NONE where it
+   * cannot; a device is created with that extension enabled. */
+  wd_vk_coopmat_info_t coopmat;
+  wd_vk_cm_ext_t matrix_ext;
   bool usable;                  /* Vulkan >= 1.2 with a compute queue */
   float timestamp_period_ns;    /* 0 if timestamps unsupported on the queue */
   uint32_t timestamp_valid_bits; /* of the compute queue's timestamps, 0 for none */

@@ -1,0 +1,69 @@
+/*
+ * vk_coopmat.h - what a device's matrix units offer (cooperative matrices),
+ * and which extension the GEMM family gemm_cm runs through.
+ *
+ * Two Vulkan extensions expose the same hardware: VK_KHR_cooperative_matrix
+ * (NVIDIA Turing and newer, AMD RDNA3, Intel Arc) and the older
+ * VK_NV_cooperative_matrix (NVIDIA only). Each lists the shapes and
+ * component types the device multiplies (M x K times K x N into M x N).
+ * whisperd's kernels need one entry: 16 x 16 x 16, f16 A and B, f32 C and
+ * result, subgroup scope, on a device whose subgroups are 32 wide (the
+ * kernels split a workgroup into subgroups of 32) with f16 arithmetic and
+ * the Vulkan memory model (the SPIR-V uses both).
+ *
+ * Debian 12's headers (1.3.239) lack the KHR extension's types, so its
+ * handful of structs is declared here by the specification's values.
+ */
+#ifndef WD_VK_COOPMAT_H
+#define WD_VK_COOPMAT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <vulkan/vulkan.h>
+
+/* The extension gemm_cm runs through on a device, if any. */
+typedef enum {
+  WD_VK_CM_NONE = 0,
+  WD_VK_CM_NV = 1,  /* VK_NV_cooperative_matrix */
+  WD_VK_CM_KHR = 2, /* VK_KHR_cooperative_matrix (kernels need glslang >= 13: not built yet) */
+} wd_vk_cm_ext_t;
+
+/* One listed shape: M x N x K and the component types (VkComponentTypeKHR
+ * values, which include the NV ones) of A, B, C and the result. */
+typedef struct {
+  uint32_t m, n, k;
+  uint32_t a, b, c, r;
+  uint32_t scope; /* VkScopeKHR: 3 = subgroup */
+  bool khr;       /* listed by the KHR query (else the NV one) */
+} wd_vk_cm_shape_t;
+
+#define WD_VK_CM_MAX_SHAPES 48
+
+typedef struct {
+  bool nv_ext, khr_ext;     /* the device lists the extension */
+  bool nv_fit, khr_fit;     /* ... and its query lists our 16x16x16 f16 -> f32 entry */
+  uint32_t n_shapes;        /* both queries' entries, NV first */
+  wd_vk_cm_shape_t shapes[WD_VK_CM_MAX_SHAPES];
+} wd_vk_coopmat_info_t;
+
+/* Fills *ret for physical device pd (instance inst): extensions and both
+ * queries. Never fails: a device without the extensions gets zeros. */
+void wd_vk_coopmat_probe(VkInstance inst, VkPhysicalDevice pd, wd_vk_coopmat_info_t *ret);
+
+/* The extension gemm_cm would use on a device with these properties:
+ * NV when the NV query fits and the device has f16 arithmetic, the memory
+ * model and 32-wide subgroups (the shipped kernels are built for the NV
+ * extension; KHR-only devices wait for a newer glslang), else NONE. */
+wd_vk_cm_ext_t wd_vk_coopmat_pick(const wd_vk_coopmat_info_t *cm, bool float16, bool memory_model,
+                                  uint32_t subgroup_size);
+
+const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e); /* "none", "VK_NV_...", ... */
+/* "f16", "f32", "bf16", "s8", ... for a component type value. */
+const char *wd_vk_cm_type_name(uint32_t t);
+
+/* Prints each listed shape as "  <prefix>16x16x16 f16*f16+f32->f32 (NV)". */
+void wd_vk_coopmat_print(FILE *out, const char *prefix, const wd_vk_coopmat_info_t *cm);
+
+#endif
