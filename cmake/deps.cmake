@@ -26,3 +26,6 @@ find_program(GLSLANG_VALIDATOR glslangValidator REQUIRED)
 # spirv-opt (spirv-tools) unrolls the register-blocked kernels' loops at build
 # time (shaders/CMakeLists.txt, OPT).
 find_program(SPIRV_OPT spirv-opt REQUIRED)
+# spirv-val checks every optimized kernel (the matrix-unit ones included,
+# which no CI device can run) against the Vulkan 1.2 SPIR-V rules.
+find_program(SPIRV_VAL spirv-val REQUIRED)

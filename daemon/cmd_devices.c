@@ -48,10 +48,14 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
                  "range, %u M texels\n",
             d->max_workgroup_invocations, d->max_shared_bytes / 1024,
             (unsigned long long)(d->max_storage_range >> 20), d->max_texel_elements >> 20);
+    fprintf(out, "  matrix units:  %s%s%s\n", wd_vk_cm_ext_name(d->matrix_ext),
+            d->coopmat.nv_ext ? ", lists VK_NV_cooperative_matrix" : "",
+            d->coopmat.khr_ext ? ", lists VK_KHR_cooperative_matrix" : "");
+    wd_vk_coopmat_print(out, "    ", &d->coopmat);
     fprintf(out, "  GEMM:          %s (encoder Linear layers), %s (attention), %s (prefill)\n",
-            wd_vk_gemm_family_name(wd_vk_gemm_auto(d->device_class, WD_VK_GEMM_B_F16)),
-            wd_vk_gemm_family_name(wd_vk_gemm_auto(d->device_class, WD_VK_GEMM_B_F32)),
-            wd_vk_gemm_family_name(wd_vk_gemm_auto_rows(d->device_class)));
+            wd_vk_gemm_family_name(wd_vk_gemm_auto(d, WD_VK_GEMM_B_F16, false)),
+            wd_vk_gemm_family_name(wd_vk_gemm_auto(d, WD_VK_GEMM_B_F32, false)),
+            wd_vk_gemm_family_name(wd_vk_gemm_auto_rows(d, false)));
     fprintf(out, "  usable:        %s\n", d->usable ? "yes" : "no (needs Vulkan 1.2 + compute)");
   }
   free(infos);

@@ -107,7 +107,9 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
                                      .max_seqs = max_batch, .max_audio = max_batch,
                                      .timeout_ms = (unsigned)cfg->gpu_timeout_s * 1000u,
                                      .limits = cfg->vk_limits && cfg->vk_limits[0] ? &lim : NULL,
-                                     .kv = kv, .force_staging = cfg->vk_force_staging };
+                                     .kv = kv, .force_staging = cfg->vk_force_staging,
+                                     .exact = cfg->vk_precision &&
+                                              strcmp(cfg->vk_precision, "f32") == 0 };
     if (cfg->vk_gemm && wd_vk_gemm_family_parse(cfg->vk_gemm, &eo.gemm) < 0) {
       snprintf(err, err_len, "--vk-gemm %s: unknown kernel", cfg->vk_gemm);
       return WD_EINVAL;
@@ -123,7 +125,8 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     d->iface = *wd_vk_engine_iface(d->eng);
     wd_vk_engine_stats_t st;
     wd_vk_engine_stats(d->eng, &st);
-    wd_log_info("Vulkan engine on %s: encoder GEMM %s", st.device_name, st.gemm);
+    wd_log_info("Vulkan engine on %s: GEMM %s (Linear layers), %s (attention), %s (prefill)",
+                st.device_name, st.gemm, st.gemm_attn, st.gemm_rows);
   }
   if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
     d->iface.prefill = NULL;

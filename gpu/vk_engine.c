@@ -647,14 +647,18 @@ static int make_plan(wd_vk_engine_t *e, uint64_t wbytes, char *err, size_t err_l
 
 static int make_pipelines(wd_vk_engine_t *e) {
   const bool f16 = e->plan.kv_f16;
-  /* A family named in the options runs everywhere; AUTO picks per shape. */
-  const wd_vk_gemm_family_t rows =
-      e->opts.gemm != WD_VK_GEMM_AUTO ? e->opts.gemm
-                                      : wd_vk_gemm_auto_rows(wd_vk_device_info(e->dev)->device_class);
+  /* A family named in the options runs everywhere; AUTO picks per shape,
+   * and only among the f32 families when the options ask for exact sums. */
+  const wd_vk_device_info_t *di = wd_vk_device_info(e->dev);
+  const wd_vk_gemm_family_t f = e->opts.gemm;
+  const bool x = e->opts.exact;
+  const wd_vk_gemm_family_t lin = f != WD_VK_GEMM_AUTO ? f : wd_vk_gemm_auto(di, WD_VK_GEMM_B_F16, x);
+  const wd_vk_gemm_family_t att = f != WD_VK_GEMM_AUTO ? f : wd_vk_gemm_auto(di, WD_VK_GEMM_B_F32, x);
+  const wd_vk_gemm_family_t rows = f != WD_VK_GEMM_AUTO ? f : wd_vk_gemm_auto_rows(di, x);
   int rc;
-  if ((rc = wd_vk_gemm_new(e->dev, e->opts.gemm, &e->gemm)) < 0 ||
+  if ((rc = wd_vk_gemm_new(e->dev, lin, &e->gemm)) < 0 ||
       (rc = wd_vk_gemm_new(e->dev, rows, &e->gemm_rows)) < 0 ||
-      (rc = wd_vk_gemm_new_fmt(e->dev, e->opts.gemm, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
+      (rc = wd_vk_gemm_new_fmt(e->dev, att, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
       (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||
@@ -833,6 +837,8 @@ void wd_vk_engine_stats(const wd_vk_engine_t *e, wd_vk_engine_stats_t *r) {
     .device_mib = (double)(wd_vk_weights_bytes(e->w) + e->act_bytes) / 1048576.0,
     .device_name = wd_vk_device_info(e->dev)->name,
     .gemm = e->gemm ? wd_vk_gemm_family_name(wd_vk_gemm_family(e->gemm)) : "none",
+    .gemm_attn = e->gemm_f32b ? wd_vk_gemm_family_name(wd_vk_gemm_family(e->gemm_f32b)) : "none",
+    .gemm_rows = e->gemm_rows ? wd_vk_gemm_family_name(wd_vk_gemm_family(e->gemm_rows)) : "none",
     .desc_pools = wd_vk_device_desc_pools(e->dev),
   };
 }

@@ -83,6 +83,8 @@ typedef struct {
   wd_vk_kv_type_t kv; /* element type of the KV caches and cross K/V */
   wd_vk_gemm_family_t gemm; /* the encoder's GEMM kernel; AUTO picks by device
                              * class (vk_gemm.h); others: tests, comparisons */
+  bool exact;               /* AUTO keeps f32 GEMM inputs even where the device has
+                             * matrix units (--vk-precision f32) */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m. m must outlive the engine: after a lost
@@ -111,7 +113,9 @@ typedef struct {
   unsigned long long n_steps;
   double device_mib;       /* weights + activations */
   const char *device_name;
-  const char *gemm;        /* the GEMM kernel family in use (wd_vk_gemm_family_name) */
+  const char *gemm;        /* the GEMM kernel family of the Linear layers (wd_vk_gemm_family_name) */
+  const char *gemm_attn;   /* ... of the encoder's attention products */
+  const char *gemm_rows;   /* ... of the prefill's Linear layers */
   unsigned desc_pools;     /* descriptor pools chained so far (1 unless one filled) */
 } wd_vk_engine_stats_t;
 

@@ -41,6 +41,8 @@ static const struct {
   [WD_VK_GEMM_TILED] = { "tiled-64x64", "gemm_tiled", 64, 64, 16, 16, 0 },
   [WD_VK_GEMM_RB64] = { "rb-64x64", "gemm_rb64", 64, 64, 64, 1, 0 },
   [WD_VK_GEMM_RB128X64] = { "rb-128x64", "gemm_rb128x64", 128, 64, 128, 1, 0 },
+  [WD_VK_GEMM_CM128] = { "cm-128x128", "gemm_cm128", 128, 128, 256, 1, 0 },
+  [WD_VK_GEMM_CM64] = { "cm-64x64", "gemm_cm64", 64, 64, 128, 1, 0 },
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -88,7 +90,13 @@ int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret) {
   return WD_EINVAL;
 }
 
-wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt) {
+bool wd_vk_gemm_family_f16(wd_vk_gemm_family_t f) {
+  return f == WD_VK_GEMM_CM128 || f == WD_VK_GEMM_CM64;
+}
+
+wd_vk_gemm_family_t wd_vk_gemm_auto(const wd_vk_device_info_t *d, wd_vk_gemm_bfmt_t bfmt,
+                                    bool exact) {
+  const wd_vk_class_t c = d->device_class;
   const bool gpu = c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED;
   /* On the CPU driver the 8x8 block runs as fast as 16x16 per core
    * (lavapipe, one thread, 1500x1536x384: 17.1 vs 17.6 GFLOP/s), wastes
@@ -100,19 +108,32 @@ wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt) {
    * 12.1 / 8.7 ms and P.V 12.2 / 13.1 / 20.7 / 12.6 ms. */
   if (!gpu)
     return WD_VK_GEMM_TEXEL_8X8;
+  /* The matrix units. NVIDIA H200, large-v3-turbo shape, GPU ms per window
+   * (2026-11-28): cm-128x128 for the Linear layers 25.3 (rb-64x64: 67.2);
+   * the attention products Q.K^T 4.7 and P.V 5.5 with cm-64x64 against
+   * 6.2 and 8.4 with 128 x 128 tiles (batched over 20 heads, the smaller
+   * tile fills the GPU better, although one head alone runs faster in
+   * 128 x 128); encoder 41.2 ms as a whole, 94.1 with the f32 kernels. A
+   * 128 x 128 tile of 4 subgroups of 64 x 64 ran 2-4x slower than 8 of
+   * 64 x 32 (bench_gemm). */
+  if (!exact && d->matrix_ext != WD_VK_CM_NONE)
+    return bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_CM64 : WD_VK_GEMM_CM128;
   return bfmt == WD_VK_GEMM_B_F32 ? WD_VK_GEMM_TILED : WD_VK_GEMM_RB64;
 }
 
-wd_vk_gemm_family_t wd_vk_gemm_auto_rows(wd_vk_class_t c) {
+wd_vk_gemm_family_t wd_vk_gemm_auto_rows(const wd_vk_device_info_t *d, bool exact) {
   /* At M = 256 the 64 x 64 tiles make 80 workgroups of a d x d product,
    * fewer than a large GPU's multiprocessors, and rb's 64 invocations
    * per tile leave each of them nearly idle; tiled's 256 hide more
    * latency. NVIDIA H200, large-v3-turbo shapes, GPU ms (2026-11-26):
    * 256 x 1280 x 1280 0.077 tiled / 0.110 rb-64x64, 256 x 5120 x 1280
    * 0.184 / 0.162, 256 x 1280 x 5120 0.295 / 0.415. */
+  const wd_vk_class_t c = d->device_class;
   if (c == WD_VK_CLASS_DISCRETE || c == WD_VK_CLASS_INTEGRATED)
-    return WD_VK_GEMM_TILED;
-  return wd_vk_gemm_auto(c, WD_VK_GEMM_B_F16);
+    /* With matrix units, cm-64x64: the 224-row prefill's Linear layers
+     * 2.16 GPU ms against 2.50 in cm-128x128 (H200, 2026-11-28). */
+    return !exact && d->matrix_ext != WD_VK_CM_NONE ? WD_VK_GEMM_CM64 : WD_VK_GEMM_TILED;
+  return wd_vk_gemm_auto(d, WD_VK_GEMM_B_F16, exact);
 }
 
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm) {
@@ -124,7 +145,9 @@ int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_ge
   if (bfmt != WD_VK_GEMM_B_F16 && bfmt != WD_VK_GEMM_B_F32)
     return WD_EINVAL;
   if (family == WD_VK_GEMM_AUTO)
-    family = wd_vk_gemm_auto(wd_vk_device_info(dev)->device_class, bfmt);
+    family = wd_vk_gemm_auto(wd_vk_device_info(dev), bfmt, false);
+  if (wd_vk_gemm_family_f16(family) && wd_vk_device_info(dev)->matrix_ext == WD_VK_CM_NONE)
+    return WD_EUNSUP;
   wd_vk_gemm_t *g = calloc(1, sizeof *g);
   if (!g)
     return WD_ENOMEM;

@@ -9,10 +9,14 @@
  * Three families compute the same thing: TEXEL (register-blocked over texel
  * buffers, fast on lavapipe and fine on GPUs), TILED (shared-memory tiles
  * over storage buffers, 4 x 4 outputs per invocation) and RB (shared-memory
- * tiles, 8 x 8 outputs per invocation read as vec4s, double-buffered). AUTO
- * picks TEXEL_8X8 on CPU drivers; on discrete and integrated GPUs RB64 for
- * f16 (and quantized) B, the Linear layers, and TILED for f32 B, the
- * attention products (vk_gemm.c has the measurements).
+ * tiles, 8 x 8 outputs per invocation read as vec4s, double-buffered) run
+ * in f32 on any device. CM (gemm_cm.comp) runs on the matrix units through
+ * cooperative matrices, A and B rounded to f16 with f32 sums, on devices
+ * whose wd_vk_device_info_t.matrix_ext is not NONE. AUTO picks TEXEL_8X8
+ * on CPU drivers; on GPUs with matrix units CM; on other GPUs RB64 for f16
+ * (and quantized) B, the Linear layers, and TILED for f32 B, the attention
+ * products (vk_gemm.c has the measurements); exact (--vk-precision f32)
+ * keeps the f32 families on every device.
  */
 #ifndef WD_VK_GEMM_H
 #define WD_VK_GEMM_H
@@ -32,6 +36,10 @@ typedef enum {
    * invocation, by tile size M x N: */
   WD_VK_GEMM_RB64 = 4,
   WD_VK_GEMM_RB128X64 = 5,
+  /* Cooperative-matrix tiles (gemm_cm.comp), f16 inputs, f32 sums, by tile
+   * size M x N: 8 subgroups of 64 x 32 outputs, or 4 of 32 x 32. */
+  WD_VK_GEMM_CM128 = 6,
+  WD_VK_GEMM_CM64 = 7,
 } wd_vk_gemm_family_t;
 
 /* Element format of B. F32 serves products of two activations (the
@@ -44,18 +52,23 @@ typedef enum {
 
 typedef struct wd_vk_gemm wd_vk_gemm_t;
 
-/* wd_vk_gemm_new_fmt with B in f16 (weights). */
+/* wd_vk_gemm_new_fmt with B in f16 (weights). A CM family on a device
+ * without matrix units is WD_EUNSUP. */
 int wd_vk_gemm_new(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_t **ret_gemm);
 int wd_vk_gemm_new_fmt(wd_vk_device_t *dev, wd_vk_gemm_family_t family, wd_vk_gemm_bfmt_t bfmt,
                        wd_vk_gemm_t **ret_gemm);
 void wd_vk_gemm_free(wd_vk_gemm_t *g); /* accepts NULL */
 wd_vk_gemm_family_t wd_vk_gemm_family(const wd_vk_gemm_t *g);
 const char *wd_vk_gemm_family_name(wd_vk_gemm_family_t f);
-/* The family AUTO picks on a device of class c for B of format bfmt. */
-wd_vk_gemm_family_t wd_vk_gemm_auto(wd_vk_class_t c, wd_vk_gemm_bfmt_t bfmt);
+/* The family AUTO picks on device d for B of format bfmt; exact: only the
+ * f32 families (--vk-precision f32). */
+wd_vk_gemm_family_t wd_vk_gemm_auto(const wd_vk_device_info_t *d, wd_vk_gemm_bfmt_t bfmt,
+                                    bool exact);
 /* The family AUTO picks for the decoder's Linear layers over at most 256
  * rows (the prefill and align recordings), B in f16 or quantized. */
-wd_vk_gemm_family_t wd_vk_gemm_auto_rows(wd_vk_class_t c);
+wd_vk_gemm_family_t wd_vk_gemm_auto_rows(const wd_vk_device_info_t *d, bool exact);
+/* Whether family f rounds its inputs to f16 (the matrix-unit families). */
+bool wd_vk_gemm_family_f16(wd_vk_gemm_family_t f);
 
 /* The family a name from wd_vk_gemm_family_name (or "auto") stands for;
  * WD_EINVAL for another name. */

@@ -74,4 +74,4 @@ add_test(NAME cli_transcribe_vk_gemm_rb
          ${PROJECT_SOURCE_DIR}/tests/data/audio/jfk.wav)
 set_tests_properties(cli_transcribe_vk_gemm_rb PROPERTIES LABELS "cli;gpu" ENVIRONMENT WHISPERD_DEVICE=vulkan
   SKIP_RETURN_CODE 77 TIMEOUT 600 PASS_REGULAR_EXPRESSION
-  "encoder GEMM rb-64x64.*\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")
+  "GEMM rb-64x64 \\(Linear layers\\), rb-64x64 \\(attention\\).*\\[00:00:00\\.000 --> 00:00:07\\.740\\]  And so my fellow Americans ask not what your country can do for you\n\\[00:00:07\\.740 --> 00:00:10\\.740\\]  ask what you can do for your country\n")

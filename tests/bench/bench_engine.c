@@ -128,8 +128,11 @@ int main(int argc, char **argv) {
   int n_mel = 0, n_fft = 0, rc;
   const wd_audio_opts_t ao = { 0 };
   wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1, .profile = true };
-  if (argc > 4 && strncmp(argv[4], "vk:", 3) == 0 &&
-      wd_vk_gemm_family_parse(argv[4] + 3, &eo.gemm) < 0) {
+  /* vk:f32 is --vk-precision f32; vk:NAME forces one GEMM family. */
+  if (argc > 4 && strcmp(argv[4], "vk:f32") == 0)
+    eo.exact = true;
+  else if (argc > 4 && strncmp(argv[4], "vk:", 3) == 0 &&
+           wd_vk_gemm_family_parse(argv[4] + 3, &eo.gemm) < 0) {
     fprintf(stderr, "bench_engine: %s: unknown GEMM kernel\n", argv[4]);
     return 2;
   }
@@ -150,8 +153,10 @@ int main(int argc, char **argv) {
   wd_vk_engine_stats_t st;
   eng_stats(&be, &st);
   if (be.vk)
-    printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device, GEMM %s\n",
-           wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib, st.gemm);
+    printf("model %s on %s: load + plan %.0f ms, %.1f MiB on the device, GEMM %s, "
+           "attention %s, prefill %s\n",
+           wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib, st.gemm, st.gemm_attn,
+           st.gemm_rows);
   else
     printf("model %s on the CPU engine (%s): load + plan %.0f ms, %.1f MiB of weights\n",
            wd_model_name(m), st.device_name, t_load * 1e3, st.device_mib);

@@ -18,6 +18,7 @@
  * and N, Z = 2 batch entries, padded ldb, all epilogues. Output guards are
  * sentinels that must survive.
  */
+#include "f16.h"
 #include "gpu_util.h"
 #include "quant.h"
 #include "vk_cmd.h"
@@ -234,6 +235,7 @@ static void gemm_case(wd_vk_device_t *dev, wd_vk_gemm_t *g, wd_dtype_t t,
                       const wq_gemm_case_t *c) {
   const uint32_t M = c->M, N = c->N, K = c->K, Z = c->Z;
   const uint32_t lda = K + 4, ldb = K + 32, ldc = N + 3; /* padded rows */
+  const bool f16a = wd_vk_gemm_family_f16(wd_vk_gemm_family(g));
   const size_t na = (size_t)Z * M * lda, nc = (size_t)Z * M * ldc;
   float *bref = NULL, *a = malloc(na * 4), *bias = malloc((size_t)Z * N * 4);
   float *c0 = malloc(nc * 4), *got = malloc(nc * 4);
@@ -244,6 +246,10 @@ static void gemm_case(wd_vk_device_t *dev, wd_vk_gemm_t *g, wd_dtype_t t,
   WD_CHECK_EQ_INT(make_weights(dev, t, (size_t)Z * N, ldb, 0.5f, &bref, &bb, &ab), 0);
   if (!bb || !a || !bias || !c0 || !got || !ref)
     goto out;
+  /* The matrix units see the dequantized weights rounded to f16 too. */
+  if (f16a)
+    for (size_t i = 0; i < (size_t)Z * N * ldb; i++)
+      bref[i] = wd_f16_to_f32(wd_f32_to_f16(bref[i]));
   tg_fill(a, na, 1.0f);
   tg_fill(bias, (size_t)Z * N, 1.0f);
   tg_fill(c0, nc, 1.0f);
@@ -255,8 +261,8 @@ static void gemm_case(wd_vk_device_t *dev, wd_vk_gemm_t *g, wd_dtype_t t,
       for (uint32_t n = 0; n < N; n++) {
         double s = 0.0;
         const float *ar = a + ((size_t)z * M + m) * lda, *br = bref + ((size_t)z * N + n) * ldb;
-        for (uint32_t k = 0; k < K; k++)
-          s += (double)ar[k] * br[k];
+        for (uint32_t k = 0; k < K; k++) /* the matrix units see A in f16 */
+          s += (f16a ? (double)wd_f16_to_f32(wd_f32_to_f16(ar[k])) : (double)ar[k]) * br[k];
         if (c->flags & WD_GEMM_BIAS)
           s += bias[(size_t)z * N + n];
         if (c->flags & WD_GEMM_GELU)
@@ -303,6 +309,8 @@ out:
 
 static void gemm_family(wd_vk_gemm_family_t f) {
   TG_DEVICE(dev);
+  if (wd_vk_gemm_family_f16(f) && wd_vk_device_info(dev)->matrix_ext == WD_VK_CM_NONE)
+    wd_test_skip("no matrix units");
   wd_vk_gemm_t *g = NULL;
   WD_CHECK_EQ_INT(wd_vk_gemm_new(dev, f, &g), 0);
   if (!g)
@@ -318,6 +326,7 @@ WD_TEST(gemm_tex_types) { gemm_family(WD_VK_GEMM_TEXEL); }
 WD_TEST(gemm_tex_8x8_types) { gemm_family(WD_VK_GEMM_TEXEL_8X8); }
 WD_TEST(gemm_tiled_types) { gemm_family(WD_VK_GEMM_TILED); }
 WD_TEST(gemm_rb_types) { gemm_family(WD_VK_GEMM_RB64); }
+WD_TEST(gemm_cm_types) { gemm_family(WD_VK_GEMM_CM128); }
 
 WD_TEST(teardown) { tg_dev_free(); }
 

@@ -1,0 +1,207 @@
+#version 450
+// gemm_cm.comp - the GEMM of gemm_rb.comp (same operation, push constants,
+// bindings and epilogue) on the GPU's matrix units through cooperative
+// matrices: f16 inputs, f32 accumulation.
+//
+// Why: an H200 runs fp32 FMA at ~67 TFLOP/s and f16 matrix products at
+// ~990; gemm_rb reached 29 TFLOP/s on the encoder's Linear layers. Here A
+// (f32 activations) is rounded to f16 as it is staged in shared memory, B
+// (f16 weights as stored; quantized blocks and f32 are converted the same
+// way) is staged as is, and every 16 x 16 x 16 product runs on the matrix
+// units with f32 accumulators. The rounding of A is the only numerical
+// difference from the f32 families (--vk-precision f32 keeps those).
+//
+// Extensions: GL_NV_cooperative_matrix (Debian 12's glslang compiles it;
+// NVIDIA drivers from Turing on) by default; WD_CM_KHR=1 selects
+// GL_KHR_cooperative_matrix (needs glslang >= 13; NVIDIA, AMD RDNA3, Intel
+// Arc). The CM_* macros below are the only difference between the two.
+//
+// Tile: BM x BN outputs per workgroup, BK = 32 per K-slice, SGM x SGN
+// subgroups of 32 invocations, each owning a (BM / SGM) x (BN / SGN) block
+// of 16 x 16 accumulators (TM x TN of them). Shared tiles are row-major
+// with K contiguous (sA[m][k], sB[n][k]: B is then read column-major as the
+// K x N operand), padded by 8 halves per row against bank conflicts, and
+// double-buffered: the next slice's global loads are in flight while the
+// current slice is multiplied, one barrier per slice (as gemm_rb).
+// Measured on an H200 (bench_gemm, 2026-11-28): ~90-100 TFLOP/s on the
+// large-v3-turbo encoder's shapes in 128 x 128 tiles, against rb-64x64's
+// 14-30 and cuBLAS's 590-665 in fp16 on the same GPU. Storing the staged
+// quads as packed words (one 64-bit store, loads reinterpreting uvec2) made
+// 64 x 64 tiles up to 30 % faster and 128 x 128 ones no faster.
+// Epilogue: each subgroup stores one accumulator at a time to its own
+// 16 x 16 f32 scratch in shared memory, then its 32 invocations apply
+// alpha, bias, GELU and the residual and write C, bounds-checked.
+// Grid: (ceil(N / BN), ceil(M / BM), Z). Requirements: as gemm_rb (K, lda,
+// ldb and the offsets multiples of 4; with WTYPE, multiples of 32).
+#extension GL_EXT_control_flow_attributes : enable
+#extension GL_GOOGLE_include_directive : enable
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#if defined(WD_CM_KHR) && WD_CM_KHR != 0
+#extension GL_KHR_cooperative_matrix : require
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_COLS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutColumnMajor)
+#define CM_STORE_ROWS(m, buf, off, st) coopMatStore(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
+#else
+#extension GL_NV_cooperative_matrix : require
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, false)
+#define CM_LOAD_COLS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, true)
+#define CM_STORE_ROWS(m, buf, off, st) coopMatStoreNV(m, buf, off, st, false)
+#define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
+#endif
+#include "common.glsl"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef SGM
+#define SGM 2
+#endif
+#ifndef SGN
+#define SGN 4
+#endif
+#define BK 32
+#define SG 32u                    // invocations per subgroup (checked at pipeline creation)
+#define NT (SGM * SGN * 32)
+#define TM (BM / SGM / 16)        // accumulators per subgroup, down
+#define TN (BN / SGN / 16)        // and across
+#define LDS (BK + 8)              // shared row stride in halves (80 bytes)
+// vec4 loads per invocation per K-slice: A is BM x BK, B is BN x BK.
+#define LA (BM * BK / 4 / NT)
+#define LB (BN * BK / 4 / NT)
+
+layout(local_size_x = NT, local_size_y = 1, local_size_z = 1) in;
+layout(std430, set = 0, binding = 0) readonly buffer BufA { vec4 a4[]; };
+#if defined(WTYPE) && WTYPE != 0
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uint bq[]; };
+#define WD_WLOAD(i) bq[i]
+#include "wquant.glsl"
+#elif defined(B_F32)
+layout(std430, set = 0, binding = 1) readonly buffer BufB { vec4 b4[]; };
+#else
+layout(std430, set = 0, binding = 1) readonly buffer BufB { uvec2 b4[]; };
+#endif
+layout(std430, set = 0, binding = 2) readonly buffer Bias { float bias[]; };
+layout(std430, set = 0, binding = 3) buffer BufC { float c[]; };
+layout(push_constant) uniform PC { wd_pc_gemm p; };
+layout(constant_id = 0) const uint EPI = 0u;
+
+shared float16_t sA[2][BM * LDS];
+shared float16_t sB[2][BN * LDS];
+shared float sC[SGM * SGN][16 * 16];
+
+f16vec4 ra[LA], rb[LB];
+
+// Global -> registers, as gemm_rb: vec4 number i of the slice is k-quad
+// (idx % (BK / 4)) of row (idx / (BK / 4)) with idx = tid + NT * i, so
+// eight neighbouring invocations read one row's 128 contiguous bytes; rows
+// past M (N) repeat the last row (their outputs are never stored), k past
+// K reads zeros.
+void load_slice(const uint tid, const uint z, const uint mt, const uint nt, const uint k0) {
+  [[unroll]] for (uint i = 0; i < LA; i++) {
+    const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
+    const uint am = min(mt + r, p.M - 1);
+    ra[i] = f16vec4(k < p.K ? a4[(p.a_off + z * p.a_bz + am * p.lda + k) / 4u] : vec4(0.0));
+  }
+  [[unroll]] for (uint i = 0; i < LB; i++) {
+    const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
+    const uint bn = min(nt + r, p.N - 1);
+    const uint bbase = p.b_off + z * p.b_bz + bn * p.ldb;
+    f16vec4 v = f16vec4(0.0);
+    if (k < p.K) {
+#if defined(WD_WQUANT)
+      v = f16vec4(wd_wfetch(int(bbase / 32u), int(k / 4u)));
+#elif defined(B_F32)
+      v = f16vec4(b4[(bbase + k) / 4u]);
+#else
+      const uvec2 h = b4[(bbase + k) / 4u];
+      v = f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y));
+#endif
+    }
+    rb[i] = v;
+  }
+}
+
+// Registers -> shared buffer s (row-major, K contiguous).
+void store_slice(const uint tid, const uint s) {
+  [[unroll]] for (uint i = 0; i < LA; i++) {
+    const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
+    [[unroll]] for (uint j = 0; j < 4; j++) sA[s][o + j] = ra[i][j];
+  }
+  [[unroll]] for (uint i = 0; i < LB; i++) {
+    const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
+    [[unroll]] for (uint j = 0; j < 4; j++) sB[s][o + j] = rb[i][j];
+  }
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sgm = sg / SGN, sgn = sg % SGN;
+  const uint z = gl_WorkGroupID.z;
+  const uint mt = gl_WorkGroupID.y * BM, nt = gl_WorkGroupID.x * BN;
+  // This subgroup's block of the tile: rows wm .. wm + TM*16, columns wn ...
+  const uint wm = sgm * (TM * 16u), wn = sgn * (TN * 16u);
+
+  CM_C acc[TM][TN];
+  [[unroll]] for (uint i = 0; i < TM; i++)
+    [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_C(0.0);
+
+  load_slice(tid, z, mt, nt, 0u);
+  store_slice(tid, 0u);
+  barrier();
+  uint s = 0u;
+  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    const bool more = k0 + BK < p.K; // uniform across the workgroup
+    if (more)
+      load_slice(tid, z, mt, nt, k0 + BK);
+    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+      CM_A fa[TM];
+      CM_B fb[TN];
+      [[unroll]] for (uint i = 0; i < TM; i++)
+        CM_LOAD_ROWS(fa[i], sA[s], (wm + i * 16u) * LDS + kk, LDS);
+      [[unroll]] for (uint j = 0; j < TN; j++)
+        CM_LOAD_COLS(fb[j], sB[s], (wn + j * 16u) * LDS + kk, LDS);
+      [[unroll]] for (uint i = 0; i < TM; i++)
+        [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]);
+    }
+    if (more)
+      store_slice(tid, s ^ 1u);
+    barrier();
+    s ^= 1u;
+  }
+
+  // Epilogue through this subgroup's scratch, one accumulator at a time:
+  // invocation `lane` takes elements lane, lane + 32, ... of the 16 x 16.
+  [[unroll]] for (uint i = 0; i < TM; i++) {
+    [[unroll]] for (uint j = 0; j < TN; j++) {
+      CM_STORE_ROWS(acc[i][j], sC[sg], 0, 16);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[dont_unroll]] for (uint e = 0; e < 256u / SG; e++) {
+        const uint idx = lane + SG * e;
+        const uint m = mt + wm + i * 16u + idx / 16u, n = nt + wn + j * 16u + idx % 16u;
+        if (m < p.M && n < p.N) {
+          float v = p.alpha * sC[sg][idx];
+          if ((EPI & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];
+          if ((EPI & WD_GEMM_GELU) != 0u) v = wd_gelu(v);
+          const uint ci = p.c_off + z * p.c_bz + m * p.ldc + n;
+          if ((EPI & WD_GEMM_ACCUMULATE) != 0u) v += c[ci];
+          c[ci] = v;
+        }
+      }
+      subgroupBarrier();
+    }
+  }
+}
