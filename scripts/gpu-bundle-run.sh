@@ -4,6 +4,9 @@
 # installed: every binary loads its libraries from ./lib.
 #
 # usage: ./run.sh [STEP ...]   steps (default all, in this order):
+#   cm     the matrix units (issue #40): the GEMM tests of every family
+#          (cm-* included where the device lists cooperative matrices),
+#          bench_gemm of cm-128x128, cm-64x64 beside rb-64x64 and tiled
 #   tests  the Vulkan engine's tests (build/tests/gpu_test_*), each its exit
 #          status and last lines
 #   tiny   bench_engine on tiny.en and jfk.wav: encoder ms per window,
@@ -13,6 +16,12 @@
 #   large  the large-v3-turbo shape (random weights, written here by
 #          wd_synth_model): bench_engine beside whisper.cpp's whisper-bench
 #          (its Vulkan backend) on the same file, same run
+#          ... and with --vk-precision f32 (the f32 kernels) beside AUTO
+#   numerics  the tiny model's transcripts of every packed clip with AUTO
+#          (matrix units) and --vk-precision f32, diffed
+#   peer   tests/bench/hf_peer.py: HF transformers' Whisper (large-v3-turbo
+#          shape, random weights) in fp32/fp16/bf16 and cuBLAS's GEMM
+#          ceilings on the same GPU, where python3 has torch and transformers
 #   load   tests/bench/load.py: requests/s and latency at 1-16 clients, with
 #          batching and without (--max-batch 1), the daemon on the GPU
 # Figures and logs go to ./results (RESULTS=DIR sets it); summary.txt is
@@ -29,7 +38,7 @@ nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$nv" ]; then
   export VK_DRIVER_FILES=$nv
 fi
-steps=${*:-tests tiny gemm large load}
+steps=${*:-cm tests tiny large numerics peer load}
 sum=$res/summary.txt
 say() { echo "$*" | tee -a "$sum"; }
 
@@ -43,7 +52,7 @@ if ! build/daemon/whisperd devices >"$res/devices.txt" 2>&1; then
   say "whisperd devices failed (no Vulkan loader or driver?):"
   tail -5 "$res/devices.txt" | tee -a "$sum"
 fi
-grep -E "^device [0-9]|^  (name|type|driver|memory):|^default:" "$res/devices.txt" | tee -a "$sum"
+grep -E "^device [0-9]|^  (name|type|driver|memory|matrix units|GEMM):|^    [0-9]+x|^default:" "$res/devices.txt" | tee -a "$sum"
 
 # The engine tests read models/ and tests/data/ under the source tree they
 # were built from; where that path is free, it becomes a link to here.
@@ -55,6 +64,46 @@ fi
 
 for step in $steps; do
   case $step in
+  cm)
+    say "== matrix units: GEMM tests (every family), then bench_gemm"
+    for n in gpu_test_gemm gpu_test_wquant; do
+      timeout 240 build/tests/$n >"$res/$n.log" 2>&1
+      say "$n: exit $?, $(grep -E '^[0-9]+ passed' "$res/$n.log" | tail -1)"
+      grep -E "cm-|^(ok|FAIL|SKIP) .*cm|matrix units" "$res/$n.log" | head -30 | tee -a "$sum"
+    done
+    timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-64x64,rb-64x64,tiled-64x64 "$(nproc)" \
+      >"$res/bench_gemm_cm.txt" 2>&1
+    tee -a "$sum" <"$res/bench_gemm_cm.txt"
+    ;;
+  numerics)
+    say "== numerics: tiny model ($(sed -n 's/^tiny=//p' MANIFEST)), AUTO vs --vk-precision f32"
+    for a in tests/data/audio/jfk.wav tests/data/audio/cards/*.wav; do
+      [ -f "$a" ] || continue
+      n=$(basename "$a")
+      timeout 120 build/daemon/whisperd transcribe --device 0 --model models/ggml-tiny.en.bin "$a" \
+        >"$res/num_auto_$n.txt" 2>"$res/num_auto_$n.log"
+      timeout 120 build/daemon/whisperd transcribe --device 0 --vk-precision f32 --model models/ggml-tiny.en.bin "$a" \
+        >"$res/num_f32_$n.txt" 2>"$res/num_f32_$n.log"
+      if cmp -s "$res/num_auto_$n.txt" "$res/num_f32_$n.txt"; then
+        say "$n: identical ($(wc -w <"$res/num_auto_$n.txt") words)"
+      else
+        say "$n: DIFFERS"
+        diff "$res/num_f32_$n.txt" "$res/num_auto_$n.txt" | head -6 | tee -a "$sum"
+      fi
+    done
+    grep -h "GEMM" "$res"/num_auto_*.log | head -1 | tee -a "$sum"
+    ;;
+  peer)
+    say "== same-device peer: HF transformers (tests/bench/hf_peer.py)"
+    if python3 -c "import torch, transformers" 2>/dev/null; then
+      PYTHONUNBUFFERED=1 timeout 300 python3 tests/bench/hf_peer.py --json "$res/hf_peer.json" \
+        --budget-s 240 >"$res/hf_peer.txt" 2>&1
+      say "hf_peer: exit $?"
+      tee -a "$sum" <"$res/hf_peer.txt"
+    else
+      say "no torch/transformers here: skipped"
+    fi
+    ;;
   tests)
     say "== engine tests (build/tests/gpu_test_*)"
     for t in build/tests/gpu_test_*; do
@@ -83,12 +132,18 @@ for step in $steps; do
     mkdir -p models/synth
     [ -s "$f" ] || build/tests/wd_synth_model "$f" 1 large-v3-turbo >"$res/synth.txt" 2>&1
     say "== large-v3-turbo shape (random f16 weights, $(du -m "$f" | cut -f1) MiB): whisperd Vulkan, whisper.cpp Vulkan"
-    timeout 540 build/tests/bench/bench_engine "$f" tests/data/audio/jfk.wav 3 \
+    timeout 300 build/tests/bench/bench_engine "$f" tests/data/audio/jfk.wav 3 \
       >"$res/bench_large_vulkan.txt" 2>&1
-    grep -E "^model|encoder|decoder" "$res/bench_large_vulkan.txt" | tee -a "$sum"
-    timeout 540 whispercpp/bin/whisper-bench -m "$f" -t "$(nproc)" >"$res/wcpp_bench_large.txt" 2>&1
-    grep -E "ggml_vulkan: |encode time|decode time|batchd time|prompt time|total time" \
-      "$res/wcpp_bench_large.txt" | tee -a "$sum"
+    grep -E "^model|encoder|decoder|prefill|^  [a-z-]+ " "$res/bench_large_vulkan.txt" | tee -a "$sum"
+    say "-- the same with --vk-precision f32 (the f32 kernels)"
+    timeout 300 build/tests/bench/bench_engine "$f" tests/data/audio/jfk.wav 3 vk:f32 \
+      >"$res/bench_large_vulkan_f32.txt" 2>&1
+    grep -E "^model|encoder|decoder|prefill" "$res/bench_large_vulkan_f32.txt" | tee -a "$sum"
+    if [ -x whispercpp/bin/whisper-bench ]; then
+      timeout 300 whispercpp/bin/whisper-bench -m "$f" -t "$(nproc)" >"$res/wcpp_bench_large.txt" 2>&1
+      grep -E "ggml_vulkan: |encode time|decode time|batchd time|prompt time|total time" \
+        "$res/wcpp_bench_large.txt" | tee -a "$sum"
+    fi
     ;;
   load)
     say "== load.py: tiny.en through serve on the GPU (batching vs --max-batch 1)"
@@ -97,7 +152,7 @@ for step in $steps; do
     tail -40 "$res/load.txt" | tee -a "$sum"
     ;;
   *)
-    say "unknown step '$step' (tests, tiny, gemm, large, load)"
+    say "unknown step '$step' (cm, tests, tiny, gemm, large, numerics, peer, load)"
     ;;
   esac
 done

@@ -10,7 +10,11 @@
 # usage: scripts/gpu-bundle.sh [--whispercpp DIR] [OUT]
 #   DIR  a whisper.cpp work tree with build-vulkan/ (default: build/whispercpp,
 #        else /tmp/wcpp; ../shared/tools/build-whispercpp.sh SOURCE DIR makes
-#        one from a clone or mirror of ggml-org/whisper.cpp)
+#        one from a clone or mirror of ggml-org/whisper.cpp); without one the
+#        bundle has no whisper.cpp and run.sh skips its figures
+#   WD_BUNDLE_MODEL=FILE packs FILE as the tiny model instead of f16 tiny.en
+#        (a q5_0 tiny.en made by `whisperd quantize` is 26 MB compressed
+#        where f16 is 68: the device tool carries at most 64 MiB)
 #   OUT  where the pieces go (default build/gpu-bundle):
 #          whisperd-gpu.tar.xz.00, .01, ...  at most 45 MiB each (small
 #          enough for a transfer of 64 MiB with the source tree beside it)
@@ -33,16 +37,19 @@ if [ -z "$wcpp" ]; then
     [ -x "$d/build-vulkan/bin/whisper-bench" ] && wcpp=$d && break
   done
 fi
-b=$root/build
+# WD_BUNDLE_BUILD=DIR packs another build tree (a lean one: cmake -B build-gpu
+# -DCMAKE_BUILD_TYPE=Release -DWD_FFMPEG=OFF leaves out FFmpeg and its 150 MB
+# of codec libraries).
+b=${WD_BUNDLE_BUILD:-$root/build}
+tiny=${WD_BUNDLE_MODEL:-$root/models/ggml-tiny.en.bin}
 need=("$b/daemon/whisperd" "$b/tests/wd_synth_model" "$b/tests/bench/bench_engine"
-      "$b/tests/bench/bench_cpu_step" "$root/models/ggml-tiny.en.bin")
+      "$b/tests/bench/bench_cpu_step" "$tiny")
 for f in "${need[@]}"; do
   [ -e "$f" ] || { echo "gpu-bundle: missing $f (scripts/build.sh release; scripts/fetch-model.sh tiny.en)" >&2; exit 1; }
 done
 if [ -z "$wcpp" ]; then
-  echo "gpu-bundle: no whisper.cpp Vulkan build (build-vulkan/bin/whisper-bench); make one with" >&2
+  echo "gpu-bundle: no whisper.cpp Vulkan build (build-vulkan/bin/whisper-bench): packing without it; make one with" >&2
   echo "  ../shared/tools/build-whispercpp.sh /work/.mirror/ggml-org+whisper.cpp build/whispercpp" >&2
-  exit 1
 fi
 
 stage=$(mktemp -d)
@@ -54,9 +61,11 @@ mkdir -p "$top"/{build/daemon,build/tests/bench,lib,models,whispercpp/bin,tests/
 cp "$b/daemon/whisperd" "$top/build/daemon/"
 cp "$b/tests/wd_synth_model" "$b"/tests/gpu_test_* "$top/build/tests/"
 cp "$b/tests/bench/bench_engine" "$b/tests/bench/bench_cpu_step" "$b/tests/bench/bench_gemm" "$top/build/tests/bench/"
-cp "$wcpp"/build-vulkan/bin/whisper-{bench,cli,server} "$top/whispercpp/bin/"
-# whisper.cpp's own libraries (libwhisper, libggml*) sit beside its build.
-find "$wcpp/build-vulkan" -name 'lib*.so*' -exec cp -P {} "$top/lib/" \;
+if [ -n "$wcpp" ]; then
+  cp "$wcpp"/build-vulkan/bin/whisper-{bench,cli,server} "$top/whispercpp/bin/"
+  # whisper.cpp's own libraries (libwhisper, libggml*) sit beside its build.
+  find "$wcpp/build-vulkan" -name 'lib*.so*' -exec cp -P {} "$top/lib/" \;
+fi
 
 # Every shared library the binaries load, resolved here, but the C
 # library's own (the host's must match its kernel and loader).
@@ -83,7 +92,7 @@ done
 find "$top/build" "$top/whispercpp" "$top/lib" -type f -exec strip --strip-debug {} + 2>/dev/null || true
 
 # Data and scripts.
-cp "$root/models/ggml-tiny.en.bin" "$top/models/"
+cp "$tiny" "$top/models/ggml-tiny.en.bin"
 cp -r "$root/tests/data/audio" "$top/tests/data/"
 cp "$root"/tests/bench/*.py "$top/tests/bench/"
 cp "$root/tests/api/wd_api.py" "$top/tests/api/"
@@ -95,7 +104,8 @@ src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt")
 {
   echo "source_dir=$src"
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "whispercpp=$(git -C "$wcpp" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "whispercpp=$([ -n "$wcpp" ] && git -C "$wcpp" rev-parse --short HEAD 2>/dev/null || echo none)"
+  echo "tiny=$(basename "$tiny")"
   echo "packed=$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
 } >"$top/MANIFEST"
 
