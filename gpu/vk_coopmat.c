@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk_shaders.h"
+
 /* VK_KHR_cooperative_matrix, by the specification (absent from 1.3.239). */
 #define WD_VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
 typedef struct {
@@ -109,10 +111,18 @@ void wd_vk_coopmat_probe(VkInstance inst, VkPhysicalDevice pd, wd_vk_coopmat_inf
 }
 
 wd_vk_cm_ext_t wd_vk_coopmat_pick(const wd_vk_coopmat_info_t *cm, bool float16, bool memory_model,
-                                  uint32_t subgroup_size) {
-  if (cm->nv_fit && float16 && memory_model && subgroup_size == 32)
-    return WD_VK_CM_NV;
-  return WD_VK_CM_NONE;
+                                  uint32_t subgroup_size, wd_vk_cm_want_t want) {
+  if (!float16 || !memory_model || subgroup_size != 32 || want == WD_VK_CM_WANT_NONE)
+    return WD_VK_CM_NONE;
+  /* AUTO: NV, the extension the kernels were verified and measured
+   * through (an H200, which lists both). The KHR kernels (built where the
+   * build has a glslang >= 13: shaders/CMakeLists.txt) have not run on a
+   * device yet, so only a caller that asks for them gets them, until a GPU
+   * run of test_gemm's gemm_cm_khr makes them AUTO's second choice. */
+  const bool nv = cm->nv_fit, khr = cm->khr_fit && wd_spirv_find("gemm_cm128_khr");
+  if (want == WD_VK_CM_WANT_KHR)
+    return khr ? WD_VK_CM_KHR : WD_VK_CM_NONE;
+  return nv ? WD_VK_CM_NV : WD_VK_CM_NONE;
 }
 
 const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e) {

@@ -23,12 +23,25 @@
 
 #include <vulkan/vulkan.h>
 
+#define WD_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR \
+  ((VkStructureType)1000506000)
+
 /* The extension gemm_cm runs through on a device, if any. */
 typedef enum {
   WD_VK_CM_NONE = 0,
   WD_VK_CM_NV = 1,  /* VK_NV_cooperative_matrix */
-  WD_VK_CM_KHR = 2, /* VK_KHR_cooperative_matrix (kernels need glslang >= 13: not built yet) */
+  WD_VK_CM_KHR = 2, /* VK_KHR_cooperative_matrix (kernels NAME_khr, built with glslang >= 13) */
 } wd_vk_cm_ext_t;
+
+/* What a caller asks for (wd_vk_device_opts_t.matrix; tests): AUTO is
+ * wd_vk_coopmat_pick's choice; NONE the f32 kernels; NV or KHR that
+ * extension where the device and the build allow it, else NONE. */
+typedef enum {
+  WD_VK_CM_WANT_AUTO = 0,
+  WD_VK_CM_WANT_NONE = 1,
+  WD_VK_CM_WANT_NV = 2,
+  WD_VK_CM_WANT_KHR = 3,
+} wd_vk_cm_want_t;
 
 /* One listed shape: M x N x K and the component types (VkComponentTypeKHR
  * values, which include the NV ones) of A, B, C and the result. */
@@ -52,12 +65,13 @@ typedef struct {
  * queries. Never fails: a device without the extensions gets zeros. */
 void wd_vk_coopmat_probe(VkInstance inst, VkPhysicalDevice pd, wd_vk_coopmat_info_t *ret);
 
-/* The extension gemm_cm would use on a device with these properties:
- * NV when the NV query fits and the device has f16 arithmetic, the memory
- * model and 32-wide subgroups (the shipped kernels are built for the NV
- * extension; KHR-only devices wait for a newer glslang), else NONE. */
+/* The extension the matrix kernels use on a device with these properties,
+ * which needs f16 arithmetic, the memory model and 32-wide subgroups: for
+ * AUTO (and NV), NV when its query lists our entry; for KHR, KHR when its
+ * query does and this build has the KHR kernels (not yet AUTO's: they have
+ * not run on a device); else NONE. */
 wd_vk_cm_ext_t wd_vk_coopmat_pick(const wd_vk_coopmat_info_t *cm, bool float16, bool memory_model,
-                                  uint32_t subgroup_size);
+                                  uint32_t subgroup_size, wd_vk_cm_want_t want);
 
 const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e); /* "none", "VK_NV_...", ... */
 /* "f16", "f32", "bf16", "s8", ... for a component type value. */

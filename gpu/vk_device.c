@@ -209,7 +209,7 @@ static void wd_vk_fill_info(VkInstance inst, VkPhysicalDevice pd, uint32_t index
   if (is_12)
     wd_vk_coopmat_probe(inst, pd, &info->coopmat);
   info->matrix_ext = wd_vk_coopmat_pick(&info->coopmat, info->shader_float16, info->memory_model,
-                                        info->subgroup_size);
+                                        info->subgroup_size, WD_VK_CM_WANT_AUTO);
   info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
   info->max_shared_bytes = p->limits.maxComputeSharedMemorySize;
   info->limits = (wd_vk_limits_t){
@@ -402,21 +402,29 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   d->limits.minTexelBufferOffsetAlignment = lim->texel_align;
   d->limits.minStorageBufferOffsetAlignment = lim->storage_align;
 
+  if (opts && opts->matrix != WD_VK_CM_WANT_AUTO)
+    d->info.matrix_ext = wd_vk_coopmat_pick(&d->info.coopmat, d->info.shader_float16,
+                                            d->info.memory_model, d->info.subgroup_size,
+                                            opts->matrix);
   /* Enable only what the device reports; shaders choose variants by info.
    * The matrix units: the extension, its feature and the memory model the
    * gemm_cm SPIR-V declares, only where wd_vk_coopmat_pick chose them. */
-  const bool cm_nv = d->info.matrix_ext == WD_VK_CM_NV;
+  const bool cm = d->info.matrix_ext != WD_VK_CM_NONE;
+  /* The NV and KHR feature structs have the same shape: sType, pNext,
+   * cooperativeMatrix, cooperativeMatrixRobustBufferAccess. */
   VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
-    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+    .sType = d->info.matrix_ext == WD_VK_CM_KHR
+                 ? WD_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
+                 : VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
     .cooperativeMatrix = VK_TRUE,
   };
   VkPhysicalDeviceVulkan12Features f12 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-    .pNext = cm_nv ? &fcm : NULL,
+    .pNext = cm ? &fcm : NULL,
     .shaderFloat16 = d->info.shader_float16 ? VK_TRUE : VK_FALSE,
-    .vulkanMemoryModel = cm_nv ? VK_TRUE : VK_FALSE,
+    .vulkanMemoryModel = cm ? VK_TRUE : VK_FALSE,
   };
-  const char *const cm_exts[] = { VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME };
+  const char *const cm_exts[] = { wd_vk_cm_ext_name(d->info.matrix_ext) };
   VkPhysicalDeviceVulkan11Features f11 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
     .pNext = &f12,
@@ -434,8 +442,8 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
     .pNext = &f11,
     .queueCreateInfoCount = 1,
     .pQueueCreateInfos = &qci,
-    .enabledExtensionCount = cm_nv ? 1u : 0u,
-    .ppEnabledExtensionNames = cm_nv ? cm_exts : NULL,
+    .enabledExtensionCount = cm ? 1u : 0u,
+    .ppEnabledExtensionNames = cm ? cm_exts : NULL,
   };
   WD_VK_TRY(vkCreateDevice(d->phys, &dci, NULL, &d->dev));
   vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);

@@ -66,6 +66,9 @@ typedef struct {
   /* Weights up and results back through the staging ring even where
    * device-local memory is mapped (tests: the path a discrete GPU takes). */
   bool force_staging;
+  /* The matrix units' extension (vk_coopmat.h): AUTO, or one forced
+   * (tests: the KHR kernels on a device that lists both). */
+  wd_vk_cm_want_t matrix;
 } wd_vk_device_opts_t;
 
 /* Lists the physical devices, their limits lowered by override (NULL: the

@@ -215,8 +215,17 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
   if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wq, &bq, e->qa, d, 0);
   if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wk, NULL, e->ka, d, 0);
   if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &wv, &bv, e->va, d, 0);
-  /* V^T per head: vt[h] (64, 1500) so that P . V is a GEMM against B = vt[h]. */
   wd_vk_dset_t *s = NULL;
+  if (e->attn_enc) { /* fused on the matrix units: no scores, no V^T */
+    const wd_vk_arg_t aq = whole(e->qa), ak = whole(e->ka), av = whole(e->va), ao = whole(e->oa);
+    if (!rc) rc = keep(e, wd_vk_attn_enc_bind(e->attn_enc, &aq, &ak, &av, &ao, &s), &s);
+    const wd_pc_attn_enc_t ap = { .n = n, .ld = d, .scale = (float)(1.0 / sqrt((double)dh)) };
+    if (!rc) rc = wd_vk_attn_enc_record(e->attn_enc, cmd, s, &ap, nh);
+    wd_vk_cmd_barrier(cmd);
+    mark(e, cmd, "attn-enc");
+    goto out_proj;
+  }
+  /* V^T per head: vt[h] (64, 1500) so that P . V is a GEMM against B = vt[h]. */
   const wd_vk_arg_t av = whole(e->va), avt = whole(e->vt);
   if (!rc) rc = keep(e, wd_vk_misc_bind_transpose(e->misc, &av, &avt, &s), &s);
   const wd_pc_transpose_t tp = { .R = n, .C = dh, .in_off = 0, .ldi = d, .in_bz = dh,
@@ -253,6 +262,7 @@ static int rec_encoder_layer(wd_vk_engine_t *e, wd_vk_cmd_t *cmd, int l) {
     };
     if (!rc) rc = rec_gemm(e, cmd, &pv);
   }
+out_proj:
   if (!rc) rc = rec_linear(e, cmd, e->oa, n, d, &wo, &bo, e->xa, d, WD_GEMM_ACCUMULATE);
   if (!rc) rc = rec_norm(e, cmd, e->xa, e->ha, n, d, "encoder.blocks.%d.mlp_ln", l);
   if (!rc) rc = rec_linear(e, cmd, e->ha, n, d, &w1, &b1, e->fa, 4 * d, WD_GEMM_GELU);
@@ -611,6 +621,7 @@ void wd_vk_engine_free(wd_vk_engine_t *e) {
   wd_vk_gemm_free(e->gemm);
   wd_vk_gemm_free(e->gemm_f32b);
   wd_vk_gemm_free(e->gemm_rows);
+  wd_vk_attn_enc_free(e->attn_enc);
   wd_vk_gemv_free(e->gemv);
   wd_vk_norm_free(e->norm);
   wd_vk_softmax_free(e->softmax);
@@ -659,6 +670,8 @@ static int make_pipelines(wd_vk_engine_t *e) {
   if ((rc = wd_vk_gemm_new(e->dev, lin, &e->gemm)) < 0 ||
       (rc = wd_vk_gemm_new(e->dev, rows, &e->gemm_rows)) < 0 ||
       (rc = wd_vk_gemm_new_fmt(e->dev, att, WD_VK_GEMM_B_F32, &e->gemm_f32b)) < 0 ||
+      (e->opts.attn_fused && wd_vk_gemm_family_f16(att) &&
+       (rc = wd_vk_attn_enc_new(e->dev, &e->attn_enc)) < 0) ||
       (rc = wd_vk_gemv_new(e->dev, WD_VK_GEMV_AUTO, &e->gemv)) < 0 ||
       (rc = wd_vk_norm_new(e->dev, WD_VK_NORM_AUTO, &e->norm)) < 0 ||
       (rc = wd_vk_softmax_new(e->dev, WD_VK_SOFTMAX_AUTO, &e->softmax)) < 0 ||

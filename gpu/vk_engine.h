@@ -85,6 +85,10 @@ typedef struct {
                              * class (vk_gemm.h); others: tests, comparisons */
   bool exact;               /* AUTO keeps f32 GEMM inputs even where the device has
                              * matrix units (--vk-precision f32) */
+  bool attn_fused;          /* the encoder's attention fused on the matrix units
+                             * (vk_attn_enc.h) where the attention products run on
+                             * them; off by default until it has run on a GPU
+                             * (bench_engine vk:fused, the bundle's attn step) */
 } wd_vk_engine_opts_t;
 
 /* Builds the engine for model m. m must outlive the engine: after a lost

@@ -15,6 +15,7 @@
 #include "vk_buffer.h"
 #include "vk_cmd.h"
 #include "vk_engine.h"
+#include "vk_attn_enc.h"
 #include "vk_gemm.h"
 #include "vk_gemv.h"
 #include "vk_kv.h"
@@ -53,6 +54,8 @@ struct wd_vk_engine {
   /* kernels */
   wd_vk_gemm_t *gemm, *gemm_f32b;
   wd_vk_gemm_t *gemm_rows; /* the Linear layers of the prefill and align recordings */
+  wd_vk_attn_enc_t *attn_enc; /* the encoder's fused attention, where the attention
+                               * products run on the matrix units; else NULL */
   wd_vk_gemv_t *gemv;
   wd_vk_norm_t *norm;
   wd_vk_softmax_t *softmax;

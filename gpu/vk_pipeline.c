@@ -97,7 +97,17 @@ int wd_vk_pipeline_new(wd_vk_device_t *d, const wd_vk_pipeline_desc_t *desc,
                  desc->shader, inv, d->limits.maxComputeWorkGroupInvocations);
     return WD_EUNSUP;
   }
-  const wd_spirv_t *spv = wd_spirv_find(desc->shader);
+  /* A device that runs the matrix kernels through the KHR extension takes
+   * their _khr variants (shaders/shaders.cmake); every other shader has
+   * one variant for all devices. */
+  const wd_spirv_t *spv = NULL;
+  if (d->info.matrix_ext == WD_VK_CM_KHR) {
+    char khr[96];
+    snprintf(khr, sizeof khr, "%s_khr", desc->shader);
+    spv = wd_spirv_find(khr);
+  }
+  if (!spv)
+    spv = wd_spirv_find(desc->shader);
   if (!spv) {
     wd_log_debug("%s: no shader variant '%s' is embedded", __func__, desc->shader);
     return WD_ENOENT;

@@ -68,6 +68,16 @@ typedef struct {
 _Static_assert(sizeof(wd_pc_gemv_t) == 48, "wd_pc_gemv_t must match common.glsl");
 _Static_assert(offsetof(wd_pc_gemv_t, alpha) == 40, "wd_pc_gemv_t.alpha offset");
 
+/* struct wd_pc_attn_enc. */
+typedef struct {
+  uint32_t n, ld;
+  uint32_t q_off, k_off, v_off, o_off;
+  float scale;
+  uint32_t pad;
+} wd_pc_attn_enc_t;
+_Static_assert(sizeof(wd_pc_attn_enc_t) == 32, "wd_pc_attn_enc_t must match common.glsl");
+_Static_assert(offsetof(wd_pc_attn_enc_t, scale) == 24, "wd_pc_attn_enc_t.scale offset");
+
 /* struct wd_pc_attn. */
 typedef struct {
   uint32_t n_head, n_ctx, n_keys, flags;

@@ -7,6 +7,10 @@
 #   cm     the matrix units (issue #40): the GEMM tests of every family
 #          (cm-* included where the device lists cooperative matrices),
 #          bench_gemm of cm-128x128, cm-64x64 beside rb-64x64 and tiled
+#   attn   not yet run on a GPU (issue #40): the encoder's fused attention
+#          (gpu_test_attn_enc, then the large shape with bench_engine vk:fused
+#          beside AUTO) and the KHR kernels (test_gemm's gemm_cm_khr, where
+#          the bundle was built with a glslang >= 13: WD_GLSLANG_KHR)
 #   tests  the Vulkan engine's tests (build/tests/gpu_test_*), each its exit
 #          status and last lines
 #   tiny   bench_engine on tiny.en and jfk.wav: encoder ms per window,
@@ -38,7 +42,7 @@ nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$nv" ]; then
   export VK_DRIVER_FILES=$nv
 fi
-steps=${*:-cm tests tiny large numerics peer load}
+steps=${*:-cm attn tests tiny large numerics peer load}
 sum=$res/summary.txt
 say() { echo "$*" | tee -a "$sum"; }
 
@@ -74,6 +78,24 @@ for step in $steps; do
     timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-64x64,rb-64x64,tiled-64x64 "$(nproc)" \
       >"$res/bench_gemm_cm.txt" 2>&1
     tee -a "$sum" <"$res/bench_gemm_cm.txt"
+    ;;
+  attn)
+    say "== fused encoder attention and KHR kernels (not yet run on a GPU)"
+    timeout 120 build/tests/gpu_test_attn_enc >"$res/gpu_test_attn_enc.log" 2>&1
+    say "gpu_test_attn_enc: exit $?, $(grep -E '^[0-9]+ passed' "$res/gpu_test_attn_enc.log" | tail -1)"
+    grep -E "attn n=|worst|nothing|FAIL" "$res/gpu_test_attn_enc.log" | tee -a "$sum"
+    WD_TEST_ONLY=device_opens,gemm_cm_khr,teardown timeout 60 build/tests/gpu_test_gemm \
+      >"$res/gpu_test_gemm_khr.log" 2>&1
+    say "gpu_test_gemm (KHR): exit $?"
+    grep -E "cm-|nothing|FAIL|matrix units" "$res/gpu_test_gemm_khr.log" | tee -a "$sum"
+    f=models/synth/ggml-large-v3-turbo.bin
+    mkdir -p models/synth
+    [ -s "$f" ] || build/tests/wd_synth_model "$f" 1 large-v3-turbo >"$res/synth.txt" 2>&1
+    for v in "" vk:fused; do
+      timeout 120 build/tests/bench/bench_engine "$f" tests/data/audio/jfk.wav 2 $v \
+        >"$res/bench_large_attn_${v#vk:}.txt" 2>&1
+      grep -E "^model|encoder:|^  (gemm|attn|softmax|transpose)" "$res/bench_large_attn_${v#vk:}.txt" | tee -a "$sum"
+    done
     ;;
   numerics)
     say "== numerics: tiny model ($(sed -n 's/^tiny=//p' MANIFEST)), AUTO vs --vk-precision f32"
@@ -152,7 +174,7 @@ for step in $steps; do
     tail -40 "$res/load.txt" | tee -a "$sum"
     ;;
   *)
-    say "unknown step '$step' (cm, tests, tiny, gemm, large, numerics, peer, load)"
+    say "unknown step '$step' (cm, attn, tests, tiny, gemm, large, numerics, peer, load)"
     ;;
   esac
 done

@@ -22,6 +22,15 @@ struct wd_pc_gemm {
 #define WD_GEMM_GELU 2u        // apply GELU after the bias
 #define WD_GEMM_ACCUMULATE 4u  // add the old value of C (residual connection)
 
+// The encoder's fused self-attention (attn_cm.comp): Q, K, V and O are
+// (n, ld) rows from their offsets, one head's 64 columns per workgroup.
+struct wd_pc_attn_enc {
+  uint n, ld;
+  uint q_off, k_off, v_off, o_off;
+  float scale;
+  uint pad;
+};
+
 // erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7); GLSL has no erf().
 float wd_erf(float x) {
   float s = sign(x);

@@ -14,7 +14,7 @@
 // Extensions: GL_NV_cooperative_matrix (Debian 12's glslang compiles it;
 // NVIDIA drivers from Turing on) by default; WD_CM_KHR=1 selects
 // GL_KHR_cooperative_matrix (needs glslang >= 13; NVIDIA, AMD RDNA3, Intel
-// Arc). The CM_* macros below are the only difference between the two.
+// Arc); coopmat.glsl holds the types and calls of both.
 //
 // Tile: BM x BN outputs per workgroup, BK = 32 per K-slice, SGM x SGN
 // subgroups of 32 invocations, each owning a (BM / SGM) x (BN / SGN) block
@@ -35,28 +35,7 @@
 // ldb and the offsets multiples of 4; with WTYPE, multiples of 32).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_GOOGLE_include_directive : enable
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#if defined(WD_CM_KHR) && WD_CM_KHR != 0
-#extension GL_KHR_cooperative_matrix : require
-#define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
-#define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
-#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
-#define CM_LOAD_COLS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutColumnMajor)
-#define CM_STORE_ROWS(m, buf, off, st) coopMatStore(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
-#define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
-#else
-#extension GL_NV_cooperative_matrix : require
-#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, false)
-#define CM_LOAD_COLS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, true)
-#define CM_STORE_ROWS(m, buf, off, st) coopMatStoreNV(m, buf, off, st, false)
-#define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
-#endif
+#include "coopmat.glsl"
 #include "common.glsl"
 
 #ifndef BM

@@ -91,6 +91,15 @@ static const char *wd_test_skip_why_;
     return;                                                                      \
   } while (0)
 
+/* Returns from the current test, which passes, saying why it checked
+ * nothing (a capability this device lacks, such as matrix units), and,
+ * unlike wd_test_skip, lets the tests after it run. */
+#define wd_test_nothing_to_check(why)                                            \
+  do {                                                                           \
+    fprintf(stderr, "  nothing to check here: %s\n", (why));                     \
+    return;                                                                      \
+  } while (0)
+
 /* Whether WD_TEST_ONLY (a comma-separated list of test names; unset or
  * empty: every test) selects the test called name. The sanitizer trees use
  * it to run a slow binary's threading tests without its long decodes. */

@@ -128,9 +128,12 @@ int main(int argc, char **argv) {
   int n_mel = 0, n_fft = 0, rc;
   const wd_audio_opts_t ao = { 0 };
   wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 1, .max_audio = 1, .profile = true };
-  /* vk:f32 is --vk-precision f32; vk:NAME forces one GEMM family. */
+  /* vk:f32 is --vk-precision f32; vk:fused the encoder's fused attention
+   * (vk_engine.h attn_fused); vk:NAME forces one GEMM family. */
   if (argc > 4 && strcmp(argv[4], "vk:f32") == 0)
     eo.exact = true;
+  else if (argc > 4 && strcmp(argv[4], "vk:fused") == 0)
+    eo.attn_fused = true;
   else if (argc > 4 && strncmp(argv[4], "vk:", 3) == 0 &&
            wd_vk_gemm_family_parse(argv[4] + 3, &eo.gemm) < 0) {
     fprintf(stderr, "bench_engine: %s: unknown GEMM kernel\n", argv[4]);

@@ -25,6 +25,7 @@
 #include "vk_cmd.h"
 #include "vk_device.h"
 #include "vk_gemm.h"
+#include "vk_shaders.h"
 #include "wd_test.h"
 
 #define SENTINEL 1234.5f
@@ -216,7 +217,7 @@ static void check_matrix_family(wd_vk_gemm_family_t fam) {
     /* The family refuses such a device rather than failing later. */
     wd_vk_gemm_t *g = NULL;
     WD_CHECK_EQ_INT(wd_vk_gemm_new(g_dev, fam, &g), WD_EUNSUP);
-    wd_test_skip("no matrix units");
+    wd_test_nothing_to_check("no matrix units");
   }
   fprintf(stderr, "  matrix units: %s\n", wd_vk_cm_ext_name(d->matrix_ext));
   check_family(fam);
@@ -224,6 +225,32 @@ static void check_matrix_family(wd_vk_gemm_family_t fam) {
 
 WD_TEST(gemm_cm_128x128) { check_matrix_family(WD_VK_GEMM_CM128); }
 WD_TEST(gemm_cm_64x64) { check_matrix_family(WD_VK_GEMM_CM64); }
+
+/* The same kernels built for VK_KHR_cooperative_matrix, on a second device
+ * made to use that extension (AUTO takes NV where both are listed). */
+WD_TEST(gemm_cm_khr) {
+  if (g_no_device)
+    wd_test_skip("no Vulkan device");
+  const wd_vk_device_info_t *d = wd_vk_device_info(g_dev);
+  if (!d->coopmat.khr_fit || !wd_spirv_find("gemm_cm128_khr"))
+    wd_test_nothing_to_check("no KHR cooperative matrices here, or no KHR kernels in this build");
+  const wd_vk_device_opts_t opts = { .index = (int)d->index, .matrix = WD_VK_CM_WANT_KHR };
+  wd_vk_device_t *khr = NULL;
+  WD_CHECK_EQ_INT(wd_vk_device_new(&opts, &khr), 0);
+  if (!khr)
+    return;
+  if (wd_vk_device_info(khr)->matrix_ext != WD_VK_CM_KHR) {
+    wd_vk_device_free(khr);
+    wd_test_nothing_to_check("the device's subgroups or features do not fit the kernels");
+  }
+  wd_vk_device_t *saved = g_dev;
+  g_dev = khr;
+  fprintf(stderr, "  matrix units: %s\n", wd_vk_cm_ext_name(WD_VK_CM_KHR));
+  check_family(WD_VK_GEMM_CM128);
+  check_family(WD_VK_GEMM_CM64);
+  g_dev = saved;
+  wd_vk_device_free(khr);
+}
 
 
 WD_TEST(gemm_rejects_misaligned) {

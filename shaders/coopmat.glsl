@@ -1,0 +1,34 @@
+// coopmat.glsl - the cooperative-matrix types and calls of the matrix-unit
+// kernels (gemm_cm.comp, attn_cm.comp), for either extension.
+//
+// GL_NV_cooperative_matrix (Debian 12's glslang compiles it; NVIDIA drivers
+// from Turing on) by default; WD_CM_KHR=1 selects GL_KHR_cooperative_matrix
+// (needs glslang >= 13; NVIDIA, AMD RDNA3, Intel Arc). CM_A and CM_B are
+// 16 x 16 f16 operands, CM_C a 16 x 16 f32 accumulator, one per subgroup of
+// 32 invocations; loads and stores take an element offset and a stride in
+// elements of the array they read.
+#ifndef WD_COOPMAT_GLSL
+#define WD_COOPMAT_GLSL
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#if defined(WD_CM_KHR) && WD_CM_KHR != 0
+#extension GL_KHR_cooperative_matrix : require
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define CM_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD_COLS(m, buf, off, st) coopMatLoad(m, buf, off, st, gl_CooperativeMatrixLayoutColumnMajor)
+#define CM_STORE_ROWS(m, buf, off, st) coopMatStore(m, buf, off, st, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_MAD(a, b, c) coopMatMulAdd(a, b, c)
+#else
+#extension GL_NV_cooperative_matrix : require
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define CM_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define CM_LOAD_ROWS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, false)
+#define CM_LOAD_COLS(m, buf, off, st) coopMatLoadNV(m, buf, off, st, true)
+#define CM_STORE_ROWS(m, buf, off, st) coopMatStoreNV(m, buf, off, st, false)
+#define CM_MAD(a, b, c) coopMatMulAddNV(a, b, c)
+#endif
+#endif
