@@ -35,17 +35,17 @@ void wd_cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), vo
 
 typedef struct {
   const cpu_gemv_t *g;
-  int chunk;
+  int chunk, path;
 } gemv_task_t;
 
 static void gemv_task(void *arg, int i) {
   const gemv_task_t *t = arg;
   const int n = t->g->w->n_out, o0 = i * t->chunk;
   const int o1 = o0 + t->chunk < n ? o0 + t->chunk : n;
-  wd_cpu_gemv_range(t->g, o0, o1);
+  wd_cpu_gemv_range_path(t->g, o0, o1, t->path);
 }
 
-void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
+void wd_cpu_gemv_run_path(wd_cpu_engine_t *e, const cpu_gemv_t *g, int path) {
   if (g->w->ct) { /* --compute-type bf16 / int8 */
     wd_cpu_rgemm_run(e, g->n_rows, g->x, g->ldx, g->w, 0, g->w->n_out, g->b, g->op, g->y, g->ldy);
     return;
@@ -59,8 +59,13 @@ void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
   chunk = (chunk + 7) / 8 * 8;
   if (chunk < 16)
     chunk = 16;
-  gemv_task_t t = { g, chunk };
+  gemv_task_t t = { g, chunk, path };
   wd_cpu_parallel(e, (n + chunk - 1) / chunk, gemv_task, &t);
+}
+
+void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g) {
+  const int r = g->n_rows < CPU_GEMV_PICK_ROWS ? g->n_rows : CPU_GEMV_PICK_ROWS;
+  wd_cpu_gemv_run_path(e, g, e->gemv_path[r > 0 ? r : 1]);
 }
 
 static void free_enc_layer(cpu_enc_layer_t *L) {
@@ -522,6 +527,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
    * OpenBLAS's own threads stay asleep. Process-wide, the same for every
    * engine. */
   openblas_set_num_threads(1);
+  wd_cpu_gemv_pick(e);
   e->iface = (wd_engine_t){
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
     .max_seqs = e->max_seqs, .max_audio = e->max_audio,
@@ -551,6 +557,7 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->step_ms = e->n_steps ? e->step_ms_sum / (double)e->n_steps : 0.0;
   st->n_threads = e->n_threads;
   st->kernel = wd_cpu_gemv_kernel();
+  st->kernel_choice = e->gemv_choice[0] ? e->gemv_choice : NULL;
   st->gemm = wd_cpu_blas_path();
   st->compute = wd_cpu_compute_name(e->compute);
   st->compute_path = e->compute ? wd_cpu_rpath_name((cpu_rpath_t)e->rpath) : NULL;

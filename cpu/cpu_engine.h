@@ -51,6 +51,8 @@ typedef struct {
   unsigned long long n_steps;
   int n_threads;
   const char *kernel; /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable" */
+  const char *kernel_choice; /* where the GEMV's kernels were chosen by measurement at
+                              * load, what ran and won by batch rows; else NULL */
   const char *gemm;   /* the encoder's GEMM path, wd_cpu_engine_gemm() (f32) */
   const char *compute;      /* "f32", "bf16" or "int8" */
   const char *compute_path; /* bf16 / int8: their kernels ("int8, AVX512-VNNI"), else NULL */

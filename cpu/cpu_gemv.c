@@ -195,10 +195,14 @@ int wd_cpu_use_avx2(void) {
  * types stay on AVX2), 1 AVX2, 0 portable. */
 static int widest_path(void) { return wd_cpu_use_avx2() ? (wd_cpu_avx512_available() ? 2 : 1) : 0; }
 
-const char *wd_cpu_gemv_kernel(void) {
+int wd_cpu_gemv_widest(void) { return widest_path(); }
+
+const char *wd_cpu_gemv_path_name(int path) {
   static const char *const names[] = { "portable", "avx2+fma+f16c", "avx512f+avx2+fma+f16c" };
-  return names[widest_path()];
+  return names[path < 0 ? 0 : path > 2 ? 2 : path];
 }
+
+const char *wd_cpu_gemv_kernel(void) { return wd_cpu_gemv_path_name(widest_path()); }
 
 /* simd as asked, lowered to what the CPU has. */
 static int path_available(int simd) {

@@ -58,6 +58,10 @@ void wd_cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
  * AVX-512 ones for f16/f32 weights where the CPU has them (else as 1),
  * whatever WHISPERD_CPU_PORTABLE says; tests compare them in one process. */
 void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
+/* The path wd_cpu_gemv_range takes (2 AVX-512, 1 AVX2, 0 portable). */
+int wd_cpu_gemv_widest(void);
+/* That path's name ("avx512f+avx2+fma+f16c", "avx2+fma+f16c", "portable"). */
+const char *wd_cpu_gemv_path_name(int path);
 /* 1 where the AVX2 kernels are compiled in and the CPU has AVX2, FMA and
  * F16C (WHISPERD_CPU_PORTABLE aside). */
 int wd_cpu_gemv_simd_available(void);

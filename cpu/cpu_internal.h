@@ -14,6 +14,7 @@
 #include "pool.h"
 
 #define CPU_MAX_PREFILL 256
+#define CPU_GEMV_PICK_ROWS 16 /* gemv_path's rows: the largest decoder batch */
 /* Decoder rows of one call at most: a prompt's, or WD_CPU_MAX_SEQS steps'. */
 #define CPU_MAX_ROWS 256
 #define CPU_ATTN_TASKS 64 /* attention work items per loop, each with its own scores buffer */
@@ -96,6 +97,12 @@ struct wd_cpu_engine {
   float *d_keep;          /* align: kept scores when a head is asked */
   int *r_buf, *r_pos, *r_audio; /* per row: KV buffer, position, audio slot */
 
+  /* ---- the GEMV's kernels, by rows (cpu_gemv_pick.c) ---- */
+  /* gemv_path[r]: wd_cpu_gemv_range_path's path for r rows (r > CPU_GEMV_PICK_ROWS:
+   * that entry's), the fastest measured at load where the CPU has more than one */
+  signed char gemv_path[CPU_GEMV_PICK_ROWS + 1];
+  char gemv_choice[256]; /* what was measured and chosen ("" where nothing was) */
+
   /* ---- figures ---- */
   double encode_ms, cross_ms, step_ms_sum;
   unsigned long long n_steps;
@@ -134,8 +141,14 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
 int wd_cpu_row_chunks(const wd_cpu_engine_t *e, int rows, int *rows_per);
 /* Runs fn(arg, i) for i in [0, n) on the engine's threads. */
 void wd_cpu_parallel(wd_cpu_engine_t *e, int n, void (*fn)(void *arg, int i), void *arg);
-/* The GEMV over the pool, outputs split in chunks. */
+/* The GEMV over the pool, outputs split in chunks, on e->gemv_path's
+ * kernels for g's rows; _path on a given path (the measurement's runs). */
 void wd_cpu_gemv_run(wd_cpu_engine_t *e, const cpu_gemv_t *g);
+void wd_cpu_gemv_run_path(wd_cpu_engine_t *e, const cpu_gemv_t *g, int path);
+/* Fills e->gemv_path: the widest path for every row count, or, where the
+ * CPU offers two (AVX-512 and AVX2) for the decoder's weights, the faster
+ * on the model's own fc1 at 1, 2, 4, 8 and 16 rows (cpu_gemv_pick.c). */
+void wd_cpu_gemv_pick(wd_cpu_engine_t *e);
 
 int wd_cpu_encode(void *self, int a, const float *mel);
 int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,

@@ -55,6 +55,8 @@ int main(int argc, char **argv) {
   wd_cpu_engine_stats(e, &st);
   printf("model %s, CPU engine %s, %d threads\n", wd_model_name(m), st.kernel, st.n_threads);
   printf("encoder GEMM: %s\n", st.gemm);
+  if (st.kernel_choice)
+    printf("decoder GEMV kernels by measurement: %s\n", st.kernel_choice);
   printf("compute type: %s%s%s\n", st.compute, st.compute_path ? ", " : "",
          st.compute_path ? st.compute_path : "");
   double enc = st.encode_ms, cross = st.cross_ms; /* the first, untimed by us */
