@@ -48,7 +48,8 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
                  "range, %u M texels\n",
             d->max_workgroup_invocations, d->max_shared_bytes / 1024,
             (unsigned long long)(d->max_storage_range >> 20), d->max_texel_elements >> 20);
-    fprintf(out, "  matrix units:  %s%s%s\n", wd_vk_cm_ext_name(d->matrix_ext),
+    fprintf(out, "  matrix units:  %s%s%s%s\n", wd_vk_cm_ext_name(d->matrix_ext),
+            d->matrix_ext == WD_VK_CM_KHR8 ? " (8x8x8, tests)" : "",
             d->coopmat.nv_ext ? ", lists VK_NV_cooperative_matrix" : "",
             d->coopmat.khr_ext ? ", lists VK_KHR_cooperative_matrix" : "");
     wd_vk_coopmat_print(out, "    ", &d->coopmat);

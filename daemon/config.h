@@ -37,6 +37,8 @@ typedef struct {
   char *vk_gemm;          /* auto or a wd_vk_gemm_family_name: the encoder's GEMM kernel */
   char *vk_kv;            /* auto, f32 or f16: the Vulkan engine's KV caches */
   char *vk_precision;     /* auto or f32: GEMM inputs on the matrix units (f16) or f32 */
+  char *vk_matrix;        /* auto, none or khr: the matrix units' extension (tests) */
+  char *vk_attn;          /* auto or fused: the encoder's attention (tests until measured) */
   char *vk_limits;        /* "" or a wd_vk_limits_parse string (tests) */
   bool vk_force_staging;  /* uploads through the staging ring (tests) */
   char *fault_inject;     /* "" or a fault list (tests; runtime.h) */

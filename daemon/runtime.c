@@ -111,7 +111,12 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
                                      .limits = cfg->vk_limits && cfg->vk_limits[0] ? &lim : NULL,
                                      .kv = kv, .force_staging = cfg->vk_force_staging,
                                      .exact = cfg->vk_precision &&
-                                              strcmp(cfg->vk_precision, "f32") == 0 };
+                                              strcmp(cfg->vk_precision, "f32") == 0,
+                                     .matrix = !cfg->vk_matrix || strcmp(cfg->vk_matrix, "auto") == 0
+                                                   ? WD_VK_CM_WANT_AUTO
+                                               : strcmp(cfg->vk_matrix, "khr") == 0 ? WD_VK_CM_WANT_KHR
+                                                                                   : WD_VK_CM_WANT_NONE,
+                                     .attn_fused = cfg->vk_attn && strcmp(cfg->vk_attn, "fused") == 0 };
     if (cfg->vk_gemm && wd_vk_gemm_family_parse(cfg->vk_gemm, &eo.gemm) < 0) {
       snprintf(err, err_len, "--vk-gemm %s: unknown kernel", cfg->vk_gemm);
       return WD_EINVAL;

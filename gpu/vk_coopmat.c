@@ -39,6 +39,9 @@ static bool fits(const wd_vk_cm_shape_t *s) {
 }
 
 static void add(wd_vk_coopmat_info_t *cm, wd_vk_cm_shape_t s) {
+  if (s.khr && s.m == 8 && s.n == 8 && s.k == 8 && s.a == CM_F16 && s.b == CM_F16 &&
+      s.c == CM_F32 && s.r == CM_F32 && s.scope == CM_SCOPE_SUBGROUP)
+    cm->khr8_fit = true;
   if (fits(&s)) {
     if (s.khr)
       cm->khr_fit = true;
@@ -112,23 +115,35 @@ void wd_vk_coopmat_probe(VkInstance inst, VkPhysicalDevice pd, wd_vk_coopmat_inf
 
 wd_vk_cm_ext_t wd_vk_coopmat_pick(const wd_vk_coopmat_info_t *cm, bool float16, bool memory_model,
                                   uint32_t subgroup_size, wd_vk_cm_want_t want) {
-  if (!float16 || !memory_model || subgroup_size != 32 || want == WD_VK_CM_WANT_NONE)
+  if (!float16 || !memory_model || want == WD_VK_CM_WANT_NONE)
     return WD_VK_CM_NONE;
   /* AUTO: NV, the extension the kernels were verified and measured
    * through (an H200, which lists both). The KHR kernels (built where the
    * build has a glslang >= 13: shaders/CMakeLists.txt) have not run on a
-   * device yet, so only a caller that asks for them gets them, until a GPU
+   * GPU yet, so only a caller that asks for them gets them, until a GPU
    * run of test_gemm's gemm_cm_khr makes them AUTO's second choice. */
-  const bool nv = cm->nv_fit, khr = cm->khr_fit && wd_spirv_find("gemm_cm128_khr");
+  const bool sg32 = subgroup_size == 32;
+  const bool nv = sg32 && cm->nv_fit;
+  const bool khr = sg32 && cm->khr_fit && wd_spirv_find("gemm_cm128_khr");
+  const bool khr8 = subgroup_size == 8 && cm->khr8_fit && wd_spirv_find("gemm_cm64_khr8");
   if (want == WD_VK_CM_WANT_KHR)
-    return khr ? WD_VK_CM_KHR : WD_VK_CM_NONE;
+    return khr ? WD_VK_CM_KHR : khr8 ? WD_VK_CM_KHR8 : WD_VK_CM_NONE;
   return nv ? WD_VK_CM_NV : WD_VK_CM_NONE;
+}
+
+const char *wd_vk_cm_suffix(wd_vk_cm_ext_t e) {
+  return e == WD_VK_CM_KHR ? "_khr" : e == WD_VK_CM_KHR8 ? "_khr8" : "";
+}
+
+bool wd_vk_cm_shader(const char *name) {
+  return strncmp(name, "gemm_cm", 7) == 0 || strncmp(name, "attn_cm", 7) == 0;
 }
 
 const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e) {
   switch (e) {
   case WD_VK_CM_NV: return "VK_NV_cooperative_matrix";
-  case WD_VK_CM_KHR: return "VK_KHR_cooperative_matrix";
+  case WD_VK_CM_KHR:
+  case WD_VK_CM_KHR8: return "VK_KHR_cooperative_matrix";
   default: return "none";
   }
 }

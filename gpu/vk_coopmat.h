@@ -31,6 +31,10 @@ typedef enum {
   WD_VK_CM_NONE = 0,
   WD_VK_CM_NV = 1,  /* VK_NV_cooperative_matrix */
   WD_VK_CM_KHR = 2, /* VK_KHR_cooperative_matrix (kernels NAME_khr, built with glslang >= 13) */
+  /* The KHR extension at 8x8x8 on 8-wide subgroups (kernels NAME_khr8):
+   * Mesa's lavapipe, so that the kernels can be tested on a CPU; only the
+   * 64 x 64 GEMM tiles and the fused attention are built for it. */
+  WD_VK_CM_KHR8 = 3,
 } wd_vk_cm_ext_t;
 
 /* What a caller asks for (wd_vk_device_opts_t.matrix; tests): AUTO is
@@ -57,6 +61,7 @@ typedef struct {
 typedef struct {
   bool nv_ext, khr_ext;     /* the device lists the extension */
   bool nv_fit, khr_fit;     /* ... and its query lists our 16x16x16 f16 -> f32 entry */
+  bool khr8_fit;            /* the KHR query lists 8x8x8 f16 -> f32 (lavapipe) */
   uint32_t n_shapes;        /* both queries' entries, NV first */
   wd_vk_cm_shape_t shapes[WD_VK_CM_MAX_SHAPES];
 } wd_vk_coopmat_info_t;
@@ -69,11 +74,19 @@ void wd_vk_coopmat_probe(VkInstance inst, VkPhysicalDevice pd, wd_vk_coopmat_inf
  * which needs f16 arithmetic, the memory model and 32-wide subgroups: for
  * AUTO (and NV), NV when its query lists our entry; for KHR, KHR when its
  * query does and this build has the KHR kernels (not yet AUTO's: they have
- * not run on a device); else NONE. */
+ * not run on a GPU), or KHR8 on 8-wide subgroups listing 8x8x8 where the
+ * build has those; else NONE. */
 wd_vk_cm_ext_t wd_vk_coopmat_pick(const wd_vk_coopmat_info_t *cm, bool float16, bool memory_model,
                                   uint32_t subgroup_size, wd_vk_cm_want_t want);
 
-const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e); /* "none", "VK_NV_...", ... */
+/* The extension's name ("none", "VK_NV_cooperative_matrix", ...; KHR8 is
+ * "VK_KHR_cooperative_matrix"), and the kernels' suffix ("", "_khr",
+ * "_khr8"). */
+const char *wd_vk_cm_ext_name(wd_vk_cm_ext_t e);
+const char *wd_vk_cm_suffix(wd_vk_cm_ext_t e);
+/* Whether a shader variant is a matrix kernel (gemm_cm*, attn_cm*), which
+ * must be taken in the device's extension's build or not at all. */
+bool wd_vk_cm_shader(const char *name);
 /* "f16", "f32", "bf16", "s8", ... for a component type value. */
 const char *wd_vk_cm_type_name(uint32_t t);
 

@@ -413,9 +413,9 @@ int wd_vk_device_new(const wd_vk_device_opts_t *opts, wd_vk_device_t **ret_dev) 
   /* The NV and KHR feature structs have the same shape: sType, pNext,
    * cooperativeMatrix, cooperativeMatrixRobustBufferAccess. */
   VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
-    .sType = d->info.matrix_ext == WD_VK_CM_KHR
-                 ? WD_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR
-                 : VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+    .sType = d->info.matrix_ext == WD_VK_CM_NV
+                 ? VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV
+                 : WD_VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
     .cooperativeMatrix = VK_TRUE,
   };
   VkPhysicalDeviceVulkan12Features f12 = {

@@ -783,7 +783,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     goto fail;
   const wd_vk_device_opts_t dopts = { .index = opts->device, .validation = opts->validation,
                                        .limits = opts->limits,
-                                       .force_staging = opts->force_staging };
+                                       .force_staging = opts->force_staging,
+                                       .matrix = opts->matrix };
   if ((rc = wd_vk_device_new(&dopts, &e->dev)) < 0) {
     snprintf(err, err_len, "no usable Vulkan device: %s", wd_strerror(rc));
     goto fail;

@@ -85,6 +85,8 @@ typedef struct {
                              * class (vk_gemm.h); others: tests, comparisons */
   bool exact;               /* AUTO keeps f32 GEMM inputs even where the device has
                              * matrix units (--vk-precision f32) */
+  wd_vk_cm_want_t matrix;   /* wd_vk_device_opts_t's (tests: the KHR kernels, or
+                             * lavapipe's 8x8x8 ones, with --vk-matrix khr) */
   bool attn_fused;          /* the encoder's attention fused on the matrix units
                              * (vk_attn_enc.h) where the attention products run on
                              * them; off by default until it has run on a GPU

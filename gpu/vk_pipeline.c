@@ -97,17 +97,24 @@ int wd_vk_pipeline_new(wd_vk_device_t *d, const wd_vk_pipeline_desc_t *desc,
                  desc->shader, inv, d->limits.maxComputeWorkGroupInvocations);
     return WD_EUNSUP;
   }
-  /* A device that runs the matrix kernels through the KHR extension takes
-   * their _khr variants (shaders/shaders.cmake); every other shader has
-   * one variant for all devices. */
+  /* The matrix kernels come in one build per extension (shaders.cmake:
+   * NAME for NV, NAME_khr, NAME_khr8); every other shader has one variant
+   * for all devices. */
   const wd_spirv_t *spv = NULL;
-  if (d->info.matrix_ext == WD_VK_CM_KHR) {
-    char khr[96];
-    snprintf(khr, sizeof khr, "%s_khr", desc->shader);
-    spv = wd_spirv_find(khr);
-  }
-  if (!spv)
+  if (wd_vk_cm_shader(desc->shader)) {
+    /* Only the build for the device's extension: another extension's
+     * SPIR-V is not to be given to this driver. */
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", desc->shader, wd_vk_cm_suffix(d->info.matrix_ext));
+    spv = wd_spirv_find(name);
+    if (!spv) {
+      wd_log_debug("%s: no '%s' for this device's matrix units (%s)", __func__, name,
+                   wd_vk_cm_ext_name(d->info.matrix_ext));
+      return WD_EUNSUP;
+    }
+  } else {
     spv = wd_spirv_find(desc->shader);
+  }
   if (!spv) {
     wd_log_debug("%s: no shader variant '%s' is embedded", __func__, desc->shader);
     return WD_ENOENT;

@@ -10,16 +10,19 @@
 // softmax and again for P.V: on an H200 Q.K^T, softmax and P.V took 14.1 of
 // the encoder's 41.2 ms per window, mostly memory traffic (2026-11-28).
 //
-// Two passes over the keys, 32 at a time (K and V blocks staged in shared
+// Two passes over the keys, KB (32) at a time (K and V blocks staged in shared
 // memory as f16): the first finds each row's maximum m and sum l of
 // exp(s - m); the second recomputes the scores, writes P = exp(s - m) as
 // f16 to shared memory and accumulates P . V in f32 matrix accumulators,
 // divided by l when stored. Two passes cost one more Q.K^T on the matrix
 // units and spare the rescaling of the accumulators an online softmax
 // needs (their elements' rows are not addressable).
-// Workgroup: 4 subgroups of 32, subgroup g owning queries g*16 .. g*16+15
-// of the block; in the softmax, invocation lane handles row lane / 2, keys
-// (lane % 2) * 16 .. +15 of the block, pairs combined by a shuffle.
+// Workgroup: 4 subgroups of SG invocations, subgroup g owning queries
+// g*16 .. g*16+15 of the block, in CM x CM fragments (coopmat.glsl: 16 and
+// 32 on GPUs; 8 and 8 for lavapipe, with KB = 16 to fit its 32 KiB). In
+// the softmax, with SG >= 16, LPR = SG / 16 invocations share a row, each
+// over KB / LPR keys of the block, combined by shuffles; with SG < 16 an
+// invocation takes 16 / SG whole rows.
 // Numerics: Q (scaled by `scale` first: 1/8, exact), K, V and P rounded to
 // f16, scores, softmax statistics and sums in f32.
 // Grid: (ceil(n / 64), n_head). Requirements: ld and the offsets multiples
@@ -31,9 +34,17 @@
 #include "common.glsl"
 
 #define QB 64u   // queries per workgroup
+#ifndef KB
 #define KB 32u   // keys per block
+#endif
 #define DH 64u   // head dimension
-#define NT 128u  // invocations (4 subgroups)
+#define NT (4u * SG)  // invocations (4 subgroups)
+#define RF (16u / CM) // fragments down a subgroup's 16 rows
+#define KF (KB / CM)  // ... across a key block
+#define DF (DH / CM)  // ... across the head dimension
+#define LPR (SG >= 16u ? SG / 16u : 1u) // invocations per softmax row
+#define RPL (SG >= 16u ? 1u : 16u / SG) // softmax rows per invocation
+#define CPL (KB / LPR)                  // keys per invocation and row
 #define LQ (DH + 8u)  // f16 row stride of Q, K, V tiles (144 bytes)
 #define LS (KB + 4u)  // f32 row stride of a subgroup's scores
 #define LP (KB + 8u)  // f16 row stride of a subgroup's P
@@ -62,100 +73,117 @@ shared float sL[4][16];
     [[unroll]] for (uint j = 0; j < 4u; j++) dst[r * LQ + c + j] = v[j];       \
   }
 
-// This subgroup's 16 x 32 scores of the staged key block into sS[sg].
+// This subgroup's 16 x KB scores of the staged key block into sS[sg].
 void scores(const uint sg) {
-  CM_C acc[2];
-  acc[0] = CM_C(0.0);
-  acc[1] = CM_C(0.0);
-  [[unroll]] for (uint kk = 0; kk < DH; kk += 16u) {
-    CM_A a;
-    CM_LOAD_ROWS(a, sQ, sg * 16u * LQ + kk, LQ);
-    [[unroll]] for (uint j = 0; j < 2u; j++) {
+  CM_C acc[RF][KF];
+  [[unroll]] for (uint i = 0; i < RF; i++)
+    [[unroll]] for (uint j = 0; j < KF; j++) acc[i][j] = CM_C(0.0);
+  [[unroll]] for (uint kk = 0; kk < DH; kk += CM) {
+    CM_A a[RF];
+    [[unroll]] for (uint i = 0; i < RF; i++)
+      CM_LOAD_ROWS(a[i], sQ, (sg * 16u + i * CM) * LQ + kk, LQ);
+    [[unroll]] for (uint j = 0; j < KF; j++) {
       CM_B b; // K^T: element (dim, key) at key * LQ + dim
-      CM_LOAD_COLS(b, sK, j * 16u * LQ + kk, LQ);
-      acc[j] = CM_MAD(a, b, acc[j]);
+      CM_LOAD_COLS(b, sK, j * CM * LQ + kk, LQ);
+      [[unroll]] for (uint i = 0; i < RF; i++) acc[i][j] = CM_MAD(a[i], b, acc[i][j]);
     }
   }
-  [[unroll]] for (uint j = 0; j < 2u; j++) CM_STORE_ROWS(acc[j], sS[sg], j * 16u, LS);
+  [[unroll]] for (uint i = 0; i < RF; i++)
+    [[unroll]] for (uint j = 0; j < KF; j++) CM_STORE_ROWS(acc[i][j], sS[sg], i * CM * LS + j * CM, LS);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
+}
+
+// The combination over the LPR invocations of a row (neighbours).
+float row_max(float v) {
+  [[unroll]] for (uint o = 1u; o < LPR; o <<= 1) v = max(v, subgroupShuffleXor(v, o));
+  return v;
+}
+float row_sum(float v) {
+  [[unroll]] for (uint o = 1u; o < LPR; o <<= 1) v += subgroupShuffleXor(v, o);
+  return v;
 }
 
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint q0 = gl_WorkGroupID.x * QB, base = gl_WorkGroupID.y * DH;
-  const uint row = lane / 2u, half_ = lane % 2u; // the softmax's share
+  // The softmax's share: rows row0 + q * SG (q < RPL), keys c0 .. c0 + CPL.
+  const uint row0 = SG >= 16u ? lane / LPR : lane, c0 = (lane % LPR) * CPL;
   const float NEG = -3.0e38;
 
   STAGE(sQ, q4, QB, p.q_off, q0, p.scale)
 
   // Pass 1: each row's maximum and sum of exponentials.
-  float m = NEG, l = 0.0;
+  float m[RPL], l[RPL];
+  [[unroll]] for (uint q = 0; q < RPL; q++) m[q] = NEG, l[q] = 0.0;
   for (uint k0 = 0; k0 < p.n; k0 += KB) {
     barrier(); // the previous block's K is read by every subgroup
     STAGE(sK, k4, KB, p.k_off, k0, 1.0)
     barrier();
     scores(sg);
-    float mx = NEG;
-    [[unroll]] for (uint c = 0; c < 16u; c++) {
-      const uint col = half_ * 16u + c;
-      if (k0 + col < p.n) mx = max(mx, sS[sg][row * LS + col]);
+    [[unroll]] for (uint q = 0; q < RPL; q++) {
+      const uint row = row0 + q * SG;
+      float mx = NEG;
+      [[unroll]] for (uint c = 0; c < CPL; c++)
+        if (k0 + c0 + c < p.n) mx = max(mx, sS[sg][row * LS + c0 + c]);
+      const float mn = max(m[q], row_max(mx));
+      float part = 0.0;
+      [[unroll]] for (uint c = 0; c < CPL; c++)
+        if (k0 + c0 + c < p.n) part += exp(sS[sg][row * LS + c0 + c] - mn);
+      l[q] = l[q] * exp(m[q] - mn) + row_sum(part);
+      m[q] = mn;
     }
-    mx = max(mx, subgroupShuffleXor(mx, 1u));
-    const float mn = max(m, mx);
-    float part = 0.0;
-    [[unroll]] for (uint c = 0; c < 16u; c++) {
-      const uint col = half_ * 16u + c;
-      if (k0 + col < p.n) part += exp(sS[sg][row * LS + col] - mn);
-    }
-    part += subgroupShuffleXor(part, 1u);
-    l = l * exp(m - mn) + part;
-    m = mn;
     subgroupBarrier(); // sS[sg] is rewritten by the next block's scores
   }
-  if (half_ == 0u) sL[sg][row] = l;
+  [[unroll]] for (uint q = 0; q < RPL; q++)
+    if (c0 == 0u) sL[sg][row0 + q * SG] = l[q];
 
   // Pass 2: P = exp(s - m) and O += P . V.
-  CM_C acc[4];
-  [[unroll]] for (uint j = 0; j < 4u; j++) acc[j] = CM_C(0.0);
+  CM_C acc[RF][DF];
+  [[unroll]] for (uint i = 0; i < RF; i++)
+    [[unroll]] for (uint j = 0; j < DF; j++) acc[i][j] = CM_C(0.0);
   for (uint k0 = 0; k0 < p.n; k0 += KB) {
     barrier();
     STAGE(sK, k4, KB, p.k_off, k0, 1.0)
     STAGE(sV, v4, KB, p.v_off, k0, 1.0)
     barrier();
     scores(sg);
-    [[unroll]] for (uint c = 0; c < 16u; c++) {
-      const uint col = half_ * 16u + c;
-      const float s = sS[sg][row * LS + col];
-      sP[sg][row * LP + col] = float16_t(k0 + col < p.n ? exp(s - m) : 0.0);
+    [[unroll]] for (uint q = 0; q < RPL; q++) {
+      const uint row = row0 + q * SG;
+      [[unroll]] for (uint c = 0; c < CPL; c++) {
+        const float s = sS[sg][row * LS + c0 + c];
+        sP[sg][row * LP + c0 + c] = float16_t(k0 + c0 + c < p.n ? exp(s - m[q]) : 0.0);
+      }
     }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
-    [[unroll]] for (uint kk = 0; kk < KB; kk += 16u) {
-      CM_A a;
-      CM_LOAD_ROWS(a, sP[sg], kk, LP);
-      [[unroll]] for (uint j = 0; j < 4u; j++) {
+    [[unroll]] for (uint kk = 0; kk < KB; kk += CM) {
+      CM_A a[RF];
+      [[unroll]] for (uint i = 0; i < RF; i++) CM_LOAD_ROWS(a[i], sP[sg], i * CM * LP + kk, LP);
+      [[unroll]] for (uint j = 0; j < DF; j++) {
         CM_B b; // V: element (key, dim) at key * LQ + dim
-        CM_LOAD_ROWS(b, sV, kk * LQ + j * 16u, LQ);
-        acc[j] = CM_MAD(a, b, acc[j]);
+        CM_LOAD_ROWS(b, sV, kk * LQ + j * CM, LQ);
+        [[unroll]] for (uint i = 0; i < RF; i++) acc[i][j] = CM_MAD(a[i], b, acc[i][j]);
       }
     }
     subgroupBarrier();
   }
 
-  // Out through this subgroup's scores scratch, 16 columns at a time.
+  // Out through this subgroup's scores scratch, one fragment at a time.
   subgroupMemoryBarrierShared();
   subgroupBarrier();
-  [[unroll]] for (uint j = 0; j < 4u; j++) {
-    CM_STORE_ROWS(acc[j], sS[sg], 0, LS);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    [[dont_unroll]] for (uint e = 0; e < 8u; e++) {
-      const uint idx = lane + 32u * e, r = idx / 16u, c = idx % 16u;
-      const uint qi = q0 + sg * 16u + r;
-      if (qi < p.n) o[p.o_off + qi * p.ld + base + j * 16u + c] = sS[sg][r * LS + c] / sL[sg][r];
+  [[unroll]] for (uint i = 0; i < RF; i++) {
+    [[unroll]] for (uint j = 0; j < DF; j++) {
+      CM_STORE_ROWS(acc[i][j], sS[sg], 0, LS);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      [[dont_unroll]] for (uint e = 0; e < CM * CM / SG; e++) {
+        const uint idx = lane + SG * e, r = i * CM + idx / CM, c = idx % CM;
+        const uint qi = q0 + sg * 16u + r;
+        if (qi < p.n) o[p.o_off + qi * p.ld + base + j * CM + c] = sS[sg][(idx / CM) * LS + c] / sL[sg][r];
+      }
+      subgroupBarrier();
     }
-    subgroupBarrier();
   }
 }

@@ -17,8 +17,8 @@
 // Arc); coopmat.glsl holds the types and calls of both.
 //
 // Tile: BM x BN outputs per workgroup, BK = 32 per K-slice, SGM x SGN
-// subgroups of 32 invocations, each owning a (BM / SGM) x (BN / SGN) block
-// of 16 x 16 accumulators (TM x TN of them). Shared tiles are row-major
+// subgroups of SG invocations, each owning a (BM / SGM) x (BN / SGN) block
+// of CM x CM accumulators (TM x TN of them; coopmat.glsl: CM 16, SG 32). Shared tiles are row-major
 // with K contiguous (sA[m][k], sB[n][k]: B is then read column-major as the
 // K x N operand), padded by 8 halves per row against bank conflicts, and
 // double-buffered: the next slice's global loads are in flight while the
@@ -29,7 +29,7 @@
 // quads as packed words (one 64-bit store, loads reinterpreting uvec2) made
 // 64 x 64 tiles up to 30 % faster and 128 x 128 ones no faster.
 // Epilogue: each subgroup stores one accumulator at a time to its own
-// 16 x 16 f32 scratch in shared memory, then its 32 invocations apply
+// CM x CM f32 scratch in shared memory, then its SG invocations apply
 // alpha, bias, GELU and the residual and write C, bounds-checked.
 // Grid: (ceil(N / BN), ceil(M / BM), Z). Requirements: as gemm_rb (K, lda,
 // ldb and the offsets multiples of 4; with WTYPE, multiples of 32).
@@ -51,10 +51,9 @@
 #define SGN 4
 #endif
 #define BK 32
-#define SG 32u                    // invocations per subgroup (checked at pipeline creation)
-#define NT (SGM * SGN * 32)
-#define TM (BM / SGM / 16)        // accumulators per subgroup, down
-#define TN (BN / SGN / 16)        // and across
+#define NT (SGM * SGN * SG)
+#define TM (BM / SGM / CM)        // accumulators per subgroup, down
+#define TN (BN / SGN / CM)        // and across
 #define LDS (BK + 8)              // shared row stride in halves (80 bytes)
 // vec4 loads per invocation per K-slice: A is BM x BK, B is BN x BK.
 #define LA (BM * BK / 4 / NT)
@@ -78,7 +77,7 @@ layout(constant_id = 0) const uint EPI = 0u;
 
 shared float16_t sA[2][BM * LDS];
 shared float16_t sB[2][BN * LDS];
-shared float sC[SGM * SGN][16 * 16];
+shared float sC[SGM * SGN][CM * CM];
 
 f16vec4 ra[LA], rb[LB];
 
@@ -131,7 +130,7 @@ void main() {
   const uint z = gl_WorkGroupID.z;
   const uint mt = gl_WorkGroupID.y * BM, nt = gl_WorkGroupID.x * BN;
   // This subgroup's block of the tile: rows wm .. wm + TM*16, columns wn ...
-  const uint wm = sgm * (TM * 16u), wn = sgn * (TN * 16u);
+  const uint wm = sgm * (TM * CM), wn = sgn * (TN * CM);
 
   CM_C acc[TM][TN];
   [[unroll]] for (uint i = 0; i < TM; i++)
@@ -145,13 +144,13 @@ void main() {
     const bool more = k0 + BK < p.K; // uniform across the workgroup
     if (more)
       load_slice(tid, z, mt, nt, k0 + BK);
-    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
+    [[unroll]] for (uint kk = 0; kk < BK; kk += CM) {
       CM_A fa[TM];
       CM_B fb[TN];
       [[unroll]] for (uint i = 0; i < TM; i++)
-        CM_LOAD_ROWS(fa[i], sA[s], (wm + i * 16u) * LDS + kk, LDS);
+        CM_LOAD_ROWS(fa[i], sA[s], (wm + i * CM) * LDS + kk, LDS);
       [[unroll]] for (uint j = 0; j < TN; j++)
-        CM_LOAD_COLS(fb[j], sB[s], (wn + j * 16u) * LDS + kk, LDS);
+        CM_LOAD_COLS(fb[j], sB[s], (wn + j * CM) * LDS + kk, LDS);
       [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]);
     }
@@ -162,15 +161,15 @@ void main() {
   }
 
   // Epilogue through this subgroup's scratch, one accumulator at a time:
-  // invocation `lane` takes elements lane, lane + 32, ... of the 16 x 16.
+  // invocation `lane` takes elements lane, lane + SG, ... of the CM x CM.
   [[unroll]] for (uint i = 0; i < TM; i++) {
     [[unroll]] for (uint j = 0; j < TN; j++) {
-      CM_STORE_ROWS(acc[i][j], sC[sg], 0, 16);
+      CM_STORE_ROWS(acc[i][j], sC[sg], 0, CM);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
-      [[dont_unroll]] for (uint e = 0; e < 256u / SG; e++) {
+      [[dont_unroll]] for (uint e = 0; e < CM * CM / SG; e++) {
         const uint idx = lane + SG * e;
-        const uint m = mt + wm + i * 16u + idx / 16u, n = nt + wn + j * 16u + idx % 16u;
+        const uint m = mt + wm + i * CM + idx / CM, n = nt + wn + j * CM + idx % CM;
         if (m < p.M && n < p.N) {
           float v = p.alpha * sC[sg][idx];
           if ((EPI & WD_GEMM_BIAS) != 0u) v += bias[p.bias_off + z * p.bias_bz + n];

@@ -130,7 +130,8 @@ WD_TEST(attn_enc_matches_reference) {
 WD_TEST(attn_enc_khr) {
   TG_DEVICE(dev);
   const wd_vk_device_info_t *d = wd_vk_device_info(dev);
-  if (!d->coopmat.khr_fit || !wd_spirv_find("attn_cm_khr"))
+  if (!(d->coopmat.khr_fit && wd_spirv_find("attn_cm_khr")) &&
+      !(d->coopmat.khr8_fit && wd_spirv_find("attn_cm_khr8")))
     wd_test_nothing_to_check("no KHR cooperative matrices here, or no KHR kernels in this build");
   const wd_vk_device_opts_t opts = { .index = (int)d->index, .matrix = WD_VK_CM_WANT_KHR };
   wd_vk_device_t *khr = NULL;
@@ -138,7 +139,7 @@ WD_TEST(attn_enc_khr) {
   if (!khr)
     return;
   wd_vk_attn_enc_t *a = NULL;
-  if (wd_vk_device_info(khr)->matrix_ext != WD_VK_CM_KHR) {
+  if (wd_vk_device_info(khr)->matrix_ext == WD_VK_CM_NONE) {
     wd_vk_device_free(khr);
     wd_test_nothing_to_check("the device's subgroups or features do not fit the kernels");
   }
