@@ -135,12 +135,12 @@ static int begin_payload(wd_ws_parser_t *p, int *ret_close) {
   /* data frames: a continuation only inside a message, a new one only outside */
   if ((p->opcode == WD_WS_CONT) != (p->msg_opcode != 0))
     return fail(ret_close, WD_WS_CLOSE_PROTOCOL, WD_EFORMAT);
-  if (p->len > p->max_message - p->msg_len)
-    return fail(ret_close, WD_WS_CLOSE_TOO_BIG, WD_ETOOBIG);
-  if (p->opcode != WD_WS_CONT) {
+  if (p->opcode != WD_WS_CONT) { /* a new message: nothing of it yet */
     p->msg_opcode = p->opcode;
     p->msg_len = 0;
   }
+  if (p->len > p->max_message - p->msg_len) /* the message so far and this frame */
+    return fail(ret_close, WD_WS_CLOSE_TOO_BIG, WD_ETOOBIG);
   const size_t need = p->msg_len + (size_t)p->len;
   if (need > p->msg_cap) {
     size_t cap = p->msg_cap ? p->msg_cap : 4096;
@@ -165,8 +165,10 @@ static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud)
   if (!p->fin)
     return 0;
   const int op = p->msg_opcode;
+  const size_t n = p->msg_len;
   p->msg_opcode = 0;
-  return on_message(ud, op, p->msg, p->msg_len);
+  p->msg_len = 0; /* the next message starts empty (its size is checked alone) */
+  return on_message(ud, op, p->msg, n);
 }
 
 int wd_ws_feed(wd_ws_parser_t *p, const void *data, size_t n, wd_ws_on_message_t on_message,

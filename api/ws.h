@@ -8,7 +8,8 @@
  * (no extensions were agreed: 1002), known opcodes only (1002), control
  * frames at most 125 bytes and never fragmented (1002), continuation frames
  * only inside a fragmented message and a new message never inside one
- * (1002), a message (all its fragments) at most max_message bytes (1009).
+ * (1002), a message (all its fragments) at most max_message bytes (1009;
+ * each message counted alone).
  * Control frames (close, ping, pong) may come between fragments and are
  * given as their own messages. Text is not checked for UTF-8 here: the
  * session's JSON parser refuses it with an error event.

@@ -3,8 +3,8 @@
  * examples, the handshake key against RFC 6455's, and the frame parser on
  * the RFC's frames, fed whole and one byte at a time: masked text, a
  * fragmented message with a ping between its fragments, empty frames, the
- * 16- and 64-bit lengths, and each rule a client can break with the close
- * code it earns.
+ * 16- and 64-bit lengths, each message held to the size limit alone, and
+ * each rule a client can break with the close code it earns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +151,25 @@ WD_TEST(broken_rules_get_their_close_codes) {
   WD_CHECK_EQ_INT(feed(buf, n, 1, 150, &g, &close), WD_ETOOBIG);
   WD_CHECK_EQ_INT(close, WD_WS_CLOSE_TOO_BIG);
   WD_CHECK_EQ_INT(g.n, 0);
+}
+
+/* Each message is held to the limit alone: two messages of 100 bytes
+ * against a limit of 150 (the second, a fragment at a time too) pass;
+ * the sizes of messages before do not add up. */
+WD_TEST(each_message_counted_alone) {
+  static unsigned char buf[4096], p100[100];
+  static got_t g;
+  int close = 0;
+  memset(p100, 'x', sizeof p100);
+  for (int bytewise = 0; bytewise < 2; bytewise++) {
+    size_t n = client_frame(0x81, p100, 100, buf);
+    n += client_frame(0x81, p100, 100, buf + n);
+    n += client_frame(0x01, p100, 60, buf + n);
+    n += client_frame(0x80, p100, 60, buf + n);
+    WD_CHECK_EQ_INT(feed(buf, n, bytewise, 150, &g, &close), 0);
+    WD_CHECK_EQ_INT(g.n, 3);
+    WD_CHECK(g.len[0] == 100 && g.len[1] == 100 && g.len[2] == 120);
+  }
 }
 
 WD_TEST(server_frame_headers) {
