@@ -553,8 +553,8 @@ static void *session_main(void *arg) {
   session_t *se = arg;
   wd_realtime_t *h = se->hub;
   unsigned char buf[65536];
-  int client_closed = 0, discard = 0;
-  double close_sent_at = 0;
+  int client_closed = 0, discard = 0, cut = 0;
+  double close_by = 0; /* the close handshake's deadline; 0: none begun */
   send_session(se, "session.created");
   for (;;) {
     if (atomic_load(&h->forced))
@@ -564,14 +564,23 @@ static void *session_main(void *arg) {
     if (se->held)
       wd__rt_retry_held(se);
     wd__rt_maybe_partial(se);
-    if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0) {
+    if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0)
       send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
-      close_sent_at = wd_now_s();
+    /* A close begun by either side ends by an absolute deadline: a client
+     * that reads nothing (its window closed) never lets the output drain,
+     * and neither a queue nor a silent client may hold the session. */
+    if ((se->closing || client_closed) && !close_by)
+      close_by = wd_now_s() + WD_RT_CLOSE_S;
+    if (client_closed && !pending_out(se))
+      break; /* the handshake done: the client's close, and ours written */
+    if (close_by && wd_now_s() >= close_by) {
+      if (pending_out(se)) {
+        wd_log_info("api: realtime client did not read our close within %d s: cut off",
+                    WD_RT_CLOSE_S);
+        cut = 1;
+      }
+      break; /* (or the client never answered ours) */
     }
-    if (se->closing && !close_sent_at)
-      close_sent_at = wd_now_s();
-    if ((client_closed || (se->closing && wd_now_s() - close_sent_at > 2.0)) && !pending_out(se))
-      break; /* the handshake's close done (or the client never answered) */
     struct pollfd pf[2] = { { .fd = se->fd, .events = POLLIN | (pending_out(se) ? POLLOUT : 0) },
                             { .fd = se->wake, .events = POLLIN } };
     const int pr = poll(pf, 2, se->held ? 50 : 250); /* a held turn looks at its model */
@@ -619,6 +628,10 @@ static void *session_main(void *arg) {
   pthread_mutex_lock(&se->mu);
   se->dead = 1;
   pthread_mutex_unlock(&se->mu);
+  if (cut) { /* a reset, not a close that the kernel would try to deliver behind the queue */
+    const struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(se->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  }
   MHD_upgrade_action(se->urh, MHD_UPGRADE_ACTION_CLOSE);
   pthread_mutex_lock(&h->mu);
   for (session_t **pp = &h->list; *pp; pp = &(*pp)->next)

@@ -20,8 +20,10 @@
  * Limits: sessions at most wd_server_opts_t.realtime_sessions (503 before
  * the upgrade past it), a message at most WD_RT_MAX_MESSAGE bytes (close
  * 1009), WD_RT_MAX_BUFFER_S of uncommitted audio (an error event, the
- * append dropped), WD_RT_IDLE_S without a message (close 1000). A client
- * gone cancels its turns. On shutdown a session stops taking audio,
+ * append dropped), WD_RT_IDLE_S without a message (close 1000), and a
+ * close handshake (begun by either side) WD_RT_CLOSE_S at most: past it the
+ * socket is cut whatever is still queued for a client that does not read.
+ * A client gone cancels its turns. On shutdown a session stops taking audio,
  * finishes its running turns and closes with 1001.
  */
 #ifndef WD_REALTIME_H
@@ -36,6 +38,7 @@
 #define WD_RT_IDLE_S 600
 #define WD_RT_MAX_QUEUED (8u << 20)
 #define WD_RT_TURN_MAX_S 30
+#define WD_RT_CLOSE_S 3                /* a close handshake's time, whatever is queued */
 
 struct wd_server;
 typedef struct wd_realtime wd_realtime_t;

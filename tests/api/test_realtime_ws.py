@@ -37,6 +37,100 @@ def connect(d, **kw):
                            max_size=None, open_timeout=30, **kw)
 
 
+class Raw:
+    """A WebSocket client on a plain socket that does what it is told:
+    frames masked or not, any close payload, and no reading unless asked."""
+
+    def __init__(self, d, rcvbuf=None, headers=None, timeout=30):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:  # before connect, so the window stays this small
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", d.port))
+        hdrs = {"Host": f"127.0.0.1:{d.port}", "Upgrade": "websocket",
+                "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                "Sec-WebSocket-Version": "13", "Authorization": f"Bearer {KEY}"}
+        hdrs.update(headers or {})
+        req = "GET /v1/realtime?intent=transcription HTTP/1.1\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in hdrs.items() if v is not None) + "\r\n"
+        self.sock.sendall(req.encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            got = self.sock.recv(4096)
+            if not got:
+                break
+            self.buf += got
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1]) if lines[0] else 0
+        self.headers = {k.strip().lower(): v.strip()
+                        for k, _, v in (ln.partition(":") for ln in lines[1:])}
+
+    def send(self, opcode, payload=b"", masked=True, fin=True):
+        n = len(payload)
+        hdr = bytes([(0x80 if fin else 0) | opcode])
+        m = 0x80 if masked else 0
+        if n < 126:
+            hdr += bytes([m | n])
+        elif n < 65536:
+            hdr += bytes([m | 126]) + struct.pack(">H", n)
+        else:
+            hdr += bytes([m | 127]) + struct.pack(">Q", n)
+        if masked:
+            mask = os.urandom(4)
+            payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+            hdr += mask
+        self.sock.sendall(hdr + payload)
+
+    def frame(self):
+        """The next server frame (opcode, payload), or None at the end."""
+        def need(k):
+            while len(self.buf) < k:
+                got = self.sock.recv(65536)
+                if not got:
+                    return False
+                self.buf += got
+            return True
+        if not need(2):
+            return None
+        n, at = self.buf[1] & 0x7f, 2
+        if n == 126:
+            need(4)
+            n, at = struct.unpack(">H", self.buf[2:4])[0], 4
+        elif n == 127:
+            need(10)
+            n, at = struct.unpack(">Q", self.buf[2:10])[0], 10
+        if not need(at + n):
+            return None
+        op, payload = self.buf[0] & 0x0f, self.buf[at:at + n]
+        self.buf = self.buf[at + n:]
+        return op, payload
+
+    def frames_to_end(self):
+        """Every frame until the server ends the connection."""
+        out = []
+        try:
+            while (f := self.frame()) is not None:
+                out.append(f)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+def sessions_open(d):
+    return wd_api.metrics(d.port)["whisperd_realtime_sessions_open"]
+
+
+def wait_sessions_closed(d, timeout):
+    deadline = time.monotonic() + timeout
+    while sessions_open(d) != 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return sessions_open(d)
+
+
 def manual_turns(ws):
     """No server_vad: the session's audio waits for commits."""
     ws.send(json.dumps({"type": "session.update", "session": {
@@ -71,3 +165,30 @@ def test_two_large_appends_in_a_row(daemon):
         ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
         _, seen = next_of(ws, "input_audio_buffer.cleared", timeout=120)
         assert not [e for e in seen if e["type"] == "error"], seen
+
+
+def test_a_client_that_never_reads_is_cut_at_the_close_deadline(daemon):
+    """A client whose receive window stays shut (a small SO_RCVBUF, never a
+    recv after the handshake) draws megabytes of events (an error event per
+    "{"; each answer under the 8 MiB cut-off of a slow reader) and pings,
+    then breaks the protocol with an unmasked frame. The daemon queues its
+    Close behind what the client will never read; the close handshake has a
+    deadline (3 s), after which the socket is cut and the session ends."""
+    assert wait_sessions_closed(daemon, 60) == 0
+    c = Raw(daemon, rcvbuf=4096)
+    try:
+        assert c.status == 101
+        frame = bytes([0x81, 0x81]) + b"\x00\x00\x00\x00{"  # "{", masked with zeros
+        c.sock.sendall(frame * 30000)                         # ~7 MB of error events
+        for _ in range(100):
+            c.send(0x9, b"p" * 125)
+        c.send(0x1, b"{}", masked=False)
+        t0 = time.monotonic()
+        left = wait_sessions_closed(daemon, 60)
+        took = time.monotonic() - t0
+        assert left == 0, "the session never ended"
+        print(f"session ended {took:.1f} s after the unmasked frame")
+        assert "did not read our close" in daemon.log()
+    finally:
+        c.close()
+    assert wd_api.request(daemon.port, "GET", "/health").status == 200
