@@ -117,13 +117,27 @@ void wd_realtime_free(wd_realtime_t *h, double wait_s) {
 
 /* ---- sending -------------------------------------------------------------- */
 
-void wd__rt_session_unref(session_t *se) {
-  pthread_mutex_lock(&se->mu);
-  const int left = --se->refs;
-  pthread_mutex_unlock(&se->mu);
-  if (left > 0)
-    return;
-  wd_realtime_t *h = se->hub;
+/* A session as its handshake makes it: one reference (the handshake's),
+ * no socket yet, not counted in the hub. NULL when out of memory. */
+static session_t *session_new(wd_realtime_t *h) {
+  session_t *se = calloc(1, sizeof *se);
+  if (!se)
+    return NULL;
+  if ((se->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    free(se);
+    return NULL;
+  }
+  se->hub = h;
+  se->fd = MHD_INVALID_SOCKET;
+  se->refs = 1;
+  pthread_mutex_init(&se->mu, NULL);
+  wd_ws_parser_init(&se->parser, WD_RT_MAX_MESSAGE);
+  wd_rt_config_default(&se->cfg);
+  wd_vad_stream_init(&se->vst);
+  return se;
+}
+
+static void session_free(session_t *se) {
   wd_ws_parser_free(&se->parser);
   wd_rt_config_free(&se->cfg);
   wd_live_audio_free(se->res);
@@ -133,10 +147,25 @@ void wd__rt_session_unref(session_t *se) {
   close(se->wake);
   pthread_mutex_destroy(&se->mu);
   free(se);
+}
+
+void wd__rt_session_unref(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  const int left = --se->refs;
+  pthread_mutex_unlock(&se->mu);
+  if (left > 0)
+    return;
+  wd_realtime_t *h = se->hub;
+  session_free(se);
   pthread_mutex_lock(&h->mu);
   h->n_live--;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
+}
+
+void wd_realtime_request_done(wd_rt_session_t *se) {
+  if (se)
+    wd__rt_session_unref(se);
 }
 
 /* Queues one frame; any thread. A client that has not read
@@ -648,30 +677,18 @@ static void *session_main(void *arg) {
   return NULL;
 }
 
-/* MHD: the 101 went out and the socket is ours. */
+/* MHD: the 101 went out and the socket is ours; cls is the session its
+ * handshake made (and still holds: wd_realtime_request_done comes after). */
 static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
                         size_t extra_in_size, MHD_socket sock,
                         struct MHD_UpgradeResponseHandle *urh) {
   (void)c, (void)con_cls;
-  wd_realtime_t *h = cls;
-  session_t *se = calloc(1, sizeof *se);
-  if (se && (se->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
-    free(se);
-    se = NULL;
-  }
-  if (!se) {
-    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-    return;
-  }
-  se->hub = h;
+  session_t *se = cls;
+  wd_realtime_t *h = se->hub;
   se->fd = sock;
   se->urh = urh;
-  se->refs = 1;
+  se->refs++; /* the thread's; made before anything else can see se */
   se->last_rx = wd_now_s();
-  pthread_mutex_init(&se->mu, NULL);
-  wd_ws_parser_init(&se->parser, WD_RT_MAX_MESSAGE);
-  wd_rt_config_default(&se->cfg);
-  wd_vad_stream_init(&se->vst);
   const int fl = fcntl(sock, F_GETFL);
   if (fl >= 0)
     fcntl(sock, F_SETFL, fl | O_NONBLOCK);
@@ -680,7 +697,6 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
       wd_ws_feed(&se->parser, extra_in, extra_in_size, on_message, se, &close_code) < 0)
     se->closing = 1;
   pthread_mutex_lock(&h->mu);
-  h->n_live++;
   h->n_open++;
   se->next = h->list;
   h->list = se;
@@ -693,7 +709,11 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
     pthread_attr_destroy(&at);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     pthread_mutex_lock(&h->mu);
-    h->list = se->next;
+    for (session_t **pp = &h->list; *pp; pp = &(*pp)->next)
+      if (*pp == se) {
+        *pp = se->next;
+        break;
+      }
     h->n_open--;
     pthread_mutex_unlock(&h->mu);
     wd__rt_session_unref(se);
@@ -749,7 +769,9 @@ static enum MHD_Result http_error(struct MHD_Connection *c, int status, const ch
   return wd_response_error(c, &e, NULL);
 }
 
-enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status) {
+enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status,
+                                    wd_rt_session_t **ret_session) {
+  *ret_session = NULL;
   const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
   const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
   char accept[29];
@@ -761,16 +783,29 @@ enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, 
                       ret_status);
   if (!h || atomic_load(&h->stopping))
     return http_error(c, 503, "server_shutting_down", "The server is shutting down.", ret_status);
+  /* The session is made and counted here, at the handshake: counted once
+   * its 101 is written (on_upgraded), many handshakes at once would all
+   * pass the check before any of them counts. */
+  session_t *se = session_new(h);
+  if (!se)
+    return MHD_NO;
   pthread_mutex_lock(&h->mu);
   const int full = h->n_live >= h->max_sessions;
+  if (!full)
+    h->n_live++;
   pthread_mutex_unlock(&h->mu);
-  if (full)
+  if (full) {
+    session_free(se);
     return http_error(c, 503, "too_many_sessions",
                       "Every realtime session this server runs at once is in use; retry later.",
                       ret_status);
-  struct MHD_Response *r = MHD_create_response_for_upgrade(on_upgraded, h);
-  if (!r)
+  }
+  struct MHD_Response *r = MHD_create_response_for_upgrade(on_upgraded, se);
+  if (!r) {
+    wd__rt_session_unref(se);
     return MHD_NO;
+  }
+  *ret_session = se; /* MHD completes the request whether or not it upgrades */
   MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
   MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
   if (header_has(c, "Sec-WebSocket-Protocol", "realtime"))

@@ -29,7 +29,7 @@
 #define RT_RATE 16000
 #define RT_MIN_COMMIT (RT_RATE / 10) /* OpenAI: at least 100 ms of audio */
 
-typedef struct session session_t;
+typedef wd_rt_session_t session_t; /* realtime.h's opaque name */
 
 typedef struct turn {
   session_t *se;
@@ -42,14 +42,15 @@ typedef struct turn {
   struct turn *next;
 } turn_t;
 
-struct session {
+struct wd_rt_session {
   wd_realtime_t *hub;
   MHD_socket fd;
   struct MHD_UpgradeResponseHandle *urh;
   int wake;                    /* eventfd: something was queued */
   pthread_t thread;
   pthread_mutex_t mu;
-  int refs;                    /* the thread, and each turn in flight */
+  int refs;                    /* the handshake (until MHD completes its request), the
+                                * thread, and each turn in flight */
   int dead;                    /* no more writes (client gone or cut off) */
   unsigned char *out;          /* frames queued for the client */
   size_t out_len, out_off, out_cap;
@@ -77,7 +78,7 @@ struct session {
   unsigned long long event_seq;
   int closing;                 /* a close frame was sent: read until the client's */
   double last_rx;
-  struct session *next;
+  session_t *next;
 };
 
 struct wd_realtime {
@@ -86,7 +87,7 @@ struct wd_realtime {
   uint64_t partial_every;      /* samples of new speech between partials; 0: none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int n_live;                  /* sessions not yet freed */
+  int n_live;                  /* sessions not yet freed, from their handshake on: the cap */
   int n_open;                  /* sessions whose thread runs */
   session_t *list;             /* sessions whose thread runs */
   atomic_int stopping, forced;

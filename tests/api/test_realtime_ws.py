@@ -26,7 +26,7 @@ KEY = "sk-ws"
 def daemon():
     if not os.path.exists(wd_api.TINY_EN):
         pytest.skip("tiny.en missing (scripts/fetch-model.sh tiny.en)")
-    d = start_daemon(args=["--api-key", KEY, "--realtime-sessions", "4"])
+    d = start_daemon(args=["--api-key", KEY, "--realtime-sessions", "4", "--http-threads", "16"])
     yield d
     stop_daemon(d)
 
@@ -192,3 +192,48 @@ def test_a_client_that_never_reads_is_cut_at_the_close_deadline(daemon):
     finally:
         c.close()
     assert wd_api.request(daemon.port, "GET", "/health").status == 200
+
+
+def handshakes_at_once(d, n):
+    """n handshakes sent at once (every connection opened first); the
+    statuses they get, and their sockets (left open: a session lasts)."""
+    req = ("GET /v1/realtime?intent=transcription HTTP/1.1\r\n"
+           f"Host: 127.0.0.1:{d.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+           f"Authorization: Bearer {KEY}\r\n\r\n").encode()
+    socks = [socket.create_connection(("127.0.0.1", d.port), timeout=60) for _ in range(n)]
+    for s in socks:
+        s.sendall(req)
+    statuses = []
+    for s in socks:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = s.recv(4096)
+            if not got:
+                break
+            head += got
+        line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        statuses.append(int(line.split()[1]) if line else 0)
+        if statuses[-1] == 503:  # the body may follow the head: read on for it
+            while b"too_many_sessions" not in head and (got := s.recv(4096)):
+                head += got
+            assert b"too_many_sessions" in head, head
+    return statuses, socks
+
+
+def test_the_session_cap_counts_handshakes(daemon):
+    """Rounds of 100 handshakes at once against --realtime-sessions 4 (16
+    HTTP threads, so that many handshakes are handled at the same time): at
+    most 4 are upgraded in each (the cap counts a session from its 101
+    being queued, not from its having been written: counted then, the
+    handshakes on the daemon's HTTP threads all passed the check before any
+    counted), the rest get 503 too_many_sessions."""
+    for _ in range(20):
+        assert wait_sessions_closed(daemon, 60) == 0
+        statuses, socks = handshakes_at_once(daemon, 100)
+        for s in socks:
+            s.close()
+        upgraded = statuses.count(101)
+        assert 1 <= upgraded <= 4, (upgraded, statuses)
+        assert statuses.count(503) == 100 - upgraded, statuses
+    assert wait_sessions_closed(daemon, 60) == 0
