@@ -175,10 +175,13 @@ static void queue_frame_if(session_t *se, int opcode, const void *data, size_t n
   unsigned char hdr[10];
   const size_t hn = wd_ws_frame_header(opcode, n, hdr);
   pthread_mutex_lock(&se->mu);
-  if (partial_of && strcmp(partial_of, se->partial_item) != 0) { /* its turn was committed */
+  if ((partial_of && strcmp(partial_of, se->partial_item) != 0) || /* its turn was committed */
+      se->close_queued) { /* nothing follows a Close frame (RFC 6455 5.5.1) */
     pthread_mutex_unlock(&se->mu);
     return;
   }
+  if (opcode == WD_WS_CLOSE)
+    se->close_queued = 1;
   if (!se->dead && se->out_len - se->out_off + hn + n > WD_RT_MAX_QUEUED) {
     wd_log_warning("api: realtime client not reading (%zu bytes queued): cut off",
                    se->out_len - se->out_off);
@@ -508,9 +511,8 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   case WD_WS_PING:
     queue_frame(se, WD_WS_PONG, data, n);
     return 0;
-  case WD_WS_CLOSE:
-    if (!se->closing) /* echo the client's code */
-      queue_frame(se, WD_WS_CLOSE, data, n >= 2 ? 2 : 0);
+  case WD_WS_CLOSE: /* the parser checked its payload: echo its code (dropped after ours) */
+    queue_frame(se, WD_WS_CLOSE, data, n >= 2 ? 2 : 0);
     return 1; /* done */
   default:
     return 0;
@@ -635,7 +637,10 @@ static void *session_main(void *arg) {
         } else if (rc < 0) {
           wd_log_info("api: realtime client broke the protocol (%s): closing with %d",
                       wd_strerror(rc), close_code);
-          send_close(se, close_code, rc == WD_ETOOBIG ? "message too big" : "protocol error");
+          send_close(se, close_code,
+                     rc == WD_ETOOBIG                        ? "message too big"
+                     : close_code == WD_WS_CLOSE_BAD_DATA    ? "invalid UTF-8"
+                                                             : "protocol error");
           /* read no further, but drain what still comes for a while: a
            * socket closed with unread data sends a reset, which would
            * destroy the close frame before the client reads it */

@@ -5,7 +5,7 @@
  * turn. Not for other files.
  *
  * Locking: under se->mu the outgoing queue, the turn list, partial_item,
- * partial_busy, dead and refs; the fields after "the session thread only"
+ * partial_busy, dead, close_queued and refs; the fields after "the session thread only"
  * are that thread's. Worker callbacks only queue events.
  */
 #ifndef WD_REALTIME_INTERNAL_H
@@ -52,6 +52,7 @@ struct wd_rt_session {
   int refs;                    /* the handshake (until MHD completes its request), the
                                 * thread, and each turn in flight */
   int dead;                    /* no more writes (client gone or cut off) */
+  int close_queued;            /* a Close frame is queued: no frame after it */
   unsigned char *out;          /* frames queued for the client */
   size_t out_len, out_off, out_cap;
   turn_t *turns;

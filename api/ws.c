@@ -155,13 +155,66 @@ static int begin_payload(wd_ws_parser_t *p, int *ret_close) {
   return 0;
 }
 
+/* Whether s[0..n) is UTF-8 as RFC 3629 has it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    /* the sequence's length, and the range of its second byte (which
+     * rules out overlongs, surrogates and values over U+10FFFF) */
+    size_t k;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+      k = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      k = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+      k = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+      return 0;
+    if (n - i < k || s[i + 1] < lo || s[i + 1] > hi)
+      return 0;
+    for (size_t j = 2; j < k; j++)
+      if ((s[i + j] & 0xc0) != 0x80)
+        return 0;
+    i += k;
+  }
+  return 1;
+}
+
+/* A close frame's payload (RFC 6455 5.5.1, 7.4): empty, or a status code
+ * an endpoint may send (1000-1003, 1007-1014 and 3000-4999; never 1004,
+ * 1005, 1006 or 1015, which are reserved or only reported locally)
+ * followed by a UTF-8 reason. 0, or the close code to fail with. */
+static int check_close(const unsigned char *d, size_t n) {
+  if (n == 0)
+    return 0;
+  if (n == 1)
+    return WD_WS_CLOSE_PROTOCOL;
+  const int code = d[0] << 8 | d[1];
+  if (!((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+        (code >= 3000 && code <= 4999)))
+    return WD_WS_CLOSE_PROTOCOL;
+  return utf8_valid(d + 2, n - 2) ? 0 : WD_WS_CLOSE_BAD_DATA;
+}
+
 /* The frame's payload is all in: a control frame or a final fragment is
  * a message. */
-static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud) {
+static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud,
+                     int *ret_close) {
   p->hdr_have = 0;
   p->hdr_need = 2;
-  if (p->opcode >= 0x8)
+  if (p->opcode >= 0x8) {
+    const int bad = p->opcode == WD_WS_CLOSE ? check_close(p->ctl, (size_t)p->len) : 0;
+    if (bad)
+      return fail(ret_close, bad, WD_EFORMAT);
     return on_message(ud, p->opcode, p->ctl, (size_t)p->len);
+  }
   if (!p->fin)
     return 0;
   const int op = p->msg_opcode;
@@ -203,7 +256,7 @@ int wd_ws_feed(wd_ws_parser_t *p, const void *data, size_t n, wd_ws_on_message_t
       i += take;
     }
     if (p->hdr_have == p->hdr_need && p->got == p->len) {
-      const int rc = end_frame(p, on_message, ud);
+      const int rc = end_frame(p, on_message, ud, ret_close);
       if (rc)
         return rc;
     }

@@ -9,7 +9,9 @@
  * frames at most 125 bytes and never fragmented (1002), continuation frames
  * only inside a fragmented message and a new message never inside one
  * (1002), a message (all its fragments) at most max_message bytes (1009;
- * each message counted alone).
+ * each message counted alone), a close frame's payload empty or a code an
+ * endpoint may send (1002 for a 1-byte payload, 0-999, 1004-1006,
+ * 1015-2999 and 5000 up) with a UTF-8 reason (1007).
  * Control frames (close, ping, pong) may come between fragments and are
  * given as their own messages. Text is not checked for UTF-8 here: the
  * session's JSON parser refuses it with an error event.
@@ -29,7 +31,7 @@ enum {
 /* Close codes (RFC 6455 7.4.1). */
 enum {
   WD_WS_CLOSE_NORMAL = 1000, WD_WS_CLOSE_GOING_AWAY = 1001, WD_WS_CLOSE_PROTOCOL = 1002,
-  WD_WS_CLOSE_POLICY = 1008, WD_WS_CLOSE_TOO_BIG = 1009, WD_WS_CLOSE_ERROR = 1011,
+  WD_WS_CLOSE_BAD_DATA = 1007, WD_WS_CLOSE_POLICY = 1008, WD_WS_CLOSE_TOO_BIG = 1009, WD_WS_CLOSE_ERROR = 1011,
 };
 
 /* base64(SHA-1(key + the RFC's GUID)): 28 characters and a NUL into out.

@@ -237,3 +237,64 @@ def test_the_session_cap_counts_handshakes(daemon):
         assert 1 <= upgraded <= 4, (upgraded, statuses)
         assert statuses.count(503) == 100 - upgraded, statuses
     assert wait_sessions_closed(daemon, 60) == 0
+
+
+def close_code(payload):
+    return struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
+
+
+@pytest.mark.parametrize("sent,answer", [
+    (b"\x03", 1002),                       # half a code
+    (struct.pack(">H", 1005), 1002),        # reserved: never sent by an endpoint
+    (struct.pack(">H", 1004), 1002),
+    (struct.pack(">H", 1006), 1002),
+    (struct.pack(">H", 1015), 1002),
+    (struct.pack(">H", 999), 1002),
+    (struct.pack(">H", 2000), 1002),
+    (struct.pack(">H", 1000) + b"\xc3", 1007),   # a reason that is not UTF-8
+    (struct.pack(">H", 1000) + b"bye", 1000),   # valid: echoed
+    (struct.pack(">H", 3000), 3000),
+    (b"", None),                            # no code: a close without one
+])
+def test_close_payloads(daemon, sent, answer):
+    """RFC 6455 5.5.1 and 7.4: a Close whose payload is one byte, a reserved
+    or unassigned code, or a reason that is not UTF-8 fails the connection
+    (1002, 1007) instead of being echoed; a valid one is echoed."""
+    c = Raw(daemon)
+    try:
+        assert c.status == 101
+        c.send(0x8, sent)
+        frames = c.frames_to_end()
+        closes = [p for op, p in frames if op == 0x8]
+        assert len(closes) == 1 and frames[-1][0] == 0x8, frames
+        assert close_code(closes[0]) == answer, closes
+    finally:
+        c.close()
+
+
+def test_nothing_follows_our_close():
+    """RFC 6455 5.5.1: after the daemon's Close (SIGTERM: 1001) it sends no
+    more frames, while it waits for the client's: a ping gets no pong, a
+    binary frame no error event."""
+    import signal
+    if not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en missing (scripts/fetch-model.sh tiny.en)")
+    d = start_daemon()
+    try:
+        c = Raw(d, headers={"Authorization": None})
+        assert c.status == 101
+        op, p = c.frame()
+        assert op == 0x1 and json.loads(p)["type"] == "session.created"
+        os.kill(d.proc.pid, signal.SIGTERM)
+        op, p = c.frame()
+        assert op == 0x8 and close_code(p) == 1001, (op, p)
+        c.send(0x9, b"still there?")
+        c.send(0x2, b"binary")
+        c.send(0x1, b"{")
+        after = c.frames_to_end()
+        assert after == [], after
+        c.close()
+        assert d.proc.wait(timeout=60) == 0, d.log_tail()
+    finally:
+        if d.proc.poll() is None:
+            stop_daemon(d)

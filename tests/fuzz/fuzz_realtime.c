@@ -24,6 +24,11 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   FUZZ_CHECK(op == WD_WS_TEXT || op == WD_WS_BINARY || op == WD_WS_CLOSE || op == WD_WS_PING ||
              op == WD_WS_PONG);
   FUZZ_CHECK(op < 0x8 || n <= 125);
+  if (op == WD_WS_CLOSE && n > 0) { /* a close given holds a code an endpoint may send */
+    const int code = n >= 2 ? data[0] << 8 | data[1] : 0;
+    FUZZ_CHECK((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+               (code >= 3000 && code <= 4999));
+  }
   if (op != WD_WS_TEXT)
     return 0;
   wd_rt_event_t ev;
