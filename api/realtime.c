@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -730,38 +729,15 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 
 /* ---- the handshake ------------------------------------------------------------- */
 
-/* Whether header `name` holds token (comma-separated, any case). */
-static int header_has(struct MHD_Connection *c, const char *name, const char *token) {
-  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
-  const size_t k = strlen(token);
-  while (v && *v) {
-    while (*v == ' ' || *v == '\t' || *v == ',')
-      v++;
-    const char *e = v;
-    while (*e && *e != ',')
-      e++;
-    const char *t = e;
-    while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
-      t--;
-    if ((size_t)(t - v) == k && strncasecmp(v, token, k) == 0)
-      return 1;
-    v = e;
-  }
-  return 0;
+static const char *header(struct MHD_Connection *c, const char *name) {
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
+/* The browser's way to pass a key (it cannot set Authorization): a
+ * subprotocol openai-insecure-api-key.KEY beside `realtime`. */
 const char *wd_realtime_subprotocol_key(struct MHD_Connection *c, size_t *ret_len) {
-  static const char prefix[] = "openai-insecure-api-key.";
-  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol");
-  const char *p = v ? strstr(v, prefix) : NULL;
-  if (!p)
-    return NULL;
-  p += sizeof prefix - 1;
-  size_t n = 0;
-  while (p[n] && p[n] != ',' && p[n] != ' ')
-    n++;
-  *ret_len = n;
-  return p;
+  return wd_ws_token_after(header(c, "Sec-WebSocket-Protocol"), "openai-insecure-api-key.",
+                           ret_len);
 }
 
 static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *code,
@@ -777,14 +753,29 @@ static enum MHD_Result http_error(struct MHD_Connection *c, int status, const ch
 enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status,
                                     wd_rt_session_t **ret_session) {
   *ret_session = NULL;
-  const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
-  const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
+  const char *key = header(c, "Sec-WebSocket-Key"), *ver = header(c, "Sec-WebSocket-Version");
   char accept[29];
-  if (!header_has(c, "Upgrade", "websocket") || !header_has(c, "Connection", "upgrade") ||
-      !ver || strcmp(ver, "13") != 0 || wd_ws_accept_key(key, accept) < 0)
-    return http_error(c, 426, "upgrade_required",
+  if (!wd_ws_has_token(header(c, "Upgrade"), "websocket", 1) ||
+      !wd_ws_has_token(header(c, "Connection"), "upgrade", 1) || !ver || strcmp(ver, "13") != 0 ||
+      wd_ws_accept_key(key, accept) < 0)
+    return http_error(c, 426, "upgrade_required", /* with the version we speak (RFC 6455 4.4) */
                       "/v1/realtime is a WebSocket (RFC 6455, version 13): connect with a "
                       "WebSocket client such as the OpenAI SDKs' realtime clients.",
+                      ret_status);
+  /* Subprotocols: `realtime` is what we speak and what OpenAI's browser
+   * clients offer (beside openai-insecure-api-key.KEY and
+   * openai-beta.realtime-v1, which only carry headers). Offered, it is
+   * answered. Protocols offered without it get a refusal that says so:
+   * answering none, as RFC 6455 allows, makes browsers fail the handshake
+   * with no reason given, and answering one not offered fails it too. */
+  const char *protos = header(c, "Sec-WebSocket-Protocol");
+  size_t n_tok = 0;
+  const int offered = wd_ws_token_after(protos, "", &n_tok) != NULL; /* any token */
+  if (offered && !wd_ws_has_token(protos, "realtime", 0))
+    return http_error(c, 400, "unsupported_subprotocol",
+                      "/v1/realtime speaks the `realtime` subprotocol: offer it (from a browser: "
+                      "new WebSocket(url, [\"realtime\", \"openai-insecure-api-key.\" + key])), "
+                      "or offer none.",
                       ret_status);
   if (!h || atomic_load(&h->stopping))
     return http_error(c, 503, "server_shutting_down", "The server is shutting down.", ret_status);
@@ -813,7 +804,7 @@ enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, 
   *ret_session = se; /* MHD completes the request whether or not it upgrades */
   MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
   MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
-  if (header_has(c, "Sec-WebSocket-Protocol", "realtime"))
+  if (offered)
     MHD_add_response_header(r, "Sec-WebSocket-Protocol", "realtime");
   const enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, r);
   MHD_destroy_response(r);

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 
@@ -79,6 +80,55 @@ int wd_ws_accept_key(const char *key, char out[29]) {
   out[27] = '='; /* 20 bytes: the last group has two */
   out[28] = '\0';
   return 0;
+}
+
+/* ---- header tokens ----------------------------------------------------- */
+
+/* The next token of a comma-separated value at *v (spaces around it
+ * skipped): its start, its length in *ret_n, and *v past it; NULL at the
+ * end. */
+static const char *next_token(const char **v, size_t *ret_n) {
+  const char *p = *v;
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    if (!*p)
+      return NULL;
+    const char *e = p;
+    while (*e && *e != ',')
+      e++;
+    const char *t = e;
+    while (t > p && (t[-1] == ' ' || t[-1] == '\t'))
+      t--;
+    *v = e;
+    if (t > p) {
+      *ret_n = (size_t)(t - p);
+      return p;
+    }
+    p = e;
+  }
+}
+
+int wd_ws_has_token(const char *value, const char *token, int nocase) {
+  const size_t k = strlen(token);
+  size_t n;
+  const char *t;
+  while (value && (t = next_token(&value, &n)) != NULL)
+    if (n == k && (nocase ? strncasecmp(t, token, k) : strncmp(t, token, k)) == 0)
+      return 1;
+  return 0;
+}
+
+const char *wd_ws_token_after(const char *value, const char *prefix, size_t *ret_len) {
+  const size_t k = strlen(prefix);
+  size_t n;
+  const char *t;
+  while (value && (t = next_token(&value, &n)) != NULL)
+    if (n >= k && strncmp(t, prefix, k) == 0) {
+      *ret_len = n - k;
+      return t + k;
+    }
+  return NULL;
 }
 
 /* ---- frames ------------------------------------------------------------ */

@@ -38,6 +38,16 @@ enum {
  * Returns 0, or WD_EINVAL for a key that is not 24 base64 characters. */
 int wd_ws_accept_key(const char *key, char out[29]);
 
+/* Whether a comma-separated header value (Upgrade, Connection,
+ * Sec-WebSocket-Protocol) holds token: compared without case when nocase
+ * (Upgrade and Connection), exactly otherwise (a subprotocol answered must
+ * be one the client offered, byte for byte). value NULL: no. */
+int wd_ws_has_token(const char *value, const char *token, int nocase);
+
+/* The first token of such a value that starts with prefix (exactly): what
+ * follows the prefix, its length in *ret_len; NULL when there is none. */
+const char *wd_ws_token_after(const char *value, const char *prefix, size_t *ret_len);
+
 /* SHA-1 of data (20 bytes into out): the handshake's only use of it. */
 void wd_ws_sha1(const void *data, size_t n, unsigned char out[20]);
 

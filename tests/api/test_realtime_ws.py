@@ -272,6 +272,51 @@ def test_close_payloads(daemon, sent, answer):
         c.close()
 
 
+def test_subprotocols_as_browsers_expect(daemon):
+    """`realtime` offered (wherever in the list) is answered; the browser's
+    key subprotocol is its bearer token; protocols offered without
+    `realtime` are refused with a reason (answered with none, a browser
+    fails the handshake with none); none offered, none answered."""
+    key = f"openai-insecure-api-key.{KEY}"
+    for offer in (f"realtime, {key}", f"openai-beta.realtime-v1, {key}, realtime"):
+        c = Raw(daemon, headers={"Authorization": None, "Sec-WebSocket-Protocol": offer})
+        try:
+            assert c.status == 101, (offer, c.status)
+            assert c.headers.get("sec-websocket-protocol") == "realtime", c.headers
+        finally:
+            c.close()
+    c = Raw(daemon, headers={"Sec-WebSocket-Protocol": f"{key}, openai-beta.realtime-v1"})
+    try:
+        assert c.status == 400, c.status
+        assert "sec-websocket-protocol" not in c.headers
+        body = c.buf
+        while b"unsupported_subprotocol" not in body and (got := c.sock.recv(4096)):
+            body += got
+        assert b"unsupported_subprotocol" in body, body
+    finally:
+        c.close()
+    c = Raw(daemon)
+    try:
+        assert c.status == 101 and "sec-websocket-protocol" not in c.headers, c.headers
+    finally:
+        c.close()
+    c = Raw(daemon, headers={"Sec-WebSocket-Protocol": "realtime",
+                             "Authorization": "Bearer wrong"})
+    try:
+        assert c.status == 401
+    finally:
+        c.close()
+
+
+def test_wrong_version_gets_426_with_the_version_spoken(daemon):
+    r = wd_api.request(daemon.port, "GET", "/v1/realtime", headers={
+        "Authorization": f"Bearer {KEY}", "Upgrade": "websocket", "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "8"})
+    assert r.status == 426, r
+    assert r.headers.get("sec-websocket-version") == "13", r.headers
+    assert r.headers.get("upgrade") == "websocket", r.headers
+
+
 def test_nothing_follows_our_close():
     """RFC 6455 5.5.1: after the daemon's Close (SIGTERM: 1001) it sends no
     more frames, while it waits for the client's: a ping gets no pong, a

@@ -4,7 +4,8 @@
  * the RFC's frames, fed whole and one byte at a time: masked text, a
  * fragmented message with a ping between its fragments, empty frames, the
  * 16- and 64-bit lengths, each message held to the size limit alone, close
- * payloads, and each rule a client can break with the close code it earns.
+ * payloads, each rule a client can break with the close code it earns, and
+ * the handshake's header tokens.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,21 @@ WD_TEST(each_message_counted_alone) {
     WD_CHECK_EQ_INT(g.n, 3);
     WD_CHECK(g.len[0] == 100 && g.len[1] == 100 && g.len[2] == 120);
   }
+}
+
+WD_TEST(header_tokens) {
+  WD_CHECK(wd_ws_has_token("keep-alive, Upgrade", "upgrade", 1));
+  WD_CHECK(!wd_ws_has_token("keep-alive, Upgrade", "upgrade", 0));
+  WD_CHECK(wd_ws_has_token(" a ,, realtime ", "realtime", 0));
+  WD_CHECK(!wd_ws_has_token("realtimes, xrealtime", "realtime", 0));
+  WD_CHECK(!wd_ws_has_token(NULL, "realtime", 0));
+  size_t n = 0;
+  const char *k = wd_ws_token_after("realtime, openai-insecure-api-key.sk-1 ,x",
+                                    "openai-insecure-api-key.", &n);
+  WD_CHECK(k && n == 4 && !strncmp(k, "sk-1", 4));
+  WD_CHECK(!wd_ws_token_after("xopenai-insecure-api-key.sk", "openai-insecure-api-key.", &n));
+  WD_CHECK(!wd_ws_token_after(" , ", "", &n));
+  WD_CHECK(wd_ws_token_after(" , b", "", &n) && n == 1);
 }
 
 WD_TEST(server_frame_headers) {
