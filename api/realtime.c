@@ -29,8 +29,10 @@
 #include "api_error.h"
 #include "clock.h"
 #include "error.h"
+#include "languages.h"
 #include "log.h"
 #include "realtime_internal.h"
+#include "render.h"
 #include "response.h"
 #include "workers.h"
 
@@ -240,8 +242,12 @@ void wd__rt_send_event(session_t *se, json_t *ev) {
 
 static void send_error(session_t *se, const wd_rt_error_t *e, const char *client_event_id,
                        const char *type) {
+  /* repaired should a character ever be cut: jansson refuses invalid UTF-8,
+   * and the event would be lost */
+  char *msg = wd_render_utf8_dup(e->message, strlen(e->message));
   json_t *err = json_pack("{s:s, s:s}", "type", type ? type : "invalid_request_error", "message",
-                          e->message);
+                          msg ? msg : "");
+  free(msg);
   if (!err)
     return;
   json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
@@ -415,6 +421,37 @@ static const wd_vad_model_t *server_vad(session_t *se) {
   return vad;
 }
 
+/* A session.update's language against its model, as an upload's is
+ * checked: an English-only model speaks "en" alone, a multilingual one the
+ * languages its vocabulary has. 0, or WD_EINVAL with e set. A model not
+ * served here is left to its turns (model_not_found). */
+static int check_language(session_t *se, const wd_rt_config_t *c, wd_rt_error_t *e) {
+  if (!c->language[0])
+    return 0;
+  const int idx = wd_languages_index(c->language);
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int nm = wd__server_models(se->hub->s, recs);
+  int english_only = 0, too_new = 0, found = 0;
+  for (int k = 0; k < nm; k++) {
+    for (int i = 0; !found && i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], c->model) == 0) {
+        found = 1;
+        english_only = !recs[k]->m.multilingual && strcmp(c->language, "en") != 0;
+        too_new = recs[k]->m.multilingual && recs[k]->n_langs > 0 && idx >= recs[k]->n_langs;
+      }
+    wd__served_release(recs[k]);
+  }
+  if (!english_only && !too_new)
+    return 0;
+  *e = (wd_rt_error_t){ .code = "unsupported_language",
+                        .param = "session.audio.input.transcription.language" };
+  snprintf(e->message, sizeof e->message,
+           english_only ? "Model `%s` is English-only; it cannot transcribe language '%s'."
+                        : "Model `%s` does not support language '%s'.",
+           c->model, c->language);
+  return WD_EINVAL;
+}
+
 static void on_event(session_t *se, const char *json, size_t n) {
   wd_rt_event_t ev;
   wd_rt_error_t e = { 0 };
@@ -430,6 +467,10 @@ static void on_event(session_t *se, const char *json, size_t n) {
           : NULL;
   switch (ev.type) {
   case WD_RT_SESSION_UPDATE:
+    if (check_language(se, &ev.cfg, &e) < 0) { /* the session keeps its settings */
+      send_error(se, &e, ev.event_id, NULL);
+      break;
+    }
     if (ev.cfg.vad && !vad) {
       e = (wd_rt_error_t){ .code = "unsupported_value",
                            .param = "session.audio.input.turn_detection" };

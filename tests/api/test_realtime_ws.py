@@ -343,3 +343,47 @@ def test_nothing_follows_our_close():
     finally:
         if d.proc.poll() is None:
             stop_daemon(d)
+
+
+def update(ws, **transcription):
+    ws.send(json.dumps({"type": "session.update", "session": {
+        "type": "transcription", "audio": {"input": {"transcription": transcription,
+                                                     "turn_detection": None}}}}))
+    ev = json.loads(ws.recv(timeout=30))
+    return ev
+
+
+def test_session_update_checks_the_language(daemon):
+    """session.update takes a language the model speaks, or refuses it with
+    an error event and keeps the session as it was (tiny.en: English only;
+    a language not in Whisper's table is no language at all)."""
+    with connect(daemon) as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ev = update(ws, language="en")
+        assert ev["type"] == "session.updated", ev
+        for lang, code in (("fr", "unsupported_language"), ("klingon", "invalid_value"),
+                           ("zz", "invalid_value")):
+            ev = update(ws, language=lang)
+            assert ev["type"] == "error", (lang, ev)
+            assert ev["error"]["code"] == code, ev
+            assert ev["error"]["param"] == "session.audio.input.transcription.language", ev
+        ev = update(ws)
+        assert ev["type"] == "session.updated", ev
+        assert ev["session"]["audio"]["input"]["transcription"]["language"] == "en", ev
+        ev = update(ws, language="EN")  # the table's spelling, as uploads have it
+        assert ev["session"]["audio"]["input"]["transcription"]["language"] == "en", ev
+
+
+def test_an_echoed_type_is_cut_at_a_character(daemon):
+    """An unknown event type is echoed in the error (64 bytes at most): cut
+    inside a 2-byte character, the message was not UTF-8 and jansson would
+    not send it; cut at a character, the error event comes."""
+    with connect(daemon) as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+        ws.send(json.dumps({"type": "a" + "\u00e9" * 40, "event_id": "x" + "\u00e9" * 80},
+                           ensure_ascii=False))
+        ws.send("{")  # an error of its own, after
+        ev = json.loads(ws.recv(timeout=30))
+        assert ev["type"] == "error" and ev["error"]["code"] == "invalid_event", ev
+        assert "a" + "\u00e9" * 31 + "`" in ev["error"]["message"], ev
+        assert ev["error"]["event_id"].startswith("x" + "\u00e9" * 63), ev

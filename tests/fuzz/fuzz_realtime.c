@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "fuzz_common.h"
+#include "languages.h"
 #include "realtime_event.h"
 #include "ws.h"
 
@@ -40,6 +41,7 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   } else if (ev.type == WD_RT_SESSION_UPDATE) {
     FUZZ_CHECK(ev.cfg.threshold >= 0.0f && ev.cfg.threshold <= 1.0f);
     FUZZ_CHECK(memchr(ev.cfg.model, '\0', sizeof ev.cfg.model) != NULL && ev.cfg.model[0]);
+    FUZZ_CHECK(!ev.cfg.language[0] || wd_languages_index(ev.cfg.language) >= 0);
     json_t *j = wd_rt_config_json(&ev.cfg);
     FUZZ_CHECK(j != NULL);
     json_decref(j);
