@@ -604,20 +604,31 @@ static int n_turns(session_t *se) {
   return n;
 }
 
-/* The client left (or was cut off): its turns are cancelled. */
+/* The client left (or was cut off): every turn in flight is cancelled,
+ * the running ones too, 64 at a time (each marked under se->mu, so each is
+ * taken once). Each is cancelled through its model's record referenced
+ * here: once the lock is released its turn may end and drop the record,
+ * which a reload may have retired (as wd_transcription_cancel_all). */
 static void cancel_turns(session_t *se) {
-  uint64_t ids[64];
-  wd_workers_t *gs[64];
-  int n = 0;
-  pthread_mutex_lock(&se->mu);
-  for (turn_t *t = se->turns; t && n < 64; t = t->next)
-    if (t->job) {
-      ids[n] = t->job;
-      gs[n++] = t->rec->m.workers;
+  for (;;) {
+    struct { uint64_t id; wd_served_t *rec; } jobs[64];
+    int n = 0;
+    pthread_mutex_lock(&se->mu);
+    for (turn_t *t = se->turns; t && n < 64; t = t->next)
+      if (t->job && !t->cancelled) {
+        t->cancelled = 1;
+        atomic_fetch_add(&t->rec->refs, 1);
+        jobs[n].id = t->job;
+        jobs[n++].rec = t->rec;
+      }
+    pthread_mutex_unlock(&se->mu);
+    if (n == 0)
+      return;
+    for (int i = 0; i < n; i++) {
+      wd_workers_cancel(jobs[i].rec->m.workers, jobs[i].id);
+      wd__served_release(jobs[i].rec);
     }
-  pthread_mutex_unlock(&se->mu);
-  for (int i = 0; i < n; i++)
-    wd_workers_cancel(gs[i], ids[i]);
+  }
 }
 
 static void *session_main(void *arg) {

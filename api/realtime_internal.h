@@ -35,10 +35,11 @@ typedef struct turn {
   session_t *se;
   char item[40];
   uint64_t job;
-  wd_served_t *rec;
+  wd_served_t *rec;            /* referenced until the turn ends */
   double t_stop;               /* speech_stopped or the commit */
   int logprobs;                /* the session's include, when committed */
   int partial;                 /* a partial transcript of the open turn (--realtime-partials-ms) */
+  int cancelled;               /* its cancel was asked for (under se->mu) */
   struct turn *next;
 } turn_t;
 

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import time
 
 import pytest
@@ -387,3 +388,53 @@ def test_an_echoed_type_is_cut_at_a_character(daemon):
         assert ev["type"] == "error" and ev["error"]["code"] == "invalid_event", ev
         assert "a" + "\u00e9" * 31 + "`" in ev["error"]["message"], ev
         assert ev["error"]["event_id"].startswith("x" + "\u00e9" * 63), ev
+
+
+def test_a_client_gone_cancels_every_turn():
+    """65 turns in flight when the client leaves: the oldest (280 s of
+    speech, running; --max-batch 1, so it runs alone and the others wait)
+    and 64 short ones behind it. Every one is cancelled: none ends done
+    after the client left (at most 64 were, newest first, so the running
+    one went on to the end)."""
+    if not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en missing (scripts/fetch-model.sh tiny.en)")
+    jfk = subprocess.run(["ffmpeg", "-loglevel", "error", "-i", wd_api.JFK_WAV, "-ac", "1",
+                          "-ar", "24000", "-f", "s16le", "-"], check=True,
+                         capture_output=True).stdout
+    long_turn = (jfk * 26)[:280 * 48000]
+    d = start_daemon(args=["--queue-max", "200", "--max-batch", "1"])
+    try:
+        def m(name):
+            return wd_api.metrics(d.port).get(name, 0)
+        with ws_sync.connect(f"ws://127.0.0.1:{d.port}/v1/realtime?intent=transcription",
+                             max_size=None, open_timeout=30) as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "session.created"
+            manual_turns(ws)
+            next_of(ws, "session.updated")
+            for i in range(0, len(long_turn), 480000):        # 10 s pieces
+                ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                    "audio": base64.b64encode(long_turn[i:i + 480000]).decode()}))
+            ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            short = base64.b64encode(bytes(9600)).decode()    # 0.2 s of silence
+            for _ in range(64):
+                ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": short}))
+                ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            # the clear is answered after every commit before it was submitted
+            ws.send(json.dumps({"type": "input_audio_buffer.clear"}))
+            _, seen = next_of(ws, "input_audio_buffer.cleared", timeout=120)
+            committed = [e for e in seen if e["type"] == "input_audio_buffer.committed"]
+            assert len(committed) == 65, [e["type"] for e in seen]
+            assert not [e for e in seen if e["type"].endswith((".failed", ".completed"))], seen
+            done_before = m('whisperd_jobs_total{result="done"}')
+            assert m("whisperd_jobs_running") == 1, "the long turn ended before the test could leave"
+            assert m("whisperd_queue_depth") == 64
+        assert wait_sessions_closed(d, 60) == 0
+        deadline = time.monotonic() + 300
+        while (m("whisperd_jobs_running") or m("whisperd_queue_depth")) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert m("whisperd_jobs_running") == 0 and m("whisperd_queue_depth") == 0
+        assert m('whisperd_jobs_total{result="done"}') == done_before, \
+            "turns went on to the end after their client left"
+    finally:
+        stop_daemon(d)
