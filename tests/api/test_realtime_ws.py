@@ -229,7 +229,7 @@ def test_the_session_cap_counts_handshakes(daemon):
     being queued, not from its having been written: counted then, the
     handshakes on the daemon's HTTP threads all passed the check before any
     counted), the rest get 503 too_many_sessions."""
-    for _ in range(20):
+    for _ in range(40):  # a race: a round shows it now and then, 40 nearly always
         assert wait_sessions_closed(daemon, 60) == 0
         statuses, socks = handshakes_at_once(daemon, 100)
         for s in socks:
