@@ -743,7 +743,9 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
   wd_realtime_t *h = se->hub;
   se->fd = sock;
   se->urh = urh;
-  se->refs++; /* the thread's; made before anything else can see se */
+  pthread_mutex_lock(&se->mu);
+  se->refs++; /* the thread's, beside the handshake's */
+  pthread_mutex_unlock(&se->mu);
   se->last_rx = wd_now_s();
   const int fl = fcntl(sock, F_GETFL);
   if (fl >= 0)
