@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,8 +29,10 @@
 #include "api_error.h"
 #include "clock.h"
 #include "error.h"
+#include "languages.h"
 #include "log.h"
 #include "realtime_internal.h"
+#include "render.h"
 #include "response.h"
 #include "workers.h"
 
@@ -117,13 +118,27 @@ void wd_realtime_free(wd_realtime_t *h, double wait_s) {
 
 /* ---- sending -------------------------------------------------------------- */
 
-void wd__rt_session_unref(session_t *se) {
-  pthread_mutex_lock(&se->mu);
-  const int left = --se->refs;
-  pthread_mutex_unlock(&se->mu);
-  if (left > 0)
-    return;
-  wd_realtime_t *h = se->hub;
+/* A session as its handshake makes it: one reference (the handshake's),
+ * no socket yet, not counted in the hub. NULL when out of memory. */
+static session_t *session_new(wd_realtime_t *h) {
+  session_t *se = calloc(1, sizeof *se);
+  if (!se)
+    return NULL;
+  if ((se->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+    free(se);
+    return NULL;
+  }
+  se->hub = h;
+  se->fd = MHD_INVALID_SOCKET;
+  se->refs = 1;
+  pthread_mutex_init(&se->mu, NULL);
+  wd_ws_parser_init(&se->parser, WD_RT_MAX_MESSAGE);
+  wd_rt_config_default(&se->cfg);
+  wd_vad_stream_init(&se->vst);
+  return se;
+}
+
+static void session_free(session_t *se) {
   wd_ws_parser_free(&se->parser);
   wd_rt_config_free(&se->cfg);
   wd_live_audio_free(se->res);
@@ -133,10 +148,25 @@ void wd__rt_session_unref(session_t *se) {
   close(se->wake);
   pthread_mutex_destroy(&se->mu);
   free(se);
+}
+
+void wd__rt_session_unref(session_t *se) {
+  pthread_mutex_lock(&se->mu);
+  const int left = --se->refs;
+  pthread_mutex_unlock(&se->mu);
+  if (left > 0)
+    return;
+  wd_realtime_t *h = se->hub;
+  session_free(se);
   pthread_mutex_lock(&h->mu);
   h->n_live--;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
+}
+
+void wd_realtime_request_done(wd_rt_session_t *se) {
+  if (se)
+    wd__rt_session_unref(se);
 }
 
 /* Queues one frame; any thread. A client that has not read
@@ -146,10 +176,13 @@ static void queue_frame_if(session_t *se, int opcode, const void *data, size_t n
   unsigned char hdr[10];
   const size_t hn = wd_ws_frame_header(opcode, n, hdr);
   pthread_mutex_lock(&se->mu);
-  if (partial_of && strcmp(partial_of, se->partial_item) != 0) { /* its turn was committed */
+  if ((partial_of && strcmp(partial_of, se->partial_item) != 0) || /* its turn was committed */
+      se->close_queued) { /* nothing follows a Close frame (RFC 6455 5.5.1) */
     pthread_mutex_unlock(&se->mu);
     return;
   }
+  if (opcode == WD_WS_CLOSE)
+    se->close_queued = 1;
   if (!se->dead && se->out_len - se->out_off + hn + n > WD_RT_MAX_QUEUED) {
     wd_log_warning("api: realtime client not reading (%zu bytes queued): cut off",
                    se->out_len - se->out_off);
@@ -209,8 +242,12 @@ void wd__rt_send_event(session_t *se, json_t *ev) {
 
 static void send_error(session_t *se, const wd_rt_error_t *e, const char *client_event_id,
                        const char *type) {
+  /* repaired should a character ever be cut: jansson refuses invalid UTF-8,
+   * and the event would be lost */
+  char *msg = wd_render_utf8_dup(e->message, strlen(e->message));
   json_t *err = json_pack("{s:s, s:s}", "type", type ? type : "invalid_request_error", "message",
-                          e->message);
+                          msg ? msg : "");
+  free(msg);
   if (!err)
     return;
   json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
@@ -384,6 +421,37 @@ static const wd_vad_model_t *server_vad(session_t *se) {
   return vad;
 }
 
+/* A session.update's language against its model, as an upload's is
+ * checked: an English-only model speaks "en" alone, a multilingual one the
+ * languages its vocabulary has. 0, or WD_EINVAL with e set. A model not
+ * served here is left to its turns (model_not_found). */
+static int check_language(session_t *se, const wd_rt_config_t *c, wd_rt_error_t *e) {
+  if (!c->language[0])
+    return 0;
+  const int idx = wd_languages_index(c->language);
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int nm = wd__server_models(se->hub->s, recs);
+  int english_only = 0, too_new = 0, found = 0;
+  for (int k = 0; k < nm; k++) {
+    for (int i = 0; !found && i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], c->model) == 0) {
+        found = 1;
+        english_only = !recs[k]->m.multilingual && strcmp(c->language, "en") != 0;
+        too_new = recs[k]->m.multilingual && recs[k]->n_langs > 0 && idx >= recs[k]->n_langs;
+      }
+    wd__served_release(recs[k]);
+  }
+  if (!english_only && !too_new)
+    return 0;
+  *e = (wd_rt_error_t){ .code = "unsupported_language",
+                        .param = "session.audio.input.transcription.language" };
+  snprintf(e->message, sizeof e->message,
+           english_only ? "Model `%s` is English-only; it cannot transcribe language '%s'."
+                        : "Model `%s` does not support language '%s'.",
+           c->model, c->language);
+  return WD_EINVAL;
+}
+
 static void on_event(session_t *se, const char *json, size_t n) {
   wd_rt_event_t ev;
   wd_rt_error_t e = { 0 };
@@ -399,6 +467,10 @@ static void on_event(session_t *se, const char *json, size_t n) {
           : NULL;
   switch (ev.type) {
   case WD_RT_SESSION_UPDATE:
+    if (check_language(se, &ev.cfg, &e) < 0) { /* the session keeps its settings */
+      send_error(se, &e, ev.event_id, NULL);
+      break;
+    }
     if (ev.cfg.vad && !vad) {
       e = (wd_rt_error_t){ .code = "unsupported_value",
                            .param = "session.audio.input.turn_detection" };
@@ -479,9 +551,8 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   case WD_WS_PING:
     queue_frame(se, WD_WS_PONG, data, n);
     return 0;
-  case WD_WS_CLOSE:
-    if (!se->closing) /* echo the client's code */
-      queue_frame(se, WD_WS_CLOSE, data, n >= 2 ? 2 : 0);
+  case WD_WS_CLOSE: /* the parser checked its payload: echo its code (dropped after ours) */
+    queue_frame(se, WD_WS_CLOSE, data, n >= 2 ? 2 : 0);
     return 1; /* done */
   default:
     return 0;
@@ -533,28 +604,39 @@ static int n_turns(session_t *se) {
   return n;
 }
 
-/* The client left (or was cut off): its turns are cancelled. */
+/* The client left (or was cut off): every turn in flight is cancelled,
+ * the running ones too, 64 at a time (each marked under se->mu, so each is
+ * taken once). Each is cancelled through its model's record referenced
+ * here: once the lock is released its turn may end and drop the record,
+ * which a reload may have retired (as wd_transcription_cancel_all). */
 static void cancel_turns(session_t *se) {
-  uint64_t ids[64];
-  wd_workers_t *gs[64];
-  int n = 0;
-  pthread_mutex_lock(&se->mu);
-  for (turn_t *t = se->turns; t && n < 64; t = t->next)
-    if (t->job) {
-      ids[n] = t->job;
-      gs[n++] = t->rec->m.workers;
+  for (;;) {
+    struct { uint64_t id; wd_served_t *rec; } jobs[64];
+    int n = 0;
+    pthread_mutex_lock(&se->mu);
+    for (turn_t *t = se->turns; t && n < 64; t = t->next)
+      if (t->job && !t->cancelled) {
+        t->cancelled = 1;
+        atomic_fetch_add(&t->rec->refs, 1);
+        jobs[n].id = t->job;
+        jobs[n++].rec = t->rec;
+      }
+    pthread_mutex_unlock(&se->mu);
+    if (n == 0)
+      return;
+    for (int i = 0; i < n; i++) {
+      wd_workers_cancel(jobs[i].rec->m.workers, jobs[i].id);
+      wd__served_release(jobs[i].rec);
     }
-  pthread_mutex_unlock(&se->mu);
-  for (int i = 0; i < n; i++)
-    wd_workers_cancel(gs[i], ids[i]);
+  }
 }
 
 static void *session_main(void *arg) {
   session_t *se = arg;
   wd_realtime_t *h = se->hub;
   unsigned char buf[65536];
-  int client_closed = 0, discard = 0;
-  double close_sent_at = 0;
+  int client_closed = 0, discard = 0, cut = 0;
+  double close_by = 0; /* the close handshake's deadline; 0: none begun */
   send_session(se, "session.created");
   for (;;) {
     if (atomic_load(&h->forced))
@@ -564,14 +646,23 @@ static void *session_main(void *arg) {
     if (se->held)
       wd__rt_retry_held(se);
     wd__rt_maybe_partial(se);
-    if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0) {
+    if (atomic_load(&h->stopping) && !se->closing && !se->held && n_turns(se) == 0)
       send_close(se, WD_WS_CLOSE_GOING_AWAY, "server shutting down");
-      close_sent_at = wd_now_s();
+    /* A close begun by either side ends by an absolute deadline: a client
+     * that reads nothing (its window closed) never lets the output drain,
+     * and neither a queue nor a silent client may hold the session. */
+    if ((se->closing || client_closed) && !close_by)
+      close_by = wd_now_s() + WD_RT_CLOSE_S;
+    if (client_closed && !pending_out(se))
+      break; /* the handshake done: the client's close, and ours written */
+    if (close_by && wd_now_s() >= close_by) {
+      if (pending_out(se)) {
+        wd_log_info("api: realtime client did not read our close within %d s: cut off",
+                    WD_RT_CLOSE_S);
+        cut = 1;
+      }
+      break; /* (or the client never answered ours) */
     }
-    if (se->closing && !close_sent_at)
-      close_sent_at = wd_now_s();
-    if ((client_closed || (se->closing && wd_now_s() - close_sent_at > 2.0)) && !pending_out(se))
-      break; /* the handshake's close done (or the client never answered) */
     struct pollfd pf[2] = { { .fd = se->fd, .events = POLLIN | (pending_out(se) ? POLLOUT : 0) },
                             { .fd = se->wake, .events = POLLIN } };
     const int pr = poll(pf, 2, se->held ? 50 : 250); /* a held turn looks at its model */
@@ -597,7 +688,10 @@ static void *session_main(void *arg) {
         } else if (rc < 0) {
           wd_log_info("api: realtime client broke the protocol (%s): closing with %d",
                       wd_strerror(rc), close_code);
-          send_close(se, close_code, rc == WD_ETOOBIG ? "message too big" : "protocol error");
+          send_close(se, close_code,
+                     rc == WD_ETOOBIG                        ? "message too big"
+                     : close_code == WD_WS_CLOSE_BAD_DATA    ? "invalid UTF-8"
+                                                             : "protocol error");
           /* read no further, but drain what still comes for a while: a
            * socket closed with unread data sends a reset, which would
            * destroy the close frame before the client reads it */
@@ -619,6 +713,10 @@ static void *session_main(void *arg) {
   pthread_mutex_lock(&se->mu);
   se->dead = 1;
   pthread_mutex_unlock(&se->mu);
+  if (cut) { /* a reset, not a close that the kernel would try to deliver behind the queue */
+    const struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+    setsockopt(se->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  }
   MHD_upgrade_action(se->urh, MHD_UPGRADE_ACTION_CLOSE);
   pthread_mutex_lock(&h->mu);
   for (session_t **pp = &h->list; *pp; pp = &(*pp)->next)
@@ -635,30 +733,20 @@ static void *session_main(void *arg) {
   return NULL;
 }
 
-/* MHD: the 101 went out and the socket is ours. */
+/* MHD: the 101 went out and the socket is ours; cls is the session its
+ * handshake made (and still holds: wd_realtime_request_done comes after). */
 static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
                         size_t extra_in_size, MHD_socket sock,
                         struct MHD_UpgradeResponseHandle *urh) {
   (void)c, (void)con_cls;
-  wd_realtime_t *h = cls;
-  session_t *se = calloc(1, sizeof *se);
-  if (se && (se->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
-    free(se);
-    se = NULL;
-  }
-  if (!se) {
-    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-    return;
-  }
-  se->hub = h;
+  session_t *se = cls;
+  wd_realtime_t *h = se->hub;
   se->fd = sock;
   se->urh = urh;
-  se->refs = 1;
+  pthread_mutex_lock(&se->mu);
+  se->refs++; /* the thread's, beside the handshake's */
+  pthread_mutex_unlock(&se->mu);
   se->last_rx = wd_now_s();
-  pthread_mutex_init(&se->mu, NULL);
-  wd_ws_parser_init(&se->parser, WD_RT_MAX_MESSAGE);
-  wd_rt_config_default(&se->cfg);
-  wd_vad_stream_init(&se->vst);
   const int fl = fcntl(sock, F_GETFL);
   if (fl >= 0)
     fcntl(sock, F_SETFL, fl | O_NONBLOCK);
@@ -667,7 +755,6 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
       wd_ws_feed(&se->parser, extra_in, extra_in_size, on_message, se, &close_code) < 0)
     se->closing = 1;
   pthread_mutex_lock(&h->mu);
-  h->n_live++;
   h->n_open++;
   se->next = h->list;
   h->list = se;
@@ -680,7 +767,11 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
     pthread_attr_destroy(&at);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
     pthread_mutex_lock(&h->mu);
-    h->list = se->next;
+    for (session_t **pp = &h->list; *pp; pp = &(*pp)->next)
+      if (*pp == se) {
+        *pp = se->next;
+        break;
+      }
     h->n_open--;
     pthread_mutex_unlock(&h->mu);
     wd__rt_session_unref(se);
@@ -692,38 +783,15 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
 
 /* ---- the handshake ------------------------------------------------------------- */
 
-/* Whether header `name` holds token (comma-separated, any case). */
-static int header_has(struct MHD_Connection *c, const char *name, const char *token) {
-  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
-  const size_t k = strlen(token);
-  while (v && *v) {
-    while (*v == ' ' || *v == '\t' || *v == ',')
-      v++;
-    const char *e = v;
-    while (*e && *e != ',')
-      e++;
-    const char *t = e;
-    while (t > v && (t[-1] == ' ' || t[-1] == '\t'))
-      t--;
-    if ((size_t)(t - v) == k && strncasecmp(v, token, k) == 0)
-      return 1;
-    v = e;
-  }
-  return 0;
+static const char *header(struct MHD_Connection *c, const char *name) {
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
+/* The browser's way to pass a key (it cannot set Authorization): a
+ * subprotocol openai-insecure-api-key.KEY beside `realtime`. */
 const char *wd_realtime_subprotocol_key(struct MHD_Connection *c, size_t *ret_len) {
-  static const char prefix[] = "openai-insecure-api-key.";
-  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Protocol");
-  const char *p = v ? strstr(v, prefix) : NULL;
-  if (!p)
-    return NULL;
-  p += sizeof prefix - 1;
-  size_t n = 0;
-  while (p[n] && p[n] != ',' && p[n] != ' ')
-    n++;
-  *ret_len = n;
-  return p;
+  return wd_ws_token_after(header(c, "Sec-WebSocket-Protocol"), "openai-insecure-api-key.",
+                           ret_len);
 }
 
 static enum MHD_Result http_error(struct MHD_Connection *c, int status, const char *code,
@@ -736,31 +804,61 @@ static enum MHD_Result http_error(struct MHD_Connection *c, int status, const ch
   return wd_response_error(c, &e, NULL);
 }
 
-enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status) {
-  const char *key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Key");
-  const char *ver = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-WebSocket-Version");
+enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status,
+                                    wd_rt_session_t **ret_session) {
+  *ret_session = NULL;
+  const char *key = header(c, "Sec-WebSocket-Key"), *ver = header(c, "Sec-WebSocket-Version");
   char accept[29];
-  if (!header_has(c, "Upgrade", "websocket") || !header_has(c, "Connection", "upgrade") ||
-      !ver || strcmp(ver, "13") != 0 || wd_ws_accept_key(key, accept) < 0)
-    return http_error(c, 426, "upgrade_required",
+  if (!wd_ws_has_token(header(c, "Upgrade"), "websocket", 1) ||
+      !wd_ws_has_token(header(c, "Connection"), "upgrade", 1) || !ver || strcmp(ver, "13") != 0 ||
+      wd_ws_accept_key(key, accept) < 0)
+    return http_error(c, 426, "upgrade_required", /* with the version we speak (RFC 6455 4.4) */
                       "/v1/realtime is a WebSocket (RFC 6455, version 13): connect with a "
                       "WebSocket client such as the OpenAI SDKs' realtime clients.",
                       ret_status);
+  /* Subprotocols: `realtime` is what we speak and what OpenAI's browser
+   * clients offer (beside openai-insecure-api-key.KEY and
+   * openai-beta.realtime-v1, which only carry headers). Offered, it is
+   * answered. Protocols offered without it get a refusal that says so:
+   * answering none, as RFC 6455 allows, makes browsers fail the handshake
+   * with no reason given, and answering one not offered fails it too. */
+  const char *protos = header(c, "Sec-WebSocket-Protocol");
+  size_t n_tok = 0;
+  const int offered = wd_ws_token_after(protos, "", &n_tok) != NULL; /* any token */
+  if (offered && !wd_ws_has_token(protos, "realtime", 0))
+    return http_error(c, 400, "unsupported_subprotocol",
+                      "/v1/realtime speaks the `realtime` subprotocol: offer it (from a browser: "
+                      "new WebSocket(url, [\"realtime\", \"openai-insecure-api-key.\" + key])), "
+                      "or offer none.",
+                      ret_status);
   if (!h || atomic_load(&h->stopping))
     return http_error(c, 503, "server_shutting_down", "The server is shutting down.", ret_status);
+  /* The session is made and counted here, at the handshake: counted once
+   * its 101 is written (on_upgraded), many handshakes at once would all
+   * pass the check before any of them counts. */
+  session_t *se = session_new(h);
+  if (!se)
+    return MHD_NO;
   pthread_mutex_lock(&h->mu);
   const int full = h->n_live >= h->max_sessions;
+  if (!full)
+    h->n_live++;
   pthread_mutex_unlock(&h->mu);
-  if (full)
+  if (full) {
+    session_free(se);
     return http_error(c, 503, "too_many_sessions",
                       "Every realtime session this server runs at once is in use; retry later.",
                       ret_status);
-  struct MHD_Response *r = MHD_create_response_for_upgrade(on_upgraded, h);
-  if (!r)
+  }
+  struct MHD_Response *r = MHD_create_response_for_upgrade(on_upgraded, se);
+  if (!r) {
+    wd__rt_session_unref(se);
     return MHD_NO;
+  }
+  *ret_session = se; /* MHD completes the request whether or not it upgrades */
   MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
   MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
-  if (header_has(c, "Sec-WebSocket-Protocol", "realtime"))
+  if (offered)
     MHD_add_response_header(r, "Sec-WebSocket-Protocol", "realtime");
   const enum MHD_Result q = MHD_queue_response(c, MHD_HTTP_SWITCHING_PROTOCOLS, r);
   MHD_destroy_response(r);

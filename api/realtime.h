@@ -20,8 +20,10 @@
  * Limits: sessions at most wd_server_opts_t.realtime_sessions (503 before
  * the upgrade past it), a message at most WD_RT_MAX_MESSAGE bytes (close
  * 1009), WD_RT_MAX_BUFFER_S of uncommitted audio (an error event, the
- * append dropped), WD_RT_IDLE_S without a message (close 1000). A client
- * gone cancels its turns. On shutdown a session stops taking audio,
+ * append dropped), WD_RT_IDLE_S without a message (close 1000), and a
+ * close handshake (begun by either side) WD_RT_CLOSE_S at most: past it the
+ * socket is cut whatever is still queued for a client that does not read.
+ * A client gone cancels its turns. On shutdown a session stops taking audio,
  * finishes its running turns and closes with 1001.
  */
 #ifndef WD_REALTIME_H
@@ -36,9 +38,11 @@
 #define WD_RT_IDLE_S 600
 #define WD_RT_MAX_QUEUED (8u << 20)
 #define WD_RT_TURN_MAX_S 30
+#define WD_RT_CLOSE_S 3                /* a close handshake's time, whatever is queued */
 
 struct wd_server;
 typedef struct wd_realtime wd_realtime_t;
+typedef struct wd_rt_session wd_rt_session_t;
 
 typedef struct {
   uint64_t sessions_total, turns_total, turns_failed;
@@ -52,8 +56,17 @@ wd_realtime_t *wd_realtime_new(struct wd_server *s, int max_sessions);
  * Authorization header, or the openai-insecure-api-key.KEY subprotocol of
  * browsers) already accepted by the caller; queues the 101 and starts the
  * session when MHD hands over the socket, or queues an HTTP error.
- * *ret_status: the status queued. */
-enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status);
+ * *ret_status: the status queued. A 101 takes one of the sessions at once
+ * (the cap counts handshakes, not only sessions already upgraded): the
+ * caller keeps *ret_session (NULL otherwise) and hands it to
+ * wd_realtime_request_done when MHD completes the request. */
+enum MHD_Result wd_realtime_upgrade(wd_realtime_t *h, struct MHD_Connection *c, int *ret_status,
+                                    wd_rt_session_t **ret_session);
+
+/* MHD completed the request of a 101 (se NULL: nothing to do): the
+ * handshake's hold on the session ends; one never upgraded (the client
+ * left first) gives its slot back. Any thread. */
+void wd_realtime_request_done(wd_rt_session_t *se);
 
 /* The key a browser passes as a subprotocol, or NULL. */
 const char *wd_realtime_subprotocol_key(struct MHD_Connection *c, size_t *ret_len);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "languages.h"
 
 void wd_rt_config_default(wd_rt_config_t *c) {
   *c = (wd_rt_config_t){ .format = WD_RT_PCM24, .vad = 1, .threshold = 0.5f,
@@ -101,6 +102,19 @@ static int fail(wd_rt_error_t *err, int rc, const char *code, const char *param,
   vsnprintf(err->message, sizeof err->message, fmt, ap);
   va_end(ap);
   return rc;
+}
+
+/* The bytes of s's longest prefix of at most max bytes that ends at a
+ * character boundary (s is UTF-8, as jansson gives it): an echo cut there
+ * stays valid UTF-8, which jansson needs to send it at all. */
+static int utf8_prefix(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n > max) {
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) /* s[n] continues a character */
+      n--;
+  }
+  return (int)n;
 }
 
 /* A string member, or NULL when absent; *bad when present and not a string. */
@@ -199,11 +213,15 @@ static int session_update(json_t *s, wd_rt_config_t *c, wd_rt_error_t *err) {
                     "The model name is empty or too long.");
       snprintf(c->model, sizeof c->model, "%s", model);
     }
-    if (lang) {
-      if (strlen(lang) >= sizeof c->language)
+    if (lang && lang[0]) { /* "" (or null): detected */
+      const int idx = wd_languages_index(lang);
+      if (idx < 0)
         return fail(err, WD_EINVAL, "invalid_value", "session.audio.input.transcription.language",
-                    "language must be an ISO-639-1 code.");
-      snprintf(c->language, sizeof c->language, "%s", lang);
+                    "Invalid language '%.*s': language must be an ISO-639-1 code Whisper "
+                    "knows (such as \"en\", \"fr\", \"ja\").", utf8_prefix(lang, 32), lang);
+      snprintf(c->language, sizeof c->language, "%s", wd_languages_code(idx));
+    } else if (lang) {
+      c->language[0] = 0;
     }
     if (json_object_get(tr, "prompt")) {
       free(c->prompt);
@@ -253,7 +271,8 @@ int wd_rt_event_parse(const char *json, size_t n, const wd_rt_config_t *cur, wd_
   int bad = 0, rc = 0;
   const char *id = str_of(root, "event_id", &bad), *type = str_of(root, "type", &bad);
   if (id)
-    snprintf(ev->event_id, sizeof ev->event_id, "%s", id);
+    snprintf(ev->event_id, sizeof ev->event_id, "%.*s", utf8_prefix(id, sizeof ev->event_id - 1),
+             id);
   if (!type || bad) {
     rc = fail(err, WD_EINVAL, "missing_required_parameter", "type",
               "Every client event needs a string `type`.");
@@ -287,8 +306,8 @@ int wd_rt_event_parse(const char *json, size_t n, const wd_rt_config_t *cur, wd_
     ev->type = WD_RT_CLEAR;
   } else {
     rc = fail(err, WD_EUNSUP, "invalid_event", "type",
-              "This server does not handle client events of type `%.64s` in a transcription "
-              "session.", type);
+              "This server does not handle client events of type `%.*s` in a transcription "
+              "session.", utf8_prefix(type, 64), type);
   }
   json_decref(root);
   if (rc < 0) {

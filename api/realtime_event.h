@@ -6,7 +6,8 @@
  *
  * Handled: session.update (type "transcription"; audio.input.format
  * audio/pcm at 24 kHz, audio/pcmu, audio/pcma; audio.input.transcription
- * model, language, prompt; audio.input.turn_detection server_vad with
+ * model, language (a code of Whisper's table; whether the model speaks it
+ * is the session's check), prompt; audio.input.turn_detection server_vad with
  * threshold, prefix_padding_ms, silence_duration_ms, semantic_vad taken as
  * server_vad with its defaults, or null for commits by the client;
  * audio.input.noise_reduction accepted and not applied; include
@@ -28,7 +29,7 @@ typedef enum { WD_RT_PCM24 = 0, WD_RT_PCMU, WD_RT_PCMA } wd_rt_format_t;
 typedef struct {
   wd_rt_format_t format;
   char model[64];              /* the served model's name; whisper-1 by default */
-  char language[16];           /* "" : detected */
+  char language[16];           /* an ISO-639-1 code of Whisper's table, lower case; "": detected */
   char *prompt;                /* malloc'd, or NULL */
   int vad;                     /* server_vad (1) or commits by the client (0) */
   float threshold;

@@ -5,7 +5,7 @@
  * turn. Not for other files.
  *
  * Locking: under se->mu the outgoing queue, the turn list, partial_item,
- * partial_busy, dead and refs; the fields after "the session thread only"
+ * partial_busy, dead, close_queued and refs; the fields after "the session thread only"
  * are that thread's. Worker callbacks only queue events.
  */
 #ifndef WD_REALTIME_INTERNAL_H
@@ -29,28 +29,31 @@
 #define RT_RATE 16000
 #define RT_MIN_COMMIT (RT_RATE / 10) /* OpenAI: at least 100 ms of audio */
 
-typedef struct session session_t;
+typedef wd_rt_session_t session_t; /* realtime.h's opaque name */
 
 typedef struct turn {
   session_t *se;
   char item[40];
   uint64_t job;
-  wd_served_t *rec;
+  wd_served_t *rec;            /* referenced until the turn ends */
   double t_stop;               /* speech_stopped or the commit */
   int logprobs;                /* the session's include, when committed */
   int partial;                 /* a partial transcript of the open turn (--realtime-partials-ms) */
+  int cancelled;               /* its cancel was asked for (under se->mu) */
   struct turn *next;
 } turn_t;
 
-struct session {
+struct wd_rt_session {
   wd_realtime_t *hub;
   MHD_socket fd;
   struct MHD_UpgradeResponseHandle *urh;
   int wake;                    /* eventfd: something was queued */
   pthread_t thread;
   pthread_mutex_t mu;
-  int refs;                    /* the thread, and each turn in flight */
+  int refs;                    /* the handshake (until MHD completes its request), the
+                                * thread, and each turn in flight */
   int dead;                    /* no more writes (client gone or cut off) */
+  int close_queued;            /* a Close frame is queued: no frame after it */
   unsigned char *out;          /* frames queued for the client */
   size_t out_len, out_off, out_cap;
   turn_t *turns;
@@ -77,7 +80,7 @@ struct session {
   unsigned long long event_seq;
   int closing;                 /* a close frame was sent: read until the client's */
   double last_rx;
-  struct session *next;
+  session_t *next;
 };
 
 struct wd_realtime {
@@ -86,7 +89,7 @@ struct wd_realtime {
   uint64_t partial_every;      /* samples of new speech between partials; 0: none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int n_live;                  /* sessions not yet freed */
+  int n_live;                  /* sessions not yet freed, from their handshake on: the cap */
   int n_open;                  /* sessions whose thread runs */
   session_t *list;             /* sessions whose thread runs */
   atomic_int stopping, forced;

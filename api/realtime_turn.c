@@ -254,20 +254,26 @@ void wd__rt_retry_held(session_t *se) {
 }
 
 /* The open turn is committed: no more partials of it; one in flight is
- * cancelled (its result would come after the commit). */
+ * cancelled (its result would come after the commit), through its model's
+ * record referenced here: once the lock is released the partial may end
+ * and drop the last reference to a record a reload retired. */
 void wd__rt_end_partials(session_t *se) {
   uint64_t job = 0;
-  wd_workers_t *g = NULL;
+  wd_served_t *rec = NULL;
   pthread_mutex_lock(&se->mu);
   se->partial_item[0] = 0;
-  for (turn_t *t = se->turns; t; t = t->next)
-    if (t->partial && t->job) {
+  for (turn_t *t = se->turns; t && !rec; t = t->next)
+    if (t->partial && t->job && !t->cancelled) { /* one at a time per session */
+      t->cancelled = 1;
       job = t->job;
-      g = t->rec->m.workers;
+      rec = t->rec;
+      atomic_fetch_add(&rec->refs, 1);
     }
   pthread_mutex_unlock(&se->mu);
-  if (g)
-    wd_workers_cancel(g, job);
+  if (rec) {
+    wd_workers_cancel(rec->m.workers, job);
+    wd__served_release(rec);
+  }
 }
 
 /* --realtime-partials-ms: the open turn (server_vad, speech going on) is

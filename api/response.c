@@ -53,6 +53,10 @@ enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t
     MHD_add_response_header(r, "Allow", allow);
   if (e->status == 401)
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  if (e->status == 426) { /* only /v1/realtime asks for one: RFC 7231 6.5.15, RFC 6455 4.4 */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
+    MHD_add_response_header(r, "Sec-WebSocket-Version", "13");
+  }
   const enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
   MHD_destroy_response(r);
   return ret;

@@ -78,6 +78,7 @@ typedef struct {
   char method[16];
   char *path;
   wd_transcription_t *tr;    /* audio routes */
+  wd_rt_session_t *rt;       /* /v1/realtime: the session its 101 holds (realtime.h) */
   int deferred;              /* no body: answer on the next call */
 } wd_req_t;
 
@@ -367,7 +368,7 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
   case WD_ROUTE_MODELS:
     return route_models(s, c, r, id);
   case WD_ROUTE_REALTIME:
-    return wd_realtime_upgrade(s->realtime, c, &r->status);
+    return wd_realtime_upgrade(s->realtime, c, &r->status, &r->rt);
   case WD_ROUTE_TRANSCRIPTIONS:
   case WD_ROUTE_TRANSLATIONS:
     r->tr = wd_transcription_new(s, c,
@@ -472,6 +473,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
          toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
   if (audio && audio_s > 0)
     wd_log_debug("api: %.1f s of audio", audio_s);
+  wd_realtime_request_done(r->rt);
   free(r->path);
   free(r);
   pthread_mutex_lock(&s->mu);

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 
@@ -81,6 +82,55 @@ int wd_ws_accept_key(const char *key, char out[29]) {
   return 0;
 }
 
+/* ---- header tokens ----------------------------------------------------- */
+
+/* The next token of a comma-separated value at *v (spaces around it
+ * skipped): its start, its length in *ret_n, and *v past it; NULL at the
+ * end. */
+static const char *next_token(const char **v, size_t *ret_n) {
+  const char *p = *v;
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == ',')
+      p++;
+    if (!*p)
+      return NULL;
+    const char *e = p;
+    while (*e && *e != ',')
+      e++;
+    const char *t = e;
+    while (t > p && (t[-1] == ' ' || t[-1] == '\t'))
+      t--;
+    *v = e;
+    if (t > p) {
+      *ret_n = (size_t)(t - p);
+      return p;
+    }
+    p = e;
+  }
+}
+
+int wd_ws_has_token(const char *value, const char *token, int nocase) {
+  const size_t k = strlen(token);
+  size_t n;
+  const char *t;
+  while (value && (t = next_token(&value, &n)) != NULL)
+    if (n == k && (nocase ? strncasecmp(t, token, k) : strncmp(t, token, k)) == 0)
+      return 1;
+  return 0;
+}
+
+const char *wd_ws_token_after(const char *value, const char *prefix, size_t *ret_len) {
+  const size_t k = strlen(prefix);
+  size_t n;
+  const char *t;
+  while (value && (t = next_token(&value, &n)) != NULL)
+    if (n >= k && strncmp(t, prefix, k) == 0) {
+      *ret_len = n - k;
+      return t + k;
+    }
+  return NULL;
+}
+
 /* ---- frames ------------------------------------------------------------ */
 
 void wd_ws_parser_init(wd_ws_parser_t *p, size_t max_message) {
@@ -135,12 +185,12 @@ static int begin_payload(wd_ws_parser_t *p, int *ret_close) {
   /* data frames: a continuation only inside a message, a new one only outside */
   if ((p->opcode == WD_WS_CONT) != (p->msg_opcode != 0))
     return fail(ret_close, WD_WS_CLOSE_PROTOCOL, WD_EFORMAT);
-  if (p->len > p->max_message - p->msg_len)
-    return fail(ret_close, WD_WS_CLOSE_TOO_BIG, WD_ETOOBIG);
-  if (p->opcode != WD_WS_CONT) {
+  if (p->opcode != WD_WS_CONT) { /* a new message: nothing of it yet */
     p->msg_opcode = p->opcode;
     p->msg_len = 0;
   }
+  if (p->len > p->max_message - p->msg_len) /* the message so far and this frame */
+    return fail(ret_close, WD_WS_CLOSE_TOO_BIG, WD_ETOOBIG);
   const size_t need = p->msg_len + (size_t)p->len;
   if (need > p->msg_cap) {
     size_t cap = p->msg_cap ? p->msg_cap : 4096;
@@ -155,18 +205,73 @@ static int begin_payload(wd_ws_parser_t *p, int *ret_close) {
   return 0;
 }
 
+/* Whether s[0..n) is UTF-8 as RFC 3629 has it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    /* the sequence's length, and the range of its second byte (which
+     * rules out overlongs, surrogates and values over U+10FFFF) */
+    size_t k;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf)
+      k = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      k = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+      k = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+      return 0;
+    if (n - i < k || s[i + 1] < lo || s[i + 1] > hi)
+      return 0;
+    for (size_t j = 2; j < k; j++)
+      if ((s[i + j] & 0xc0) != 0x80)
+        return 0;
+    i += k;
+  }
+  return 1;
+}
+
+/* A close frame's payload (RFC 6455 5.5.1, 7.4): empty, or a status code
+ * an endpoint may send (1000-1003, 1007-1014 and 3000-4999; never 1004,
+ * 1005, 1006 or 1015, which are reserved or only reported locally)
+ * followed by a UTF-8 reason. 0, or the close code to fail with. */
+static int check_close(const unsigned char *d, size_t n) {
+  if (n == 0)
+    return 0;
+  if (n == 1)
+    return WD_WS_CLOSE_PROTOCOL;
+  const int code = d[0] << 8 | d[1];
+  if (!((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+        (code >= 3000 && code <= 4999)))
+    return WD_WS_CLOSE_PROTOCOL;
+  return utf8_valid(d + 2, n - 2) ? 0 : WD_WS_CLOSE_BAD_DATA;
+}
+
 /* The frame's payload is all in: a control frame or a final fragment is
  * a message. */
-static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud) {
+static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud,
+                     int *ret_close) {
   p->hdr_have = 0;
   p->hdr_need = 2;
-  if (p->opcode >= 0x8)
+  if (p->opcode >= 0x8) {
+    const int bad = p->opcode == WD_WS_CLOSE ? check_close(p->ctl, (size_t)p->len) : 0;
+    if (bad)
+      return fail(ret_close, bad, WD_EFORMAT);
     return on_message(ud, p->opcode, p->ctl, (size_t)p->len);
+  }
   if (!p->fin)
     return 0;
   const int op = p->msg_opcode;
+  const size_t n = p->msg_len;
   p->msg_opcode = 0;
-  return on_message(ud, op, p->msg, p->msg_len);
+  p->msg_len = 0; /* the next message starts empty (its size is checked alone) */
+  return on_message(ud, op, p->msg, n);
 }
 
 int wd_ws_feed(wd_ws_parser_t *p, const void *data, size_t n, wd_ws_on_message_t on_message,
@@ -201,7 +306,7 @@ int wd_ws_feed(wd_ws_parser_t *p, const void *data, size_t n, wd_ws_on_message_t
       i += take;
     }
     if (p->hdr_have == p->hdr_need && p->got == p->len) {
-      const int rc = end_frame(p, on_message, ud);
+      const int rc = end_frame(p, on_message, ud, ret_close);
       if (rc)
         return rc;
     }

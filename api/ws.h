@@ -8,7 +8,10 @@
  * (no extensions were agreed: 1002), known opcodes only (1002), control
  * frames at most 125 bytes and never fragmented (1002), continuation frames
  * only inside a fragmented message and a new message never inside one
- * (1002), a message (all its fragments) at most max_message bytes (1009).
+ * (1002), a message (all its fragments) at most max_message bytes (1009;
+ * each message counted alone), a close frame's payload empty or a code an
+ * endpoint may send (1002 for a 1-byte payload, 0-999, 1004-1006,
+ * 1015-2999 and 5000 up) with a UTF-8 reason (1007).
  * Control frames (close, ping, pong) may come between fragments and are
  * given as their own messages. Text is not checked for UTF-8 here: the
  * session's JSON parser refuses it with an error event.
@@ -28,12 +31,22 @@ enum {
 /* Close codes (RFC 6455 7.4.1). */
 enum {
   WD_WS_CLOSE_NORMAL = 1000, WD_WS_CLOSE_GOING_AWAY = 1001, WD_WS_CLOSE_PROTOCOL = 1002,
-  WD_WS_CLOSE_POLICY = 1008, WD_WS_CLOSE_TOO_BIG = 1009, WD_WS_CLOSE_ERROR = 1011,
+  WD_WS_CLOSE_BAD_DATA = 1007, WD_WS_CLOSE_POLICY = 1008, WD_WS_CLOSE_TOO_BIG = 1009, WD_WS_CLOSE_ERROR = 1011,
 };
 
 /* base64(SHA-1(key + the RFC's GUID)): 28 characters and a NUL into out.
  * Returns 0, or WD_EINVAL for a key that is not 24 base64 characters. */
 int wd_ws_accept_key(const char *key, char out[29]);
+
+/* Whether a comma-separated header value (Upgrade, Connection,
+ * Sec-WebSocket-Protocol) holds token: compared without case when nocase
+ * (Upgrade and Connection), exactly otherwise (a subprotocol answered must
+ * be one the client offered, byte for byte). value NULL: no. */
+int wd_ws_has_token(const char *value, const char *token, int nocase);
+
+/* The first token of such a value that starts with prefix (exactly): what
+ * follows the prefix, its length in *ret_len; NULL when there is none. */
+const char *wd_ws_token_after(const char *value, const char *prefix, size_t *ret_len);
 
 /* SHA-1 of data (20 bytes into out): the handshake's only use of it. */
 void wd_ws_sha1(const void *data, size_t n, unsigned char out[20]);

@@ -28,11 +28,12 @@ endif()
 # transcriptions: every error path, the limits, batching and cancels, the
 # drain and socket activation, and several models with a SIGHUP reload
 # (references to a model shared by requests and threads: 36 s), and the
-# realtime sessions (their threads, queues and turns' callbacks). test_curl
+# realtime sessions (their threads, queues and turns' callbacks, and the
+# WebSocket rules and session bounds of test_realtime_ws). test_curl
 # and the SDK files (the answers' formats, the same code paths again) stay
 # in the release tree: under ASan they would add about ten minutes to CI.
 set(wd_api_asan test_auth test_errors test_limits test_concurrency test_systemd test_faults
-    test_models test_realtime)
+    test_models test_realtime test_realtime_ws)
 foreach(f IN LISTS wd_api_tests)
   get_filename_component(n ${f} NAME_WE)
   if((wd_api_sanitized AND NOT WD_TSAN AND NOT n IN_LIST wd_api_asan) OR

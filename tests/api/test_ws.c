@@ -3,8 +3,9 @@
  * examples, the handshake key against RFC 6455's, and the frame parser on
  * the RFC's frames, fed whole and one byte at a time: masked text, a
  * fragmented message with a ping between its fragments, empty frames, the
- * 16- and 64-bit lengths, and each rule a client can break with the close
- * code it earns.
+ * 16- and 64-bit lengths, each message held to the size limit alone, close
+ * payloads, each rule a client can break with the close code it earns, and
+ * the handshake's header tokens.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,85 @@ WD_TEST(broken_rules_get_their_close_codes) {
   WD_CHECK_EQ_INT(feed(buf, n, 1, 150, &g, &close), WD_ETOOBIG);
   WD_CHECK_EQ_INT(close, WD_WS_CLOSE_TOO_BIG);
   WD_CHECK_EQ_INT(g.n, 0);
+}
+
+/* A close frame's payload: empty or a code an endpoint may send, and a
+ * UTF-8 reason (RFC 6455 5.5.1, 7.4); anything else fails the connection
+ * and is never given (so never echoed). */
+WD_TEST(close_payloads) {
+  static unsigned char buf[256];
+  static got_t g;
+  int close = 0;
+  static const int ok[] = { 1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1014,
+                            3000, 3999, 4000, 4999 };
+  static const int bad[] = { 0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535 };
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    const unsigned char p[2] = { (unsigned char)(ok[i] >> 8), (unsigned char)ok[i] };
+    const size_t n = client_frame(0x88, p, 2, buf);
+    WD_CHECK_EQ_INT(feed(buf, n, 0, 1024, &g, &close), 0);
+    WD_CHECK(g.n == 1 && g.op[0] == WD_WS_CLOSE && g.len[0] == 2);
+  }
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const unsigned char p[2] = { (unsigned char)(bad[i] >> 8), (unsigned char)bad[i] };
+    const size_t n = client_frame(0x88, p, 2, buf);
+    close = 0;
+    WD_CHECK_EQ_INT(feed(buf, n, 1, 1024, &g, &close), WD_EFORMAT);
+    WD_CHECK_EQ_INT(close, WD_WS_CLOSE_PROTOCOL);
+    WD_CHECK_EQ_INT(g.n, 0);
+  }
+  size_t n = client_frame(0x88, "\x03", 1, buf); /* half a code */
+  WD_CHECK_EQ_INT(feed(buf, n, 0, 1024, &g, &close), WD_EFORMAT);
+  WD_CHECK_EQ_INT(close, WD_WS_CLOSE_PROTOCOL);
+  n = client_frame(0x88, "", 0, buf); /* no code at all: fine */
+  WD_CHECK_EQ_INT(feed(buf, n, 0, 1024, &g, &close), 0);
+  WD_CHECK(g.n == 1 && g.len[0] == 0);
+  n = client_frame(0x88, "\x03\xe8" "bye \xc3\xa9 \xf0\x9f\x98\x80", 13, buf); /* UTF-8 reason */
+  WD_CHECK_EQ_INT(feed(buf, n, 0, 1024, &g, &close), 0);
+  WD_CHECK(g.n == 1 && g.len[0] == 13);
+  static const char *const bad_utf8[] = { "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                          "\xff", "a\x80" };
+  for (size_t i = 0; i < sizeof bad_utf8 / sizeof bad_utf8[0]; i++) {
+    unsigned char p[16] = { 0x03, 0xe8 };
+    const size_t k = strlen(bad_utf8[i]);
+    memcpy(p + 2, bad_utf8[i], k);
+    n = client_frame(0x88, p, 2 + k, buf);
+    WD_CHECK_EQ_INT(feed(buf, n, 0, 1024, &g, &close), WD_EFORMAT);
+    WD_CHECK_EQ_INT(close, WD_WS_CLOSE_BAD_DATA);
+  }
+}
+
+/* Each message is held to the limit alone: two messages of 100 bytes
+ * against a limit of 150 (the second, a fragment at a time too) pass;
+ * the sizes of messages before do not add up. */
+WD_TEST(each_message_counted_alone) {
+  static unsigned char buf[4096], p100[100];
+  static got_t g;
+  int close = 0;
+  memset(p100, 'x', sizeof p100);
+  for (int bytewise = 0; bytewise < 2; bytewise++) {
+    size_t n = client_frame(0x81, p100, 100, buf);
+    n += client_frame(0x81, p100, 100, buf + n);
+    n += client_frame(0x01, p100, 60, buf + n);
+    n += client_frame(0x80, p100, 60, buf + n);
+    WD_CHECK_EQ_INT(feed(buf, n, bytewise, 150, &g, &close), 0);
+    WD_CHECK_EQ_INT(g.n, 3);
+    WD_CHECK(g.len[0] == 100 && g.len[1] == 100 && g.len[2] == 120);
+  }
+}
+
+WD_TEST(header_tokens) {
+  WD_CHECK(wd_ws_has_token("keep-alive, Upgrade", "upgrade", 1));
+  WD_CHECK(!wd_ws_has_token("keep-alive, Upgrade", "upgrade", 0));
+  WD_CHECK(wd_ws_has_token(" a ,, realtime ", "realtime", 0));
+  WD_CHECK(!wd_ws_has_token("realtimes, xrealtime", "realtime", 0));
+  WD_CHECK(!wd_ws_has_token(NULL, "realtime", 0));
+  size_t n = 0;
+  const char *k = wd_ws_token_after("realtime, openai-insecure-api-key.sk-1 ,x",
+                                    "openai-insecure-api-key.", &n);
+  WD_CHECK(k && n == 4 && !strncmp(k, "sk-1", 4));
+  WD_CHECK(!wd_ws_token_after("xopenai-insecure-api-key.sk", "openai-insecure-api-key.", &n));
+  WD_CHECK(!wd_ws_token_after(" , ", "", &n));
+  WD_CHECK(wd_ws_token_after(" , b", "", &n) && n == 1);
 }
 
 WD_TEST(server_frame_headers) {

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "fuzz_common.h"
+#include "languages.h"
 #include "realtime_event.h"
 #include "ws.h"
 
@@ -24,6 +25,11 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   FUZZ_CHECK(op == WD_WS_TEXT || op == WD_WS_BINARY || op == WD_WS_CLOSE || op == WD_WS_PING ||
              op == WD_WS_PONG);
   FUZZ_CHECK(op < 0x8 || n <= 125);
+  if (op == WD_WS_CLOSE && n > 0) { /* a close given holds a code an endpoint may send */
+    const int code = n >= 2 ? data[0] << 8 | data[1] : 0;
+    FUZZ_CHECK((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+               (code >= 3000 && code <= 4999));
+  }
   if (op != WD_WS_TEXT)
     return 0;
   wd_rt_event_t ev;
@@ -35,6 +41,7 @@ static int on_message(void *ud, int op, const unsigned char *data, size_t n) {
   } else if (ev.type == WD_RT_SESSION_UPDATE) {
     FUZZ_CHECK(ev.cfg.threshold >= 0.0f && ev.cfg.threshold <= 1.0f);
     FUZZ_CHECK(memchr(ev.cfg.model, '\0', sizeof ev.cfg.model) != NULL && ev.cfg.model[0]);
+    FUZZ_CHECK(!ev.cfg.language[0] || wd_languages_index(ev.cfg.language) >= 0);
     json_t *j = wd_rt_config_json(&ev.cfg);
     FUZZ_CHECK(j != NULL);
     json_decref(j);
