@@ -21,8 +21,9 @@
 #                                     the KHR kernels; builds whisperd and the
 #                                     matrix kernels' tests
 #   scripts/lvp-sid.sh check [DIR]    runs them on sid's lavapipe: test_gemm's
-#                                     gemm_cm_khr, test_attn_enc, and jfk with
-#                                     tiny.en through the matrix kernels (fused
+#                                     gemm_cm_khr, test_attn_enc,
+#                                     test_engine_matrix, and jfk with tiny.en
+#                                     through the matrix kernels (fused
 #                                     attention too) against the f32 kernels
 #   scripts/lvp-sid.sh run CMD ...    any command inside the chroot, in this
 #                                     directory, with the host build's libraries
@@ -70,7 +71,8 @@ libs() {
   local b=$1 out=$1/sid-libs
   rm -rf "$out"
   mkdir -p "$out"
-  for bin in "$b/daemon/whisperd" "$b"/tests/gpu_test_gemm "$b"/tests/gpu_test_attn_enc; do
+  for bin in "$b/daemon/whisperd" "$b"/tests/gpu_test_gemm "$b"/tests/gpu_test_attn_enc \
+    "$b"/tests/gpu_test_engine_matrix; do
     [ -x "$bin" ] && ldd "$bin" | awk '/=> \//{print $1, $3}'
   done | sort -u | while read -r name path; do
     if [ ! -e "$sid/usr/lib/x86_64-linux-gnu/$name" ] && [ ! -e "$sid/lib/x86_64-linux-gnu/$name" ]; then
@@ -96,7 +98,8 @@ build() {
   cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWD_FFMPEG=OFF -DWD_BENCH=OFF \
     -DWD_GLSLANG_KHR="$t/glslangValidator" -DWD_SPIRV_OPT_KHR="$t/spirv-opt" \
     -DWD_SPIRV_VAL_KHR="$t/spirv-val" >/dev/null
-  cmake --build "$b" -j"$(nproc)" --target whisperd gpu_test_gemm gpu_test_attn_enc
+  cmake --build "$b" -j"$(nproc)" --target whisperd gpu_test_gemm gpu_test_attn_enc \
+    gpu_test_engine_matrix
   libs "$b" >/dev/null
 }
 
@@ -106,6 +109,7 @@ check() {
   cd "$root"
   run_in "$b" env WD_TEST_ONLY=device_opens,gemm_cm_khr,teardown "$b/tests/gpu_test_gemm" || rc=1
   run_in "$b" "$b/tests/gpu_test_attn_enc" || rc=1
+  run_in "$b" "$b/tests/gpu_test_engine_matrix" || rc=1
   local m=models/ggml-tiny.en.bin a=tests/data/audio/jfk.wav
   if [ -f "$m" ]; then
     run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-precision f32 -m "$m" "$a" >"$b/jfk_f32.txt"

@@ -38,7 +38,10 @@ WD_TEST(setup) {
   char err[256] = "";
   if (wd_model_load(WD_SOURCE_DIR "/models/ggml-tiny.en.bin", &g_model, err, sizeof err) < 0)
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = MAX_SEQS, .max_audio = 1 };
+  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = MAX_SEQS, .max_audio = 1,
+                                  /* the f32 kernels, held to the f32 reference; the
+                                   * matrix units against them: test_engine_matrix.c */
+                                  .exact = true };
   /* Keep lavapipe mapped after vkDestroyInstance so LeakSanitizer can name
    * (and tests/lsan.supp suppress) the driver's own exit-time leaks. */
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);

@@ -63,7 +63,9 @@ WD_TEST(setup) {
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   /* Audio slots 0 and 1 hold two windows; slot 2 is never encoded. */
   const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = MAX_SEQS, .max_audio = 3,
-                                  .kv = g_kv };
+                                  .kv = g_kv,
+                                  /* the f32 kernels (test_engine_matrix.c: the matrix units) */
+                                  .exact = true };
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE); /* see test_engine.c */
   int rc = wd_vk_engine_new(g_model, &o, &g_eng, err, sizeof err);
   if (rc == WD_ENODEVICE)

@@ -48,7 +48,10 @@ static void run_ftype(int32_t ftype, const char *name) {
   WD_CHECK_EQ_INT(rc, 0);
   if (rc < 0)
     goto out;
-  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 2, .max_audio = 1 };
+  const wd_vk_engine_opts_t o = { .device = -1, .max_seqs = 2, .max_audio = 1,
+                                  /* the f32 kernels, held to the f32 reference; the
+                                   * matrix units against them: test_engine_matrix.c */
+                                  .exact = true };
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
   rc = wd_vk_engine_new(m, &o, &e, err, sizeof err);
   if (rc == WD_ENODEVICE) {

@@ -60,7 +60,10 @@ static int rig_open(rig_t *g, const char *path) {
   WD_CHECK_EQ_INT(wd_timing_heads(g->m, g->heads, 1024, &g->n_heads), 0);
   /* Keep lavapipe mapped so LeakSanitizer can name its exit-time leaks. */
   (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NODELETE);
-  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 5, .max_audio = 1 };
+  const wd_vk_engine_opts_t eo = { .device = -1, .max_seqs = 5, .max_audio = 1,
+                                  /* the f32 kernels, held to the f32 reference; the
+                                   * matrix units against them: test_engine_matrix.c */
+                                  .exact = true };
   int rc = wd_vk_engine_new(g->m, &eo, &g->eng, err, sizeof err);
   if (rc == WD_ENODEVICE) {
     rig_free(g);
