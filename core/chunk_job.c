@@ -143,9 +143,15 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
   const int rc = wd_workers_submit(j->g, pcm, n, &q, &id);
   if (rc == 0) {
     pthread_mutex_lock(&j->mu);
+    /* A cancel (wd_chunk_cancel) or a failed chunk (chunk_done) that came
+     * while this submit was under way found c->id still 0 and passed c
+     * over: stopping it is this thread's, now that its id is known. */
+    const int stop = !c->done && (j->cancelled || j->rc);
     if (!c->done)
       c->id = id;
     pthread_mutex_unlock(&j->mu);
+    if (stop)
+      wd_workers_cancel(j->g, id);
   }
   return rc;
 }
@@ -242,7 +248,9 @@ static void emit_ready(cjob_t *j) {
   pthread_mutex_unlock(&j->emit_mu);
 }
 
-/* The worker ids of j's chunks in flight (under j->mu), at most max. */
+/* The worker ids of j's chunks in flight (under j->mu), at most max. A
+ * chunk whose submit is under way has no id yet: submit_chunk cancels it
+ * itself once it has one. */
 static size_t ids_in_flight(const cjob_t *j, uint64_t *ids, size_t max) {
   size_t n = 0;
   for (size_t i = 0; i < j->next_submit && n < max; i++)
