@@ -126,7 +126,10 @@ static void reg_remove(cjob_t *j) {
 
 static void chunk_done(void *ud, int rc, wd_transcript_t *t);
 
-/* Submits chunk c (its samples copied). Called without j->mu. */
+/* Submits chunk c (its samples copied). Called without j->mu. Every chunk
+ * but the first is submitted as admitted (worker.h): the first one's
+ * acceptance was the job's, and the later ones hold the place it won, so
+ * a queue that other requests keep full cannot refuse them part-way. */
 static int submit_chunk(cjob_t *j, chunk_t *c) {
   const size_t n = c->end - c->start;
   int16_t *pcm = malloc(n * sizeof *pcm);
@@ -135,6 +138,7 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
   memcpy(pcm, j->samples + c->start, n * sizeof *pcm);
   wd_job_params_t q = j->p;
   q.cb = (wd_job_cb_t){ .ud = c, .on_segment = NULL, .on_done = chunk_done };
+  q.admitted = c != &j->chunks[0];
   if (j->deadline > 0) {
     const double left = j->deadline - wd_now_s();
     q.timeout_s = left > 0.001 ? left : 0.001;
@@ -403,8 +407,9 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
   }
   if (ret_id)
     *ret_id = id;
-  /* The rest of the first batch; a refusal now ends the job through the
-   * chunks in flight (chunk_done finishes it). */
+  /* The rest of the first batch, admitted; a failure now (a drain, no
+   * memory) ends the job through the chunks in flight (chunk_done
+   * finishes it). */
   for (;;) {
     pthread_mutex_lock(&j->mu);
     chunk_t *next = NULL;

@@ -1,7 +1,8 @@
 /*
  * test_chunk_job.c - chunked jobs (core/chunk_job.c) over a fake worker:
- * cancellation reaches every chunk, the one whose submit is under way
- * included.
+ * only the first chunk can be refused (the later ones are admitted and
+ * hold its place in a full queue), and cancellation reaches every chunk,
+ * the one whose submit is under way included.
  *
  * The worker is a fake defined here (every wd_worker_* symbol workers.c
  * uses is defined in this file, so the linker never pulls worker.o from
@@ -31,6 +32,7 @@
 typedef struct {
   uint64_t id;
   wd_job_cb_t cb;
+  int admitted;
 } fake_job_t;
 
 struct wd_worker {
@@ -44,6 +46,9 @@ struct wd_worker {
   int n_cancelled;
   int hold;               /* submit waits until released */
   int holding;            /* a submit is waiting */
+  int full_from;          /* with this many jobs the queue is full: a job not
+                           * admitted gets WD_EBUSY, as from a real worker
+                           * (-1: never full) */
 };
 
 static void fake_init(wd_worker_t *w, int max_batch) {
@@ -53,6 +58,7 @@ static void fake_init(wd_worker_t *w, int max_batch) {
   w->st.queue_max = 64;
   w->st.max_batch = max_batch;
   w->next_id = 1;
+  w->full_from = -1;
 }
 
 static void fake_done(wd_worker_t *w) {
@@ -75,12 +81,12 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
   pthread_cond_broadcast(&w->cv);
   while (w->hold)
     pthread_cond_wait(&w->cv, &w->mu);
-  if (w->n_jobs == FAKE_JOBS) {
+  if (w->n_jobs == FAKE_JOBS || (!p->admitted && w->full_from >= 0 && w->n_jobs >= w->full_from)) {
     pthread_mutex_unlock(&w->mu);
     return WD_EBUSY;
   }
   const uint64_t id = w->next_id++;
-  w->jobs[w->n_jobs++] = (fake_job_t){ id, p->cb };
+  w->jobs[w->n_jobs++] = (fake_job_t){ id, p->cb, p->admitted };
   w->st.queued++;
   if (ret_id)
     *ret_id = id;
@@ -196,7 +202,8 @@ static int16_t *copies(int n, size_t *ret_n) {
   return out;
 }
 
-static uint64_t submit_copies(wd_workers_t *g, int n) {
+/* wd_chunk_submit of n copies; its return code in *ret_rc. */
+static uint64_t submit_copies_rc(wd_workers_t *g, int n, int *ret_rc) {
   size_t n_pcm = 0;
   int16_t *pcm = copies(n, &n_pcm);
   WD_CHECK(pcm != NULL);
@@ -208,12 +215,73 @@ static uint64_t submit_copies(wd_workers_t *g, int n) {
   g_done = 0;
   g_rc = 1;
   uint64_t id = 0;
-  WD_CHECK_EQ_INT(wd_chunk_submit(g, g_vad, &vp, pcm, n_pcm, &p, &id), 0);
+  *ret_rc = wd_chunk_submit(g, g_vad, &vp, pcm, n_pcm, &p, &id);
+  return id;
+}
+
+static uint64_t submit_copies(wd_workers_t *g, int n) {
+  int rc = 0;
+  const uint64_t id = submit_copies_rc(g, n, &rc);
+  WD_CHECK_EQ_INT(rc, 0);
   WD_CHECK(id != 0);
   return id;
 }
 
+/* Ends chunk index with rc, as the worker thread would. */
+static void end_chunk_now(wd_worker_t *w, int index, int rc) {
+  ending_t e;
+  end_chunk_async(&e, w, index, rc);
+  pthread_join(e.thread, NULL);
+}
+
 /* ======================= tests ========================================== */
+
+/* The first chunk is the job's admission: a full queue refuses it, and
+ * that refusal is wd_chunk_submit's answer, with nothing left running. */
+WD_TEST(first_chunk_refused_is_the_answer) {
+  wd_worker_t w;
+  fake_init(&w, 2);
+  w.full_from = 0;
+  wd_worker_t *ws[1] = { &w };
+  wd_workers_t *g = NULL;
+  WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+  int rc = 0;
+  const uint64_t id = submit_copies_rc(g, 3, &rc);
+  WD_CHECK_EQ_INT(rc, WD_EBUSY);
+  WD_CHECK_EQ_INT(id, 0);
+  WD_CHECK_EQ_INT(n_jobs(&w), 0);
+  WD_CHECK_EQ_INT(g_done, 0); /* no on_done for a job not taken */
+  wd_workers_free(g);
+  fake_done(&w);
+}
+
+/* Once the first chunk is in, the queue is full for everyone else; the
+ * rest of the first batch and every chunk submitted as one ends are
+ * admitted and taken, and the job ends with its whole transcript. (They
+ * were submitted like new requests, and the first refusal ended the job
+ * with WD_EBUSY after its work.) */
+WD_TEST(later_chunks_hold_their_place_in_a_full_queue) {
+  wd_worker_t w;
+  fake_init(&w, 2); /* two chunks in flight */
+  w.full_from = 1;  /* full once the first chunk is queued */
+  wd_worker_t *ws[1] = { &w };
+  wd_workers_t *g = NULL;
+  WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+  submit_copies(g, 3);
+  WD_CHECK_EQ_INT(n_jobs(&w), 2);
+  WD_CHECK_EQ_INT(w.jobs[0].admitted, 0);
+  WD_CHECK_EQ_INT(w.jobs[1].admitted, 1);
+  end_chunk_now(&w, 0, 0); /* submits the third chunk, from the callback */
+  WD_CHECK_EQ_INT(n_jobs(&w), 3);
+  WD_CHECK_EQ_INT(w.jobs[2].admitted, 1);
+  end_chunk_now(&w, 1, 0);
+  WD_CHECK_EQ_INT(g_done, 0);
+  end_chunk_now(&w, 2, 0);
+  WD_CHECK_EQ_INT(g_done, 1);
+  WD_CHECK_EQ_INT(g_rc, 0);
+  wd_workers_free(g);
+  fake_done(&w);
+}
 
 /* A cancel that arrives while the next chunk's submit is under way (its
  * worker id not known yet) still reaches that chunk once the submit
