@@ -108,6 +108,8 @@ static const wd_option_t wd_options[] = {
     "Audio seconds queued plus running per worker before new requests get 429 (each second holds its 16-bit samples, 32 KB; a worker holding none takes any request); 0: a quarter of the memory available at start", 0 },
   { "timeout", 0, WD_OPT_INT, OFF(timeout_s), "600", 1, 86400, NULL, "SECONDS",
     "Longest a request may wait and run before it is cancelled", 0 },
+  { "decode-timeout", 0, WD_OPT_INT, OFF(decode_timeout_s), "60", 0, 86400, NULL, "SECONDS",
+    "Longest one upload's audio may take to decode (FFmpeg, libsndfile; hours of audio take seconds): past it the decode is stopped, its thread freed and the request answered 400 (a damaged or hostile file); 0: no bound", 0 },
   { "idle-timeout", 0, WD_OPT_INT, OFF(idle_timeout_s), "30", 1, 3600, NULL, "SECONDS",
     "A client silent this long while sending its request is disconnected", 0 },
   { "body-timeout", 0, WD_OPT_INT, OFF(body_timeout_s), "300", 1, 86400, NULL, "SECONDS",
