@@ -55,6 +55,11 @@ void wd_api_error_from_audio(wd_api_error_t *e, int rc, const char *detail, int 
   case WD_ENOMEM:
     wd_api_error_set(e, 500, NULL, NULL, "The server ran out of memory decoding the audio.");
     break;
+  case WD_ETIMEDOUT: /* --decode-timeout: a file that takes this long is damaged or hostile */
+    wd_api_error_set(e, 400, "file", "audio_decode_timeout",
+                     "The audio file took too long to decode (%s). It may be damaged; "
+                     "re-encoding it (for example as 16 kHz WAV) usually helps.", d);
+    break;
   default:
     wd_api_error_set(e, 500, NULL, NULL, "Internal error decoding the audio (%s).",
                      wd_err_name(rc));

@@ -36,7 +36,8 @@ int wd_api_error_set(wd_api_error_t *e, int status, const char *param, const cha
  * A failure of wd_audio_decode() on the uploaded file. WD_EAUDIO and other
  * content errors become OpenAI's 400 "Invalid file format" with the
  * decoder's detail appended; WD_ETOOBIG becomes 400 for audio longer than
- * max_audio_s; WD_ENOMEM and anything unexpected 500.
+ * max_audio_s; WD_ETIMEDOUT (past --decode-timeout) becomes 400
+ * "audio_decode_timeout"; WD_ENOMEM and anything unexpected 500.
  */
 void wd_api_error_from_audio(wd_api_error_t *e, int rc, const char *detail, int max_audio_s);
 

@@ -442,7 +442,8 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *mo
                               "Model `%.128s` is English-only and cannot translate.", r->model);
     if (m->no_translate)
       return wd_api_error_set(err, 400, "model", "unsupported_model",
-                              "Model `%.128s` (large-v3-turbo) was not trained to translate.",
+                              "Model `%.128s` was not trained to translate: its decoder was "
+                              "cut down for transcription, as large-v3-turbo's is.",
                               r->model);
     return 0;
   }

@@ -38,6 +38,8 @@ typedef struct {
   const char *api_key;       /* NULL or "": no authentication */
   int max_audio_s;           /* per-request audio cap */
   double job_timeout_s;      /* queued + running */
+  double decode_timeout_s;   /* one upload's audio decode (core/audio.h timeout_s);
+                              * 0 = no bound */
   int body_timeout_s;        /* whole time to receive one request body (slow
                               * clients); 0 = 300 s. A client that stops
                               * sending is cut off sooner, by idle_timeout_s */

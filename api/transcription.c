@@ -717,6 +717,7 @@ static void decode_task(void *arg) {
     .max_seconds = (uint32_t)(s->o.max_audio_s > 0 ? s->o.max_audio_s : 0),
     .on_length = decode_room,
     .ud = t,
+    .timeout_s = s->o.decode_timeout_s,
   };
   int16_t *pcm = NULL;
   size_t n = 0;

@@ -55,6 +55,7 @@
 #include <libswresample/swresample.h>
 #include <sndfile.h>
 
+#include "clock.h"
 #include "error.h"
 #include "fault.h"
 #include "log.h"
@@ -351,7 +352,16 @@ typedef struct {
   const unsigned char *data;
   int64_t len;
   int64_t pos;
+  double deadline;  /* CLOCK_MONOTONIC s (wd_audio_opts_t.timeout_s); 0: none */
+  int expired;      /* the deadline passed: reads give nothing from then on */
 } wd_audio_mem_t;
+
+/* Whether the decode has run past its deadline (sticky once it has). */
+static int wd_audio_mem_expired(wd_audio_mem_t *m) {
+  if (!m->expired && m->deadline > 0 && wd_now_s() > m->deadline)
+    m->expired = 1;
+  return m->expired;
+}
 
 /* Moves the cursor like lseek; positions past the end are clamped to it. */
 static int64_t wd_audio_mem_seek(wd_audio_mem_t *m, int64_t offset, int whence) {
@@ -365,6 +375,8 @@ static int64_t wd_audio_mem_seek(wd_audio_mem_t *m, int64_t offset, int whence) 
 }
 
 static int64_t wd_audio_mem_read(wd_audio_mem_t *m, void *buf, int64_t count) {
+  if (wd_audio_mem_expired(m))
+    return 0; /* the end, for the library; the caller answers WD_ETIMEDOUT */
   int64_t n = m->len - m->pos;
   if (count < n)
     n = count;
@@ -393,8 +405,10 @@ static sf_count_t wd_sf_tell(void *ud) { return ((wd_audio_mem_t *)ud)->pos; }
 /* FFmpeg's AVIOContext callbacks over wd_audio_mem_t. */
 static int wd_av_read(void *opaque, uint8_t *buf, int buf_size) {
   int64_t n = wd_audio_mem_read(opaque, buf, buf_size);
-  return n > 0 ? (int)n : AVERROR_EOF;
+  return n > 0 ? (int)n : ((wd_audio_mem_t *)opaque)->expired ? AVERROR_EXIT : AVERROR_EOF;
 }
+/* FFmpeg asks this in its blocking loops (probing, stream info, reads). */
+static int wd_av_interrupt(void *opaque) { return wd_audio_mem_expired(opaque); }
 static int64_t wd_av_seek(void *opaque, int64_t offset, int whence) {
   wd_audio_mem_t *m = opaque;
   if (whence & AVSEEK_SIZE)
@@ -600,7 +614,7 @@ static int wd_audio_decode_sndfile(wd_audio_mem_t *mem, wd_audio_sink_t *s, int 
     case AV_SAMPLE_FMT_S32: got = sf_readf_int(sf, buf, WD_AUDIO_SF_CHUNK); break;
     default: got = sf_readf_short(sf, buf, WD_AUDIO_SF_CHUNK); break;
     }
-    if (got <= 0)
+    if (got <= 0 || wd_audio_mem_expired(mem)) /* between blocks */
       break;
     const uint8_t *planes[1] = { (const uint8_t *)buf };
     r = wd_audio_sink_push(s, planes, (int)got, err, err_len);
@@ -719,6 +733,7 @@ static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *
   }
   fmt->pb = avio;
   fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  fmt->interrupt_callback = (AVIOInterruptCB){ .callback = wd_av_interrupt, .opaque = mem };
   fmt->io_open = wd_av_io_open_refused;
   av_dict_set(&opts, "format_whitelist", WD_AUDIO_AV_FORMATS, 0);
   r = avformat_open_input(&fmt, NULL, NULL, &opts); /* frees fmt on failure */
@@ -772,6 +787,11 @@ static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *
   uint64_t n_pkt = 0;
   int read_r;
   while ((read_r = av_read_frame(fmt, pkt)) >= 0) {
+    if (wd_audio_mem_expired(mem)) { /* between packets */
+      av_packet_unref(pkt);
+      r = WD_ETIMEDOUT;
+      goto fail;
+    }
     if (++n_pkt > n_pkt_max) {
       av_packet_unref(pkt);
       r = wd_audio_fail(err, err_len, WD_ETOOBIG, "too many packets in the %s file",
@@ -837,6 +857,22 @@ static int wd_audio_decode_libav(wd_audio_mem_t *mem, wd_audio_sink_t *s, char *
 /* ------------------------------------------------------------------------ */
 /* Public API                                                               */
 
+/* Tests only (fault.h decode_delay): the decode is slow before its first
+ * read, in slices of at most 50 ms with the deadline checked after each,
+ * as a decode that is slow between its reads would be cut at the next
+ * one. */
+static void wd_audio_fault_delay(wd_audio_mem_t *m) {
+  const double delay_s = (double)wd__fault_decode_delay_ms() * 1e-3;
+  if (delay_s <= 0)
+    return;
+  const double end = wd_now_s() + delay_s;
+  for (double left = delay_s; left > 0 && !wd_audio_mem_expired(m); left = end - wd_now_s()) {
+    const double step = left < 0.05 ? left : 0.05;
+    const struct timespec ts = { 0, (long)(step * 1e9) };
+    nanosleep(&ts, NULL);
+  }
+}
+
 static pthread_once_t wd_audio_once = PTHREAD_ONCE_INIT;
 
 static void wd_audio_init_once(void) {
@@ -861,15 +897,13 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
   if (len > (size_t)INT64_MAX)
     return wd_audio_fail(err, err_len, WD_ETOOBIG, "the audio file is too large");
   pthread_once(&wd_audio_once, wd_audio_init_once);
-  const long delay_ms = wd__fault_decode_delay_ms(); /* tests only (fault.h) */
-  if (delay_ms > 0) {
-    const struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-  }
+  const double timeout_s = opts && opts->timeout_s > 0 ? opts->timeout_s : 0.0;
+  wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0,
+                         .deadline = timeout_s > 0 ? wd_now_s() + timeout_s : 0.0 };
+  wd_audio_fault_delay(&mem);
 
   const uint32_t max_seconds =
       opts && opts->max_seconds ? opts->max_seconds : WD_AUDIO_MAX_SECONDS_DEFAULT;
-  wd_audio_mem_t mem = { .data = data, .len = (int64_t)len, .pos = 0 };
   wd_audio_sink_t sink = { .max_seconds = max_seconds,
                            .on_length = opts ? opts->on_length : NULL,
                            .ud = opts ? opts->ud : NULL };
@@ -878,11 +912,17 @@ int wd_audio_decode(const void *data, size_t len, const wd_audio_opts_t *opts,
     wd_log_debug("audio: a chunk runs past the end of the file: not for libsndfile");
   else if (!WD_HAVE_FFMPEG || !wd_audio_prefer_libav(data, len))
     r = wd_audio_decode_sndfile(&mem, &sink, &declined, err, err_len);
-  if (r < 0 && declined) {
+  if (r < 0 && declined && !wd_audio_mem_expired(&mem)) {
     wd_audio_sink_free(&sink); /* back to a fresh sink for the second try */
     mem.pos = 0;
     r = wd_audio_decode_libav(&mem, &sink, err, err_len);
   }
+  /* Past the deadline the libraries saw an early end of file, and said
+   * whatever that means to them: the answer is the deadline's. */
+  if (wd_audio_mem_expired(&mem))
+    r = wd_audio_fail(err, err_len, WD_ETIMEDOUT,
+                      "stopped at the %g s limit, %.2f s of audio decoded",
+                      timeout_s, sink.rate > 0 ? (double)sink.n_in / sink.rate : 0.0);
   if (r == 0)
     r = wd_audio_sink_finish(&sink, err, err_len);
   if (r == 0) {

@@ -16,7 +16,8 @@
  * Errors: WD_EINVAL (bad arguments), WD_ENOMEM, WD_EAUDIO (empty, garbage,
  * truncated, no audio stream, no samples, absurd rate or channel count,
  * NaN, infinite or absurd float samples),
- * WD_ETOOBIG (longer than max_seconds), or what on_length returned;
+ * WD_ETOOBIG (longer than max_seconds), WD_ETIMEDOUT (past timeout_s),
+ * or what on_length returned;
  * wd_audio_decode_file adds WD_ENOENT
  * and WD_EIO. Each comes with a one-line message for the user in err.
  *
@@ -43,6 +44,13 @@ typedef struct {
    * without decoding it. Runs on the decoding thread. */
   int (*on_length)(void *ud, double seconds);
   void *ud;
+  /* Wall-clock seconds the whole decode may take, from the call; 0 = no
+   * bound. Checked in every read of the file's bytes (both libraries'
+   * I/O callbacks, FFmpeg's interrupt callback) and between decoded
+   * blocks and packets: a decode past it ends there with WD_ETIMEDOUT and
+   * frees its thread. A library that spins without reading or returning
+   * is not reached (that would take a child process). */
+  double timeout_s;
 } wd_audio_opts_t;
 
 /*

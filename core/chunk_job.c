@@ -126,7 +126,10 @@ static void reg_remove(cjob_t *j) {
 
 static void chunk_done(void *ud, int rc, wd_transcript_t *t);
 
-/* Submits chunk c (its samples copied). Called without j->mu. */
+/* Submits chunk c (its samples copied). Called without j->mu. Every chunk
+ * but the first is submitted as admitted (worker.h): the first one's
+ * acceptance was the job's, and the later ones hold the place it won, so
+ * a queue that other requests keep full cannot refuse them part-way. */
 static int submit_chunk(cjob_t *j, chunk_t *c) {
   const size_t n = c->end - c->start;
   int16_t *pcm = malloc(n * sizeof *pcm);
@@ -135,6 +138,7 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
   memcpy(pcm, j->samples + c->start, n * sizeof *pcm);
   wd_job_params_t q = j->p;
   q.cb = (wd_job_cb_t){ .ud = c, .on_segment = NULL, .on_done = chunk_done };
+  q.admitted = c != &j->chunks[0];
   if (j->deadline > 0) {
     const double left = j->deadline - wd_now_s();
     q.timeout_s = left > 0.001 ? left : 0.001;
@@ -143,9 +147,15 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
   const int rc = wd_workers_submit(j->g, pcm, n, &q, &id);
   if (rc == 0) {
     pthread_mutex_lock(&j->mu);
+    /* A cancel (wd_chunk_cancel) or a failed chunk (chunk_done) that came
+     * while this submit was under way found c->id still 0 and passed c
+     * over: stopping it is this thread's, now that its id is known. */
+    const int stop = !c->done && (j->cancelled || j->rc);
     if (!c->done)
       c->id = id;
     pthread_mutex_unlock(&j->mu);
+    if (stop)
+      wd_workers_cancel(j->g, id);
   }
   return rc;
 }
@@ -242,7 +252,9 @@ static void emit_ready(cjob_t *j) {
   pthread_mutex_unlock(&j->emit_mu);
 }
 
-/* The worker ids of j's chunks in flight (under j->mu), at most max. */
+/* The worker ids of j's chunks in flight (under j->mu), at most max. A
+ * chunk whose submit is under way has no id yet: submit_chunk cancels it
+ * itself once it has one. */
 static size_t ids_in_flight(const cjob_t *j, uint64_t *ids, size_t max) {
   size_t n = 0;
   for (size_t i = 0; i < j->next_submit && n < max; i++)
@@ -395,8 +407,9 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
   }
   if (ret_id)
     *ret_id = id;
-  /* The rest of the first batch; a refusal now ends the job through the
-   * chunks in flight (chunk_done finishes it). */
+  /* The rest of the first batch, admitted; a failure now (a drain, no
+   * memory) ends the job through the chunks in flight (chunk_done
+   * finishes it). */
   for (;;) {
     pthread_mutex_lock(&j->mu);
     chunk_t *next = NULL;

@@ -11,7 +11,18 @@
  * its times move back by one offset. At most max_batch of a file's chunks
  * are queued or running at once; each one that ends submits the next (from
  * the worker's callback, which may submit), so a three-hour file does not
- * fill the queue ahead of other requests. Segments reach on_segment in time
+ * fill the queue ahead of other requests.
+ *
+ * Admission: the first chunk is submitted like any request, and its
+ * refusal (a full queue, the audio budget) is the job's answer. Every
+ * later chunk is submitted as admitted (worker.h): it holds the place the
+ * first one won, so a job once accepted is never refused part-way by a
+ * queue that other requests keep full; only a drain or an error can end it
+ * early. The queue stays bounded: a job has at most max_batch chunks
+ * queued or running at once, and new requests still meet queue_max with
+ * those chunks counted among the queued.
+ *
+ * Segments reach on_segment in time
  * order, a chunk's once every chunk before it has ended; on_done gets one
  * transcript, segments renumbered, times, seeks and words on the original
  * timeline, the language of the first chunk. A chunk that fails ends the
@@ -38,7 +49,8 @@ int wd_chunks_merge(const wd_vad_span_t *spans, size_t n, double max_s, wd_vad_s
  * vp's max_speech_s is replaced by WD_CHUNK_MAX_S. *ret_id (not 0) cancels
  * it with wd_chunk_cancel. A file without speech: on_done with an empty
  * transcript before this returns, *ret_id 0. Returns 0, WD_ENOMEM, or the
- * first chunk's refusal (WD_EBUSY, WD_ESHUTDOWN, WD_EINVAL, ...). */
+ * first chunk's refusal (WD_EBUSY, WD_ESHUTDOWN, WD_EINVAL, ...); once it
+ * has returned 0, on_done gets the job's end, never WD_EBUSY. */
 int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_params_t *vp,
                     int16_t *samples, size_t n_samples, const wd_job_params_t *p,
                     uint64_t *ret_id);

@@ -435,7 +435,8 @@ const wd_hparams_t *wd_model_hparams(const wd_model_t *m) { return &m->hp; }
 const char *wd_model_name(const wd_model_t *m) { return m->name; }
 int wd_model_is_multilingual(const wd_model_t *m) { return m->hp.n_vocab >= 51865; }
 int wd_model_can_translate(const wd_model_t *m) {
-  return wd_model_is_multilingual(m) && strcmp(m->name, "large-v3-turbo") != 0;
+  /* The rule and its reasons: model.h. */
+  return wd_model_is_multilingual(m) && m->hp.n_text_layer == m->hp.n_audio_layer;
 }
 size_t wd_model_n_tensors(const wd_model_t *m) { return m->n_tensors; }
 

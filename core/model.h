@@ -72,9 +72,16 @@ const wd_hparams_t *wd_model_hparams(const wd_model_t *m);
 const char *wd_model_name(const wd_model_t *m);
 /* 1 when n_vocab >= 51865 (the multilingual layouts), else 0. */
 int wd_model_is_multilingual(const wd_model_t *m);
-/* 1 when the model was trained to translate into English: multilingual,
- * and not large-v3-turbo, which OpenAI fine-tuned on transcription only
- * (its <|translate|> token gives transcripts in the spoken language). */
+/* 1 when the model was trained to translate into English, decided from its
+ * shape alone: a multilingual vocabulary (n_vocab >= 51865; the
+ * English-only .en models have 51864 and no task tokens to speak of) and a
+ * decoder as deep as its encoder. Every OpenAI multilingual release tiny ..
+ * large-v3 has both. A decoder cut down under a full encoder is a model
+ * fine-tuned or distilled for transcription only: large-v3-turbo (4
+ * decoder layers under 32), distil-whisper's (2 under 32). openai/whisper
+ * still runs task=translate on those, and they answer with a transcript in
+ * the spoken language; whisperd refuses the task instead (400) rather than
+ * call that a translation. */
 int wd_model_can_translate(const wd_model_t *m);
 
 /* The tensor with that exact name, or NULL if absent. */

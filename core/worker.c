@@ -1,7 +1,8 @@
 /*
  * worker.c - the job queue and the worker thread (see worker.h).
  *
- * Shapes: a FIFO of queued jobs (linked list, at most queue_max); run[] holds
+ * Shapes: a FIFO of queued jobs (linked list, at most queue_max new jobs,
+ * plus the admitted later parts of accepted ones, worker.h); run[] holds
  * the running jobs, at most cap = min(max_batch, engine max_seqs,
  * engine max_audio). A running job holds one audio slot and as many
  * sequence slots as its decoder has rows (1, beam_size or best_of) for its
@@ -679,6 +680,18 @@ static int audio_full(const wd_worker_t *w, double audio_s) {
   return w->o.audio_budget_s > 0 && w->held_s > 0 && w->held_s + audio_s > w->o.audio_budget_s;
 }
 
+/* Under mu: why a job of audio_s seconds cannot be queued now, or 0. The
+ * later parts of an accepted job (p->admitted) hold their place: only a
+ * drain refuses them, so a job the worker took is never cut part-way by
+ * a queue that other requests keep full. */
+static int refusal(const wd_worker_t *w, const wd_job_params_t *p, double audio_s) {
+  if (!w->accepting)
+    return WD_ESHUTDOWN;
+  if (!p->admitted && (queue_full(w) || audio_full(w, audio_s)))
+    return WD_EBUSY;
+  return 0;
+}
+
 int wd_worker_has_room(wd_worker_t *w, double audio_s) {
   pthread_mutex_lock(&w->mu);
   const int room = w->accepting && !audio_full(w, audio_s);
@@ -695,9 +708,7 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
   /* Refuse before the log-mel's pass when the answer is already known. */
   const double audio_s = (double)n_samples / WD_MEL_SAMPLE_RATE;
   pthread_mutex_lock(&w->mu);
-  int rc = !w->accepting                           ? WD_ESHUTDOWN
-           : queue_full(w) || audio_full(w, audio_s) ? WD_EBUSY
-                                                     : 0;
+  int rc = refusal(w, p, audio_s);
   pthread_mutex_unlock(&w->mu);
   if (rc < 0) {
     free(samples);
@@ -728,9 +739,7 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
   j->held_s = audio_s;
   pthread_mutex_lock(&w->mu);
-  rc = !w->accepting                           ? WD_ESHUTDOWN
-       : queue_full(w) || audio_full(w, audio_s) ? WD_EBUSY
-                                                 : 0;
+  rc = refusal(w, p, audio_s);
   if (rc == 0) {
     w->held_s += audio_s;
     w->st.audio_held_s = w->held_s;

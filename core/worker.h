@@ -71,6 +71,11 @@ typedef struct {
   wd_decode_opts_t decode;   /* copied at submit, prompt tokens and language too */
   double timeout_s;          /* queued + running; 0 = no limit */
   wd_job_cb_t cb;
+  /* 1: a later part of a job the worker already accepted (a chunk of a
+   * chunked job, core/chunk_job.h), which holds the place its first part
+   * won: neither queue_max nor the audio budget refuses it (a drain still
+   * does). Its submitter bounds how many such parts it has queued at once. */
+  int admitted;
 } wd_job_params_t;
 
 /* Starts the worker thread. */
@@ -84,7 +89,8 @@ void wd_worker_free(wd_worker_t *w);
  * Queues a job for samples[0..n) (16 kHz mono, 16-bit: the signal is
  * samples / 32768, as core/audio.h decodes it). Takes ownership of samples
  * in every case (freed on error too). Runs the log-mel's max pass in the
- * calling thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue full),
+ * calling thread. Returns 0 and the job's id (never 0), or WD_EBUSY (queue
+ * full or audio budget spent; never for p->admitted),
  * WD_ESHUTDOWN (draining), WD_EINVAL (bad options: unknown language, a
  * multilingual option on an English-only model), WD_ERANGE (a beam_size or
  * best_of above the engine's sequence slots), WD_EUNSUP (beams or best_of

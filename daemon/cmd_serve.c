@@ -126,6 +126,7 @@ static wd_server_opts_t server_opts(const wd_config_t *cfg, int listen_fd) {
     .max_connections = cfg->max_connections, .idle_timeout_s = cfg->idle_timeout_s,
     .api_key = cfg->api_key, .max_audio_s = cfg->max_audio_s,
     .job_timeout_s = cfg->timeout_s, .body_timeout_s = cfg->body_timeout_s,
+    .decode_timeout_s = cfg->decode_timeout_s,
     .header_timeout_s = cfg->header_timeout_s,
     .max_connections_per_ip = cfg->max_connections_per_ip,
     .decode_threads = cfg->decode_threads,

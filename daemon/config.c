@@ -39,14 +39,22 @@ typedef struct {
   const char *choices;  /* WD_OPT_ENUM: "a|b|c" */
   const char *meta;     /* value name in --help */
   const char *help;
-  int secret;           /* hidden in the dump */
+  unsigned flags;       /* WD_OPT_SECRET, WD_OPT_ONCE */
 } wd_option_t;
+
+/* flags: SECRET is hidden in the dump. ONCE may be given once per source
+ * (the command line, or one config file): a second value would silently
+ * replace the first, which for --model loses a model without a word, so it
+ * is an error naming both (the same value again is allowed). Sources still
+ * override each other by precedence. */
+#define WD_OPT_SECRET 1u
+#define WD_OPT_ONCE 2u
 
 #define OFF(f) offsetof(wd_config_t, f)
 
 static const wd_option_t wd_options[] = {
   { "model", 'm', WD_OPT_STR, OFF(model), "models/ggml-tiny.en.bin", 0, 0, NULL, "PATH",
-    "Whisper model: a ggml .bin file or a CTranslate2 directory", 0 },
+    "Whisper model: a ggml .bin file or a CTranslate2 directory; given once (serve's other models: --models)", WD_OPT_ONCE },
   { "device", 0, WD_OPT_DEVICE, OFF(device), "auto", -1, 63, NULL, "auto|all|cpu|vulkan|N[,...]",
     "auto: a GPU (discrete > integrated > virtual) if Vulkan shows one, else the native CPU engine; cpu: the CPU engine; vulkan: the best Vulkan device, lavapipe included; N: Vulkan device N from `whisperd devices` (-1 = auto); all: one worker per GPU Vulkan shows, and no CPU worker beside them (the CPU engine alone when there is no GPU; the log says what it resolved to); a comma list of cpu, vulkan and N (cpu,0 or 0,1 or cpu,vulkan) runs one worker per entry, each with its own engine, and every job goes to the least-loaded worker (queue-max and max-batch apply to each)", 0 },
   { "vk-validation", 0, WD_OPT_BOOL, OFF(vk_validation), "false", 0, 0, NULL, NULL,
@@ -79,7 +87,7 @@ static const wd_option_t wd_options[] = {
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",
     "Comma-separated extra names the API accepts in `model` (whisper-1 and the model's own name always work)", 0 },
   { "models", 0, WD_OPT_STR, OFF(models), "", 0, 0, NULL, "PATH[,PATH...]",
-    "More models `serve` loads beside --model, up to 3, each with its own engine and worker on --device; a request's `model` (a model's name, e.g. base or tiny.en) picks one, and whisper-1 and --model-alias stay --model's", 0 },
+    "More models `serve` loads beside --model, up to 3, each with its own engine and worker on --device; a request's `model` (a model's name, e.g. base or tiny.en) picks one, and whisper-1 and --model-alias stay --model's; given once, comma-separated", WD_OPT_ONCE },
   { "models-memory", 0, WD_OPT_INT, OFF(models_memory_mb), "0", 0, 1048576, NULL, "MIB",
     "Memory the loaded models may take together, in MiB (a model counts its file's size plus a quarter); with it, --models load on their first request (which waits for the load, at most 60 s), and idle ones make room least recently used first; a model that does not fit while the others are in use is answered 503 with Retry-After. 0: every model loaded at start", 0 },
   { "models-idle-s", 0, WD_OPT_INT, OFF(models_idle_s), "0", 0, 86400000, NULL, "SECONDS",
@@ -104,6 +112,8 @@ static const wd_option_t wd_options[] = {
     "Audio seconds queued plus running per worker before new requests get 429 (each second holds its 16-bit samples, 32 KB; a worker holding none takes any request); 0: a quarter of the memory available at start", 0 },
   { "timeout", 0, WD_OPT_INT, OFF(timeout_s), "600", 1, 86400, NULL, "SECONDS",
     "Longest a request may wait and run before it is cancelled", 0 },
+  { "decode-timeout", 0, WD_OPT_INT, OFF(decode_timeout_s), "60", 0, 86400, NULL, "SECONDS",
+    "Longest one upload's audio may take to decode (FFmpeg, libsndfile; hours of audio take seconds): past it the decode is stopped, its thread freed and the request answered 400 (a damaged or hostile file); 0: no bound", 0 },
   { "idle-timeout", 0, WD_OPT_INT, OFF(idle_timeout_s), "30", 1, 3600, NULL, "SECONDS",
     "A client silent this long while sending its request is disconnected", 0 },
   { "body-timeout", 0, WD_OPT_INT, OFF(body_timeout_s), "300", 1, 86400, NULL, "SECONDS",
@@ -119,7 +129,7 @@ static const wd_option_t wd_options[] = {
   { "shutdown-grace", 0, WD_OPT_INT, OFF(shutdown_grace_s), "30", 0, 3600, NULL, "SECONDS",
     "On SIGTERM, how long running jobs may finish before they are cancelled", 0 },
   { "api-key", 0, WD_OPT_STR, OFF(api_key), "", 0, 0, NULL, "KEY",
-    "Require 'Authorization: Bearer KEY' on /v1 (empty: no authentication)", 1 },
+    "Require 'Authorization: Bearer KEY' on /v1 (empty: no authentication)", WD_OPT_SECRET },
   { "log-file", 0, WD_OPT_STR, OFF(log_file), "", 0, 0, NULL, "PATH",
     "serve: append log lines to this file instead of stderr; SIGHUP reopens it", 0 },
   { "log-level", 0, WD_OPT_LOGLEVEL, OFF(log_level), "info", 0, 0, NULL, "LEVEL",
@@ -369,6 +379,32 @@ static int wd_option_set(wd_config_t *cfg, const wd_option_t *o, const char *val
   return WD_EINTERNAL;
 }
 
+/* seen[i]: option i was given already in this source. A second, different
+ * value of a WD_OPT_ONCE option is an error naming both and what to write
+ * instead. */
+static int wd_option_once(const wd_config_t *cfg, const wd_option_t *o, unsigned char *seen,
+                          const char *value, const char *where, char *err, size_t err_len) {
+  const size_t i = (size_t)(o - wd_options);
+  if (!(o->flags & WD_OPT_ONCE))
+    return 0;
+  if (!seen[i]) {
+    seen[i] = 1;
+    return 0;
+  }
+  const char *old = *(char *const *)((const char *)cfg + o->offset);
+  if (old && strcmp(old, value) == 0)
+    return 0;
+  if (strcmp(o->key, "model") == 0)
+    return wd_config_error(err, err_len,
+                           "%s: %s: given twice ('%s', then '%s'); serve runs one --model, give "
+                           "the others with --models %s",
+                           where, o->key, old ? old : "", value, value);
+  return wd_config_error(err, err_len,
+                         "%s: %s: given twice ('%s', then '%s'); give the list once, "
+                         "comma-separated: --%s %s,%s",
+                         where, o->key, old ? old : "", value, o->key, old ? old : "", value);
+}
+
 static char *wd_trim(char *s) {
   while (*s == ' ' || *s == '\t')
     s++;
@@ -389,6 +425,7 @@ static int wd_config_read_file(wd_config_t *cfg, const char *path, int must_exis
   }
   char line[4096];
   int lineno = 0, rc = 0;
+  unsigned char seen[N_OPTIONS] = { 0 };
   while (rc == 0 && fgets(line, sizeof line, f)) {
     lineno++;
     char where[512];
@@ -418,7 +455,9 @@ static int wd_config_read_file(wd_config_t *cfg, const char *path, int must_exis
       rc = wd_config_error(err, err_len, "%s: %s: unknown key", where, key);
       break;
     }
-    rc = wd_option_set(cfg, o, value, where, err, err_len);
+    rc = wd_option_once(cfg, o, seen, value, where, err, err_len);
+    if (rc == 0)
+      rc = wd_option_set(cfg, o, value, where, err, err_len);
   }
   if (rc == 0 && ferror(f))
     rc = wd_config_error(err, err_len, "%s: read error", path);
@@ -501,6 +540,7 @@ int wd_config_load(wd_config_t *cfg, int argc, char *const argv[], char *const e
   }
 
   int only_args = 0;
+  unsigned char seen[N_OPTIONS] = { 0 };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (only_args || a[0] != '-' || a[1] == '\0') {
@@ -563,7 +603,8 @@ int wd_config_load(wd_config_t *cfg, int argc, char *const argv[], char *const e
       }
       value = argv[++i];
     }
-    if ((rc = wd_option_set(cfg, o, value, a, err, err_len)) < 0)
+    if ((rc = wd_option_once(cfg, o, seen, value, a, err, err_len)) < 0 ||
+        (rc = wd_option_set(cfg, o, value, a, err, err_len)) < 0)
       goto fail;
   }
   return 0;
@@ -616,7 +657,7 @@ void wd_config_dump(const wd_config_t *cfg) {
     case WD_OPT_STR:
     case WD_OPT_ENUM: {
       const char *v = *(char *const *)field;
-      if (o->secret)
+      if (o->flags & WD_OPT_SECRET)
         wd_log_info("  %s = %s", o->key, v && *v ? "(set)" : "(unset)");
       else
         wd_log_info("  %s = '%s'", o->key, v ? v : "");

@@ -61,6 +61,7 @@ typedef struct {
   int queue_max;
   int queue_audio_s;
   int timeout_s;          /* a job's whole life (queued + running) */
+  int decode_timeout_s;   /* one upload's audio decode; 0: no bound */
   int idle_timeout_s;     /* client silence while sending a request */
   int body_timeout_s;     /* whole time to receive one request body */
   int max_connections;

@@ -10,7 +10,8 @@ segment stored after the daemon is ready fail as a failed malloc would
 (core/fault.h). The second is real: prlimit(RLIMIT_AS) on the running
 daemon, so every allocation past the cap returns NULL wherever it is.
 A slow decode (WHISPERD_FAULT_INJECT=decode_delay:MS, as slow as hours of
-audio) holds no HTTP thread: /health answers at once beside it.
+audio) holds no HTTP thread: /health answers at once beside it; one slower
+than --decode-timeout is cut at the deadline and answered 400.
 (Device loss has its own file, test_device_loss.py; SIGTERM under load is in
 test_systemd.py.)
 """
@@ -92,6 +93,35 @@ def test_slow_decode_holds_no_http_thread():
             r = b.response()
             assert_jfk_json(r)
         assert "fault injection armed: decode_delay:2500" in d.log()
+    finally:
+        wd_api.stop_daemon(d)
+
+
+def test_decode_past_the_deadline_is_cut():
+    """--decode-timeout bounds one upload's decode (core/audio.h timeout_s):
+    a decode slowed far past it (decode_delay:20000, checked between slices
+    as a real decode is between its reads) is stopped at the deadline and
+    answered 400, and its thread is free for the next upload at once. With
+    one decode thread two such uploads are both answered within a few
+    seconds, not 20 s each; /health answers beside them."""
+    d = wd_api.start_daemon(args=["--decode-threads", "1", "--decode-timeout", "1"],
+                            env={"WHISPERD_FAULT_INJECT": "decode_delay:20000"})
+    try:
+        t0 = time.monotonic()
+        bgs = [Background(d.port) for _ in range(2)]
+        time.sleep(0.2)
+        r = wd_api.request(d.port, "GET", "/health")
+        assert r.status == 200, r
+        rs = [b.response(timeout=60) for b in bgs]
+        took = time.monotonic() - t0
+        for r in rs:
+            check_error(r, 400, param="file", code="audio_decode_timeout")
+            assert "took too long to decode" in r.json()["error"]["message"], r
+        assert took < 10, f"two uploads cut at 1 s each took {took:.1f} s"
+        # Every upload is slowed past the limit here, so the daemon's health
+        # is its liveness and an idle worker.
+        assert d.alive() and wd_api.request(d.port, "GET", "/health").status == 200
+        wait_counts(d.port, lambda c: c["running"] == 0 and c["queued"] == 0, what="idle")
     finally:
         wd_api.stop_daemon(d)
 

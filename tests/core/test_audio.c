@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "wd_audio_f32.h"
+#include "clock.h"
 #include "error.h"
+#include "fault.h"
 #include "wd_test.h"
 #include "wd_file.h"
 
@@ -628,6 +630,43 @@ WD_TEST(max_seconds_is_enforced) {
     free(x);
     free(buf);
   }
+}
+
+/* timeout_s bounds the whole decode: past it each back-end stops at its
+ * next read or block and says WD_ETIMEDOUT (here a deadline already gone
+ * at the first read); a generous one changes nothing. With the fault
+ * switch's slow decode (decode_delay, fault.h) the decode is cut at the
+ * deadline, not at the end of the delay. */
+WD_TEST(timeout_s_stops_the_decode) {
+  static const char *const files[] = { "audio/formats/pcm16_16k.wav", "audio/formats/aac_16k.m4a",
+                                       "audio/formats/mp3_16k_id3.mp3" };
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    size_t len = 0, n = 0;
+    unsigned char *buf = wd_read_file(wd_test_data(files[k]), &len);
+    float *x = NULL;
+    char err[256] = "";
+    wd_audio_opts_t o = { .timeout_s = 1e-9 };
+    WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_ETIMEDOUT);
+    WD_CHECK(x == NULL && n == 0);
+    WD_CHECK(strstr(err, "limit") != NULL);
+    o.timeout_s = 60.0;
+    WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), 0);
+    WD_CHECK(n > 0);
+    free(x);
+    free(buf);
+  }
+  size_t len = 0, n = 0;
+  unsigned char *buf = wd_read_file(wd_test_data("audio/jfk.wav"), &len);
+  WD_CHECK_EQ_INT(wd_fault_arm("decode_delay:5000"), 0);
+  float *x = NULL;
+  char err[256] = "";
+  wd_audio_opts_t o = { .timeout_s = 0.2 };
+  const double t0 = wd_now_s();
+  WD_CHECK_EQ_INT(wd_test_audio_decode(buf, len, &o, &x, &n, err, sizeof err), WD_ETIMEDOUT);
+  const double took = wd_now_s() - t0;
+  WD_CHECK_EQ_INT(wd_fault_arm(NULL), 0);
+  WD_CHECK(took < 2.0); /* 0.2 s and a 50 ms slice, not 5 s */
+  free(buf);
 }
 
 WD_TEST(declared_length_over_the_cap_is_refused_before_decoding) {

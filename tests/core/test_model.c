@@ -327,6 +327,58 @@ WD_TEST(filterbank_matches_openai_mel_filters_npz) {
   }
 }
 
+/* Whether a model can translate follows from its shape alone (model.h):
+ * a multilingual vocabulary and a decoder as deep as the encoder. Every
+ * OpenAI multilingual release can; the English-only ones and
+ * large-v3-turbo (4 decoder layers under 32) cannot, nor can a model of no
+ * published name with a pruned decoder such as distil-whisper's (2 under
+ * 32), which deciding by name let through. Built from hyper-parameters
+ * only: no tensor is needed to name a model or answer this. */
+WD_TEST(translation_decided_by_shape) {
+#define HP(nv, d, h, la, lt, nm)                                                         \
+  { .n_vocab = nv, .n_audio_ctx = 1500, .n_audio_state = d, .n_audio_head = h,           \
+    .n_audio_layer = la, .n_text_ctx = 448, .n_text_state = d, .n_text_head = h,          \
+    .n_text_layer = lt, .n_mels = nm, .ftype = 1 }
+  static const struct {
+    const char *name;
+    wd_hparams_t hp;
+    int translates;
+  } cases[] = {
+    { "tiny.en", HP(51864, 384, 6, 4, 4, 80), 0 },
+    { "tiny", HP(51865, 384, 6, 4, 4, 80), 1 },
+    { "base.en", HP(51864, 512, 8, 6, 6, 80), 0 },
+    { "base", HP(51865, 512, 8, 6, 6, 80), 1 },
+    { "small", HP(51865, 768, 12, 12, 12, 80), 1 },
+    { "medium.en", HP(51864, 1024, 16, 24, 24, 80), 0 },
+    { "medium", HP(51865, 1024, 16, 24, 24, 80), 1 },
+    { "large-v2", HP(51865, 1280, 20, 32, 32, 80), 1 },
+    { "large-v3", HP(51866, 1280, 20, 32, 32, 128), 1 },
+    { "large-v3-turbo", HP(51866, 1280, 20, 32, 4, 128), 0 },
+    /* distil-large-v3: large-v3's encoder, 2 decoder layers. */
+    { "custom", HP(51866, 1280, 20, 32, 2, 128), 0 },
+    /* distil-large-v2: large-v2's encoder, 2 decoder layers. */
+    { "custom", HP(51865, 1280, 20, 32, 2, 80), 0 },
+    /* A multilingual model of no published shape, decoder as deep as its
+     * encoder (a fine-tune with 128 mel bands): it keeps the task. */
+    { "custom", HP(51866, 384, 6, 4, 4, 128), 1 },
+  };
+#undef HP
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    wd_model_t *m = NULL;
+    WD_CHECK_EQ_INT(wd__model_new(&cases[i].hp, 0, &m), 0);
+    if (!m)
+      continue;
+    wd__model_finish(m);
+    WD_CHECK_EQ_STR(wd_model_name(m), cases[i].name);
+    if (wd_model_can_translate(m) != cases[i].translates)
+      fprintf(stderr, "  case %zu (%s, %d decoder layers): can_translate %d, expected %d\n", i,
+              cases[i].name, cases[i].hp.n_text_layer, wd_model_can_translate(m),
+              cases[i].translates);
+    WD_CHECK_EQ_INT(wd_model_can_translate(m), cases[i].translates);
+    wd_model_free(m);
+  }
+}
+
 /* ----------------------------------------------------------- real models */
 
 WD_TEST(tiny_en_facts) {

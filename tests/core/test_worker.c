@@ -390,6 +390,59 @@ WD_TEST(audio_budget_refuses_past_it_and_frees_at_the_end) {
   rig_stop(&g);
 }
 
+/* A later part of a job already accepted (a chunk of a chunked job,
+ * core/chunk_job.h) holds its place: submitted as admitted, neither the
+ * full queue nor the spent audio budget refuses it, while a new job is
+ * refused; a drain refuses it like any job. */
+static int submit_admitted(wd_worker_t *w, const char *name, outcome_t *o, uint64_t *ret_id) {
+  size_t n = 0;
+  int16_t *pcm = load_audio(name, 1, &n);
+  if (!pcm)
+    return WD_EAUDIO;
+  wd_job_params_t p = { .cb = { .ud = o, .on_done = on_done }, .admitted = 1 };
+  wd_decode_opts_default(&p.decode);
+  return wd_worker_submit(w, pcm, n, &p, ret_id);
+}
+
+WD_TEST(admitted_parts_pass_a_full_queue_not_a_drain) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  rig_t g;
+  g_budget_s = 20.0;
+  const int started = rig_start(&g, TINY, 1, 1);
+  g_budget_s = 0.0;
+  if (started < 0)
+    return;
+  wd_worker_t *w = g.w;
+  outcome_t o[4];
+  uint64_t id[4] = { 0 };
+  for (int i = 0; i < 4; i++)
+    outcome_init(&o[i]);
+  /* One runs (or is bound for the free slot), one waits: the queue is full. */
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[0], &id[0]), 0);
+  WD_CHECK_EQ_INT(submit(w, "audio/cards/003.wav", 1, NULL, 0, &o[1], &id[1]), 0);
+  WD_CHECK_EQ_INT(submit(w, "audio/jfk.wav", 1, NULL, 0, &o[2], NULL), WD_EBUSY);
+  /* Past queue_max and past the 20 s budget (11 s held, 11 more). */
+  WD_CHECK_EQ_INT(submit_admitted(w, "audio/jfk.wav", &o[3], &id[3]), 0);
+  wd_worker_stats_t st;
+  wd_worker_stats(w, &st);
+  WD_CHECK_EQ_INT(st.queued + st.running, 3);
+  WD_CHECK(st.audio_held_s > st.audio_budget_s);
+  wd_worker_cancel(w, id[0]);
+  wd_worker_cancel(w, id[1]);
+  wd_worker_cancel(w, id[3]);
+  wait_done(&o[0], 1);
+  wait_done(&o[1], 1);
+  wait_done(&o[3], 1);
+  WD_CHECK_EQ_INT(o[3].rc, WD_ECANCELED);
+  wd_worker_drain(w, 0.0);
+  outcome_init(&o[2]);
+  WD_CHECK_EQ_INT(submit_admitted(w, "audio/jfk.wav", &o[2], NULL), WD_ESHUTDOWN);
+  for (int i = 0; i < 4; i++)
+    wd_transcript_free(&o[i].t);
+  rig_stop(&g);
+}
+
 /* st.decoded_s, the multi-device pick's measure of speed, counts the audio
  * a job has moved past window by window, so a long job still running, or
  * one cancelled, counts; st.audio_s counts finished jobs only. */

@@ -118,6 +118,57 @@ WD_TEST(env_and_flag_errors) {
   WD_CHECK(strstr(err, "'loud' is not a log level") != NULL);
 }
 
+/* serve runs one --model and the others from --models: a second --model
+ * in the same place (the command line, or one config file) used to replace
+ * the first without a word, a model lost. It is an error that names both
+ * and says what to write instead; so is a second --models (a list is given
+ * once, comma-separated). Across places precedence still decides. */
+WD_TEST(repeated_model_refused) {
+  wd_config_t c;
+  char err[256];
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *argv[] = { "whisperd", "serve", "--model", "a.bin", "--model", "b.bin", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 6, argv, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--model: model: given twice ('a.bin', then 'b.bin'); serve runs one "
+                       "--model, give the others with --models b.bin");
+  char *argv2[] = { "whisperd", "-m", "a.bin", "--model=b.bin", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 4, argv2, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK(strstr(err, "--models b.bin") != NULL);
+  char *argv3[] = { "whisperd", "--models", "a.bin", "--models", "b.bin", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 5, argv3, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--models: models: given twice ('a.bin', then 'b.bin'); give the list "
+                       "once, comma-separated: --models a.bin,b.bin");
+
+  char *path = write_file("model = a.bin\nport = 9000\nmodel = b.bin\n");
+  WD_CHECK(path != NULL);
+  char *argv4[] = { "whisperd", "-c", path, NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv4, env, err, sizeof err), WD_ECONFIG);
+  char want[512];
+  snprintf(want, sizeof want, "%s:3: model: given twice ('a.bin', then 'b.bin'); serve runs "
+                              "one --model, give the others with --models b.bin", path);
+  WD_CHECK_EQ_STR(err, want);
+  unlink(path);
+
+  /* One in each place: the command line wins over the environment, which
+   * wins over the file, as for every option. */
+  path = write_file("model = a.bin\n");
+  char *env2[] = { "WHISPERD_MODEL=b.bin", NULL };
+  char *argv5[] = { "whisperd", "-c", path, "--model", "c.bin", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 5, argv5, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_STR(c.model, "c.bin");
+  wd_config_free(&c);
+  char *argv6[] = { "whisperd", "-c", path, NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv6, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_STR(c.model, "b.bin");
+  wd_config_free(&c);
+  unlink(path);
+  /* Other options keep the last value given, as before. */
+  char *argv7[] = { "whisperd", "--port", "9000", "--port", "9001", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 5, argv7, env, err, sizeof err), 0);
+  WD_CHECK_EQ_INT(c.port, 9001);
+  wd_config_free(&c);
+}
+
 /* --device takes a Vulkan index, auto (the default), cpu or vulkan, nothing
  * else. */
 WD_TEST(device_cpu_or_index) {
