@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "clock.h"
 #include "error.h"
+#include "fault.h"
 #include "log.h"
 #include "model.h"
 #include "runtime.h"
@@ -154,6 +156,9 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
   l->cfg.model = sv->path[slot];
   sd_notifyf(0, "STATUS=Loading model: %s", l->cfg.model);
   const double t0 = wd_now_s();
+  const long delay_ms = wd__fault_load_delay_ms(); /* testing only (core/fault.h) */
+  if (delay_ms > 0)
+    nanosleep(&(struct timespec){ delay_ms / 1000, (delay_ms % 1000) * 1000000L }, NULL);
   if (wd_runtime_open(&l->cfg, cfg->max_batch, cfg->queue_max, 1, &sv->vad, &l->rt, err,
                       err_len) < 0) {
     free(l);
