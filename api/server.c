@@ -727,29 +727,31 @@ int wd__server_unwait_model(wd_server_t *s, wd_model_waiter_t *w) {
 }
 
 /* Slot's state changed (slot < 0: every slot, the server stopping): its
- * count moves on, and each parked request is unlinked and called back, one
- * at a time with the lock released (a callback may park its request
- * again, and must not find it still linked). */
+ * count moves on, and the requests parked for it until now are unlinked,
+ * then called back with the lock released. Each is called once: one that
+ * parks again from its callback's resume waits for the next change. */
 static void models_changed(wd_server_t *s, int slot) {
+  wd_model_waiter_t *woken = NULL;
   pthread_mutex_lock(&s->mu);
   for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
     if (slot < 0 || k == slot)
       s->model_gen[k]++;
-  for (;;) {
-    wd_model_waiter_t **p = &s->model_waiters;
-    while (*p && slot >= 0 && (*p)->slot != slot)
-      p = &(*p)->next;
+  for (wd_model_waiter_t **p = &s->model_waiters; *p;) {
     wd_model_waiter_t *w = *p;
-    if (!w)
-      break;
+    if (slot >= 0 && w->slot != slot) {
+      p = &w->next;
+      continue;
+    }
     *p = w->next;
-    void (*cb)(void *) = w->cb;
-    void *ud = w->ud;
-    pthread_mutex_unlock(&s->mu);
-    cb(ud);
-    pthread_mutex_lock(&s->mu);
+    w->next = woken;
+    woken = w;
   }
   pthread_mutex_unlock(&s->mu);
+  while (woken) {
+    wd_model_waiter_t *w = woken;
+    woken = w->next; /* before the callback: its request may park w again */
+    w->cb(w->ud);
+  }
 }
 
 void wd_server_model_changed(wd_server_t *s, int i) {
