@@ -210,7 +210,7 @@ static int find_model(session_t *se, const char *name, wd_served_t **ret, int *w
   if (!got->m.workers) {
     *wait = got->m.on_demand ? got->m.on_demand(got->m.demand_ud) : WD_EBUSY;
     if (*wait < 0 && *wait != WD_EBUSY)
-      snprintf(e->message, sizeof e->message, "The model `%.64s` could not be loaded: %.100s",
+      snprintf(e->message, sizeof e->message, "The model `%.32s` could not be loaded: %.180s",
                name, got->m.load_error ? got->m.load_error : wd_strerror(*wait));
     wd__served_release(got);
     return 0;
