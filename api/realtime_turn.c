@@ -187,8 +187,8 @@ static void start_turn(session_t *se, held_t *hd, wd_served_t *rec, int partial)
 
 
 /* The served model called name, referenced: 1; 0 while it is loaded on
- * demand (the load asked for; *wait its on_demand answer); -1 with e set
- * where there is none. */
+ * demand (the load asked for; *wait its on_demand answer, and e's message
+ * the load's error when it failed); -1 with e set where there is none. */
 static int find_model(session_t *se, const char *name, wd_served_t **ret, int *wait,
                       wd_rt_error_t *e) {
   wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
@@ -209,6 +209,9 @@ static int find_model(session_t *se, const char *name, wd_served_t **ret, int *w
   }
   if (!got->m.workers) {
     *wait = got->m.on_demand ? got->m.on_demand(got->m.demand_ud) : WD_EBUSY;
+    if (*wait < 0 && *wait != WD_EBUSY)
+      snprintf(e->message, sizeof e->message, "The model `%.32s` could not be loaded: %.180s",
+               name, got->m.load_error ? got->m.load_error : wd_strerror(*wait));
     wd__served_release(got);
     return 0;
   }
@@ -226,8 +229,10 @@ static int try_start(session_t *se, held_t *hd, int final) {
   const int found = find_model(se, hd->model, &rec, &wait, &e);
   if (found < 0) {
     send_failed(se, hd->item, "invalid_request_error", e.code, e.message);
-  } else if (found == 0 && wait != WD_EBUSY && !final) {
+  } else if (found == 0 && wait >= 0 && !final) {
     return 0;
+  } else if (found == 0 && wait < 0 && wait != WD_EBUSY) { /* its load failed */
+    send_failed(se, hd->item, "server_error", "model_load_failed", e.message);
   } else if (found == 0) {
     char msg[256];
     snprintf(msg, sizeof msg,

@@ -685,6 +685,80 @@ static wd_served_t *served_new(const wd_server_model_t *m) {
   return r;
 }
 
+/* ---- waiting for a model ---------------------------------------------- */
+
+unsigned wd__server_model_gen(wd_server_t *s, int slot) {
+  pthread_mutex_lock(&s->mu);
+  const unsigned g = slot >= 0 && slot < WD_SERVER_MAX_MODELS ? s->model_gen[slot] : 0;
+  pthread_mutex_unlock(&s->mu);
+  return g;
+}
+
+int wd__server_wait_model(wd_server_t *s, int slot, unsigned gen, const wd_served_t *rec,
+                          wd_model_waiter_t *w) {
+  if (slot < 0 || slot >= WD_SERVER_MAX_MODELS)
+    return 1;
+  pthread_mutex_lock(&s->mu);
+  int rc = 0;
+  if (atomic_load(&s->quiescing))
+    rc = WD_ESHUTDOWN;
+  else if (s->model_gen[slot] != gen || s->models[slot] != rec)
+    rc = 1;
+  else {
+    w->slot = slot;
+    w->next = s->model_waiters;
+    s->model_waiters = w;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+int wd__server_unwait_model(wd_server_t *s, wd_model_waiter_t *w) {
+  pthread_mutex_lock(&s->mu);
+  int found = 0;
+  for (wd_model_waiter_t **p = &s->model_waiters; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      found = 1;
+      break;
+    }
+  pthread_mutex_unlock(&s->mu);
+  return found;
+}
+
+/* Slot's state changed (slot < 0: every slot, the server stopping): its
+ * count moves on, and the requests parked for it until now are unlinked,
+ * then called back with the lock released. Each is called once: one that
+ * parks again from its callback's resume waits for the next change. */
+static void models_changed(wd_server_t *s, int slot) {
+  wd_model_waiter_t *woken = NULL;
+  pthread_mutex_lock(&s->mu);
+  for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
+    if (slot < 0 || k == slot)
+      s->model_gen[k]++;
+  for (wd_model_waiter_t **p = &s->model_waiters; *p;) {
+    wd_model_waiter_t *w = *p;
+    if (slot >= 0 && w->slot != slot) {
+      p = &w->next;
+      continue;
+    }
+    *p = w->next;
+    w->next = woken;
+    woken = w;
+  }
+  pthread_mutex_unlock(&s->mu);
+  while (woken) {
+    wd_model_waiter_t *w = woken;
+    woken = w->next; /* before the callback: its request may park w again */
+    w->cb(w->ud);
+  }
+}
+
+void wd_server_model_changed(wd_server_t *s, int i) {
+  if (s && i >= 0 && i < WD_SERVER_MAX_MODELS)
+    models_changed(s, i);
+}
+
 int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m) {
   wd_served_t *r = s && m ? served_new(m) : NULL;
   if (!r)
@@ -700,6 +774,7 @@ int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m) {
   s->models[i] = r;
   pthread_mutex_unlock(&s->mu);
   wd_log_info("api: model %d replaced by '%s'", i, m->n_names > 0 ? m->names[0] : "?");
+  models_changed(s, i); /* requests parked for its load look again */
   wd__served_release(old); /* retires now, or when its last request ends */
   return 0;
 }
@@ -736,6 +811,7 @@ void wd_server_quiesce(wd_server_t *s) {
   /* The returned socket stays open until MHD is stopped (threads may still
    * look at it); it is closed in wd_server_free. */
   s->quiesced_fd = MHD_quiesce_daemon(s->mhd);
+  models_changed(s, -1); /* requests parked for a model's load: 503 now */
   wd_realtime_stop(s->realtime); /* sessions end once their running turns have */
   wd_log_info("api: no longer accepting connections");
 }

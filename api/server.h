@@ -94,14 +94,18 @@ typedef struct {
   /* workers NULL: a model the daemon loads on demand (names, multilingual
    * and no_translate known, nothing loaded). A request for it calls
    * on_demand(demand_ud) (any thread; it must not block), which returns
-   * the seconds a client should wait (a load is under way) or WD_EBUSY
-   * (over the memory budget while every other model is in use). A load
-   * under way is waited for once, on a decode thread (at most 60 s), and
-   * the request then goes on; otherwise it is answered 503 with
-   * Retry-After. A realtime turn for it waits the same way (on its
-   * session's thread, the turns after it behind it). */
+   * the seconds a client should wait (a load is under way), WD_EBUSY
+   * (over the memory budget while every other model is in use) or
+   * WD_EMODEL (its last load failed with load_error, and the file has not
+   * changed since). An upload for a model whose load is under way is
+   * parked (its connection suspended, no thread held) until the daemon
+   * changes that model (wd_server_replace, wd_server_model_changed), then
+   * goes on; otherwise it is answered 503 at once, with the load's error
+   * when it failed. A realtime turn for it waits on its session's thread,
+   * the turns after it behind it. */
   int (*on_demand)(void *ud);
   void *demand_ud;
+  const char *load_error;    /* on demand: why its last load failed, or NULL */
 } wd_server_model_t;
 
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);
@@ -113,6 +117,11 @@ void wd_server_attach(wd_server_t *s, const wd_server_model_t *m);
  * thread of your own to close, never close them there. WD_EINVAL for no
  * model i, WD_ENOMEM. */
 int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m);
+
+/* Model i's state changed without a new record (its load was refused over
+ * the memory budget): the requests parked for it look again. Any thread;
+ * wd_server_replace does this itself. Their callbacks run on this thread. */
+void wd_server_model_changed(wd_server_t *s, int i);
 
 void wd_server_set_ready(wd_server_t *s, int ready);
 

@@ -64,8 +64,9 @@
 
 enum { PH_RECEIVING = 0, PH_MODEL_WAIT, PH_DECODING, PH_WAITING, PH_STREAMING, PH_ANSWERED };
 
-/* Seconds a request for a model loaded on demand waits for its load. */
-#define WD_MODEL_LOAD_WAIT_S 60
+/* Times a request for a model loaded on demand is parked for a load
+ * before it is answered 503 (a model unloaded again as soon as loaded). */
+#define WD_MODEL_WAITS_MAX 3
 
 /* After answering a body early (413 over the cap, 408 too slow), the rest
  * is read and dropped for at most this many bytes or seconds so that the
@@ -131,7 +132,10 @@ struct wd_transcription {
                               * job it submits may end (on_done) before it
                               * resumes, and must not resume it instead */
   int decoded;               /* decode_task ran: n_pcm, decode_rc, decode_msg */
-  char wait_model[64];       /* PH_MODEL_WAIT: the model's name; "" before */
+  /* PH_MODEL_WAIT: parked in the server until its model's slot changes
+   * (the waiter holds a reference to t); how many times so far. */
+  wd_model_waiter_t waiter;
+  int n_model_waits;
   int submit_rc;             /* decode_task's submit: 0, or why it failed */
   size_t n_pcm;              /* samples decoded */
   int decode_rc;
@@ -142,6 +146,8 @@ struct wd_transcription {
   int in_live;
   uint64_t live_job_id;
 };
+
+static enum MHD_Result on_body_complete(wd_transcription_t *t);
 
 static void tr_unref(wd_transcription_t *t) {
   if (atomic_fetch_sub(&t->refs, 1) != 1)
@@ -677,39 +683,6 @@ static int decode_room(void *ud, double seconds) {
 /* A decode thread: the upload to samples, then back to the MHD thread.
  * Until it resumes the connection, only this thread touches t's body,
  * form and request. */
-/* Whether the served model named `name` is loaded, or its load refused
- * (over the memory budget) or the server stopping: the wait is over. */
-static int model_wait_over(wd_server_t *s, const char *name) {
-  if (atomic_load(&s->quiescing))
-    return 1;
-  wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int n = wd__server_models(s, recs);
-  int over = 1; /* a model no longer there: nothing to wait for */
-  for (int k = 0; k < n; k++) {
-    for (int i = 0; i < recs[k]->m.n_names; i++)
-      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
-        over = recs[k]->m.workers != NULL ||
-               (recs[k]->m.on_demand && recs[k]->m.on_demand(recs[k]->m.demand_ud) == WD_EBUSY);
-    wd__served_release(recs[k]);
-  }
-  return over;
-}
-
-/* A decode thread: the request's model is being loaded on demand; waits
- * for it (at most WD_MODEL_LOAD_WAIT_S), off the HTTP threads, then
- * resumes the connection, which takes its body from the top again. */
-static void model_wait_task(void *arg) {
-  wd_transcription_t *t = arg;
-  const double deadline = wd_now_s() + WD_MODEL_LOAD_WAIT_S;
-  while (wd_now_s() < deadline && !model_wait_over(t->s, t->wait_model))
-    nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
-  pthread_mutex_lock(&t->mu);
-  t->decoding = 0;
-  resume_locked(t);
-  pthread_mutex_unlock(&t->mu);
-  tr_unref(t);
-}
-
 static void decode_task(void *arg) {
   wd_transcription_t *t = arg;
   wd_server_t *s = t->s;
@@ -758,32 +731,48 @@ static void decode_task(void *arg) {
   tr_unref(t);
 }
 
-/* The request's model is loading: its record goes, the connection waits
- * for model_wait_task (the same hand-over as decode_task's). */
-static enum MHD_Result wait_for_model(wd_transcription_t *t) {
+/* The server's callback, from the thread that changed the model's slot:
+ * the parked request looks again (PH_MODEL_WAIT). */
+static void on_model_changed(void *ud) {
+  wd_transcription_t *t = ud;
+  pthread_mutex_lock(&t->mu);
+  resume_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  tr_unref(t);
+}
+
+/* The request's model (slot) is loading: the request is parked in the
+ * server, its connection suspended and no thread held, until the slot
+ * changes (loaded, failed, refused, or the server stopping); it then takes
+ * its body from the top again. Its record goes meanwhile. gen: the slot's
+ * count read before its record was looked at. Parking and suspending
+ * share t->mu, so the callback's resume always follows the suspend. */
+static enum MHD_Result wait_for_model(wd_transcription_t *t, int slot, unsigned gen) {
   wd_server_t *s = t->s;
-  snprintf(t->wait_model, sizeof t->wait_model, "%s", t->m->label);
+  const char *label = t->m->label ? t->m->label : "?";
+  t->n_model_waits++;
+  t->waiter = (wd_model_waiter_t){ .cb = on_model_changed, .ud = t };
+  atomic_fetch_add(&t->refs, 1); /* the waiter's */
+  pthread_mutex_lock(&t->mu);
+  const int rc = wd__server_wait_model(s, slot, gen, t->rec, &t->waiter);
+  if (rc == 0) {
+    suspend_locked(t);
+    t->phase = PH_MODEL_WAIT;
+  }
+  pthread_mutex_unlock(&t->mu);
+  if (rc == 0)
+    wd_log_info("api: waiting for model %s to load", label);
   wd__served_release(t->rec);
   t->rec = NULL;
   t->m = NULL;
-  atomic_fetch_add(&t->refs, 1);
-  pthread_mutex_lock(&t->mu);
-  t->decoding = 1;
-  const int rc = wd_taskq_push(s->decoders, model_wait_task, t);
-  if (rc < 0) {
-    t->decoding = 0;
-    pthread_mutex_unlock(&t->mu);
-    atomic_fetch_sub(&t->refs, 1);
-    wd_api_error_t e;
-    wd_api_error_from_job(&e, rc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN, 1, s->o.job_timeout_s,
-                          5);
-    return answer_error(t, &e);
-  }
-  suspend_locked(t);
-  t->phase = PH_MODEL_WAIT;
-  pthread_mutex_unlock(&t->mu);
-  wd_log_info("api: waiting for model %s to load", t->wait_model);
-  return MHD_YES;
+  if (rc == 0)
+    return MHD_YES;
+  atomic_fetch_sub(&t->refs, 1); /* not parked: the waiter's reference back */
+  if (rc > 0) /* the slot changed meanwhile: look again now */
+    return on_body_complete(t);
+  wd_api_error_t e;
+  wd_api_error_from_job(&e, WD_ESHUTDOWN, 1, s->o.job_timeout_s, 5);
+  return answer_error(t, &e);
 }
 
 /* The whole body is here: form, validation, audio, job. */
@@ -825,18 +814,26 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   t->rec = recs[req.model_idx];
   t->m = &t->rec->m;
   if (!t->m->workers) {
-    /* loaded on demand: ask for it; wait for it once (bounded, on a
-     * decode thread), then this runs again; else the client comes back */
+    /* loaded on demand: ask for it; park until its load ends (no thread
+     * held), then this runs again; a failed or refused load is answered
+     * at once. The slot's count goes first: a change after it, however
+     * early, unparks (or never parks) the request. */
+    const int slot = req.model_idx;
+    const unsigned gen = wd__server_model_gen(s, slot);
     const int wait = t->m->on_demand ? t->m->on_demand(t->m->demand_ud) : WD_EBUSY;
     wd_request_clear(&req);
     wd_multipart_free(form);
-    if (wait != WD_EBUSY && !t->wait_model[0] && t->m->label)
-      return wait_for_model(t);
+    if (wait >= 0 && t->n_model_waits < WD_MODEL_WAITS_MAX)
+      return wait_for_model(t, slot, gen);
     if (wait == WD_EBUSY)
       wd_api_error_set(&e, 503, "model", "model_over_memory_budget",
                        "The model `%.200s` is not loaded, and loading it would pass the server's "
                        "memory budget while its other models are in use; retry later.",
                        t->m->label ? t->m->label : "?");
+    else if (wait < 0)
+      wd_api_error_set(&e, 503, "model", "model_load_failed",
+                       "The model `%.200s` could not be loaded: %.400s", t->m->label ? t->m->label : "?",
+                       t->m->load_error ? t->m->load_error : wd_strerror(wait));
     else
       wd_api_error_set(&e, 503, "model", "model_loading",
                        "The model `%.200s` is being loaded; retry in a few seconds.",
@@ -954,8 +951,15 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
       return on_data(t, data, n);
     }
     return on_body_complete(t);
-  case PH_MODEL_WAIT: /* resumed by model_wait_task: the body from the top */
+  case PH_MODEL_WAIT: /* resumed by on_model_changed: the body from the top */
+    if (wd__server_unwait_model(t->s, &t->waiter)) /* resumed otherwise: cannot happen */
+      tr_unref(t);
     t->phase = PH_RECEIVING;
+    if (atomic_load(&t->s->quiescing)) {
+      wd_api_error_t e;
+      wd_api_error_from_job(&e, WD_ESHUTDOWN, 1, 0, 5);
+      return answer_error(t, &e);
+    }
     return on_body_complete(t);
   case PH_DECODING:
     return on_decoded(t);

@@ -13,6 +13,8 @@
 static atomic_long wd_fault_oom_left;
 /* Milliseconds every audio decode sleeps first; 0 = disarmed. */
 static atomic_long wd_fault_decode_ms;
+/* Milliseconds every model load of `serve` sleeps first; 0 = disarmed. */
+static atomic_long wd_fault_load_ms;
 
 /* "name:N" with N >= 0 into *n; 0 when item is not name. */
 static int wd_fault_item(const char *item, size_t len, const char *name, long *n) {
@@ -30,23 +32,30 @@ static int wd_fault_item(const char *item, size_t len, const char *name, long *n
 }
 
 int wd_fault_arm(const char *spec) {
-  long oom = 0, delay = 0;
+  long oom = 0, delay = 0, load = 0;
   for (const char *p = spec ? spec : ""; *p;) {
     const size_t len = strcspn(p, ",");
     int r = wd_fault_item(p, len, "oom:", &oom);
     if (r == 0)
       r = wd_fault_item(p, len, "decode_delay:", &delay);
+    if (r == 0)
+      r = wd_fault_item(p, len, "load_delay:", &load);
     if (r <= 0)
       return WD_EINVAL;
     p += len + (p[len] == ',');
   }
   atomic_store(&wd_fault_oom_left, oom);
   atomic_store(&wd_fault_decode_ms, delay);
+  atomic_store(&wd_fault_load_ms, load);
   return 0;
 }
 
 long wd__fault_decode_delay_ms(void) {
   return atomic_load_explicit(&wd_fault_decode_ms, memory_order_relaxed);
+}
+
+long wd__fault_load_delay_ms(void) {
+  return atomic_load_explicit(&wd_fault_load_ms, memory_order_relaxed);
 }
 
 int wd__fault_oom(void) {

@@ -13,6 +13,11 @@
  *           decoding holds no thread that must answer (/health, other
  *           connections).
  *
+ *   load_delay:MS  every model load of `serve` after the arming (one on
+ *           demand, a SIGHUP reload; daemon/serve_models.c) sleeps MS
+ *           first: a model as slow to load as a large one, to show that
+ *           requests for the other models are answered meanwhile.
+ *
  * A real out-of-memory there is a malloc that returns NULL; this makes one
  * happen at a chosen point without starving the whole process.
  * `whisperd serve` arms it from --fault-inject (WHISPERD_FAULT_INJECT) once it is ready
@@ -34,5 +39,8 @@ int wd__fault_oom(void);
 
 /* For core/: milliseconds an audio decode must sleep first (0: none). */
 long wd__fault_decode_delay_ms(void);
+
+/* For daemon/serve_models.c: milliseconds a model load must sleep first. */
+long wd__fault_load_delay_ms(void);
 
 #endif

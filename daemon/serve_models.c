@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "clock.h"
 #include "error.h"
+#include "fault.h"
 #include "log.h"
 #include "model.h"
 #include "runtime.h"
@@ -35,6 +37,12 @@ typedef struct loaded {
   wd_server_model_t sm;
   struct stat st;           /* the file as loaded (st_mode 0: unknown) */
   char name[64];            /* the model's name (names[] and label point here) */
+  /* offered after a failed load: why (sm.load_error points here), and the
+   * file as it was then; on_demand answers WD_EMODEL until it changes */
+  int failed;
+  int failed_found;         /* the file was there (failed_st), or missing */
+  struct stat failed_st;
+  char load_err[512];
   struct loaded *next;      /* on the retired list */
 } loaded_t;
 
@@ -93,10 +101,34 @@ static void loaded_free(loaded_t *l) {
   free(l);
 }
 
+/* What identifies a model file's version: the file itself, or a
+ * CTranslate2 directory's model.bin (its weights). */
+static int file_sig(const char *path, struct stat *st) {
+  char bin[4096];
+  if (stat(path, st) != 0)
+    return -1;
+  if (!S_ISDIR(st->st_mode))
+    return 0;
+  snprintf(bin, sizeof bin, "%s/model.bin", path);
+  return stat(bin, st);
+}
+
+static int same_sig(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
 /* The server's callback for an offered slot: note the demand for the
- * controlling thread. Any thread, never blocks. */
+ * controlling thread. Any thread, never blocks (a stat at most). A slot
+ * whose last load failed is not tried again until its file changes. */
 static int on_demand(void *ud) {
   loaded_t *l = ud;
+  struct stat st;
+  if (l->failed) {
+    const int found = file_sig(l->cfg.model, &st) == 0;
+    if (found == l->failed_found && (!found || same_sig(&st, &l->failed_st)))
+      return WD_EMODEL;
+  }
   atomic_store(&l->sv->demand[l->slot], 1);
   return atomic_load(&l->sv->over_budget[l->slot]) ? WD_EBUSY : WD_SERVE_LOAD_RETRY_S;
 }
@@ -154,6 +186,9 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
   l->cfg.model = sv->path[slot];
   sd_notifyf(0, "STATUS=Loading model: %s", l->cfg.model);
   const double t0 = wd_now_s();
+  const long delay_ms = wd__fault_load_delay_ms(); /* testing only (core/fault.h) */
+  if (delay_ms > 0)
+    nanosleep(&(struct timespec){ delay_ms / 1000, (delay_ms % 1000) * 1000000L }, NULL);
   if (wd_runtime_open(&l->cfg, cfg->max_batch, cfg->queue_max, 1, &sv->vad, &l->rt, err,
                       err_len) < 0) {
     free(l);
@@ -394,6 +429,32 @@ static int busy(const wd_serve_models_t *sv, int k) {
   return st.queued + st.running > 0;
 }
 
+/* Slot k's load failed with err: an offered record that remembers why
+ * takes its place (the requests parked for it are answered 503 with err
+ * at once, and so are the next ones until the file changes from st, the
+ * file as the load found it; NULL: it was missing, and is tried again once
+ * it is there). */
+static void load_failed(wd_serve_models_t *sv, int k, const char *err, const struct stat *st) {
+  loaded_t *cur = sv->cur[k];
+  loaded_t *ph = offered(sv, &cur->cfg, k, cur->name, cur->sm.multilingual,
+                         cur->sm.no_translate, &cur->st);
+  if (ph) {
+    ph->failed = 1;
+    ph->failed_found = st != NULL;
+    if (st)
+      ph->failed_st = *st;
+    snprintf(ph->load_err, sizeof ph->load_err, "%s", err);
+    ph->sm.load_error = ph->load_err;
+  }
+  if (!ph || wd_server_replace(sv->srv, k, &ph->sm) < 0) {
+    free(ph);
+    wd_server_model_changed(sv->srv, k); /* parked requests look again: 503 */
+    return;
+  }
+  sv->cur[k] = ph; /* the one before retires */
+  wd_serve_models_reap(sv);
+}
+
 /* A request asked for offered slot k: make room (idle --models, least
  * recently used first), load it, warm it up and swap it in; or, when it
  * cannot fit while the others are busy, mark it over budget (its requests
@@ -410,18 +471,23 @@ static void load_on_demand(wd_serve_models_t *sv, int k) {
         wd_log_warning("serve: model %s (about %.0f MiB) does not fit in --models-memory %.0f "
                        "MiB beside the models in use (%.0f MiB): its requests get 503",
                        sv->cur[k]->name, sv->est_mib[k], sv->budget_mib, used_mib(sv));
+      wd_server_model_changed(sv->srv, k); /* requests parked for it: 503 now */
       return;
     }
   }
   char err[1024] = "";
+  struct stat st0; /* the file as this load found it: a change after it is tried again */
+  const int have_st0 = file_sig(sv->path[k], &st0) == 0;
   loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
   if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
     loaded_free(l);
     l = NULL;
   }
   if (!l || wd_server_replace(sv->srv, k, &l->sm) < 0) {
-    wd_log_error("serve: model %s could not be loaded: %s", sv->path[k], err[0] ? err : "no memory");
+    wd_log_error("serve: model %s could not be loaded: %s; its requests get 503 until the file "
+                 "changes", sv->path[k], err[0] ? err : "no memory");
     loaded_free(l);
+    load_failed(sv, k, err[0] ? err : "out of memory", have_st0 ? &st0 : NULL);
     return;
   }
   atomic_store(&sv->over_budget[k], 0);

@@ -13,10 +13,15 @@
  *
  * On demand (--models-memory, --models-idle-s): a --models slot may be
  * offered instead of loaded (its header read for its names and abilities);
- * its first request asks for it (answered 503 with Retry-After) and
- * wd_serve_models_tick loads it, unloading idle ones least recently used
- * first while the estimated total would pass the budget; an unloaded slot
- * is offered again. --model (slot 0) is always loaded.
+ * its first request asks for it (and is parked by the server until the
+ * slot changes) and wd_serve_models_tick loads it, unloading idle ones
+ * least recently used first while the estimated total would pass the
+ * budget; an unloaded slot is offered again. A load that fails leaves an
+ * offered slot that keeps its error: its requests get 503 with it at once,
+ * and it is not loaded again until its file changes (another inode, size
+ * or mtime; a CTranslate2 directory's model.bin). A load refused over the
+ * budget tells the server too (wd_server_model_changed), so no request
+ * waits on it. --model (slot 0) is always loaded.
  *
  * Names: the first model answers to whisper-1, its own name (tiny.en,
  * base, ...) and --model-alias; each other model to its own name.

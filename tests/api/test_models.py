@@ -183,3 +183,64 @@ def test_model_over_budget_is_503_not_loaded():
         assert text_of(d.port, "tiny.en") == JFK_TINY
     finally:
         stop_daemon(d)
+
+
+def test_waiting_for_a_load_holds_no_thread():
+    """Two uploads for base wait for its load (held 20 s by the load_delay
+    fault) while the daemon has two decode threads: an upload for tiny.en,
+    loaded, is still answered in its usual time (waiting for a model holds
+    no thread), and the two for base are answered with base's words once
+    it is loaded."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    d = start_daemon(args=["--models", wd_api.BASE, "--models-memory", "3000",
+                           "--decode-threads", "2", "--fault-inject", "load_delay:20000"])
+    try:
+        waiting = [wd_api.Background(d.port, model="base") for _ in range(2)]
+        wait_log(d, "waiting for model base to load")
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert text_of(d.port, "tiny.en") == JFK_TINY
+        took = time.monotonic() - t0
+        assert took < 5.0, f"tiny.en took {took:.1f} s while base loads"
+        assert "model base on" not in d.log()     # base was still loading meanwhile
+        for w in waiting:
+            r = w.response()
+            assert r.status == 200 and r.json()["text"].strip() == JFK_BASE, r
+    finally:
+        stop_daemon(d)
+
+
+def test_failed_load_is_503_at_once_until_the_file_changes(tmp_path):
+    """base's file is offered at start, then replaced by a truncated one:
+    its first request is answered 503 model_load_failed with the reason as
+    soon as the load fails, the next one at once without loading again, and
+    tiny.en goes on; once the file is whole again, base loads and answers."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    path = str(tmp_path / "base.bin")
+    with open(wd_api.BASE, "rb") as f:
+        whole = f.read()
+    with open(path, "wb") as f:
+        f.write(whole)
+    d = start_daemon(args=["--models", path, "--models-memory", "3000"])
+    try:
+        assert models_state(d.port)["base"] is False
+        with open(path + ".cut", "wb") as f:
+            f.write(whole[:len(whole) // 2])
+        os.rename(path + ".cut", path)
+        for i in range(2):
+            t0 = time.monotonic()
+            r = post_audio(d.port, model="base", timeout=15)
+            took = time.monotonic() - t0
+            check_error(r, 503, "model", "model_load_failed")
+            assert "could not be loaded" in r.json()["error"]["message"], r
+            assert took < (10.0 if i == 0 else 2.0), f"request {i} took {took:.1f} s"
+        assert d.log().count("could not be loaded") == 1, d.log()
+        assert text_of(d.port, "tiny.en") == JFK_TINY
+        with open(path + ".new", "wb") as f:
+            f.write(whole)
+        os.rename(path + ".new", path)
+        assert text_of(d.port, "base") == JFK_BASE
+    finally:
+        stop_daemon(d)

@@ -164,6 +164,45 @@ def test_turns_wait_for_a_model_loaded_on_demand():
         stop_daemon(d)
 
 
+def test_turns_for_a_model_that_fails_to_load_fail_at_once(tmp_path):
+    """base's file is offered at start, then replaced by a truncated one:
+    two turns committed for it fail with model_load_failed and the load's
+    reason as soon as the load fails (not after the wait for a load), and
+    the load is tried once."""
+    if not os.path.exists(wd_api.BASE) or not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en or base missing (scripts/fetch-model.sh)")
+    path = str(tmp_path / "base.bin")
+    with open(wd_api.BASE, "rb") as f:
+        whole = f.read()
+    with open(path, "wb") as f:
+        f.write(whole)
+    d = start_daemon(args=["--models", path, "--models-memory", "3000"])
+    try:
+        with open(path + ".cut", "wb") as f:
+            f.write(whole[:len(whole) // 2])
+        os.rename(path + ".cut", path)
+        pcm = pcm_of("s16le", 24000)
+        with client(d, "x").realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            assert conn.recv().type == "session.created"
+            conn.session.update(session={"type": "transcription", "audio": {"input": {
+                "transcription": {"model": "base"}, "turn_detection": None}}})
+            assert conn.recv().type == "session.updated"
+            t0 = time.monotonic()
+            for _ in range(2):
+                stream(conn, pcm, 48000)
+                conn.input_audio_buffer.commit()
+            committed, done, events = collect(conn, 2, timeout=20)
+            assert time.monotonic() - t0 < 15
+            assert len(committed) == 2
+            for item in committed:
+                assert done[item].type.endswith(".failed"), done[item]
+                assert done[item].error.code == "model_load_failed", done[item]
+                assert "truncated" in done[item].error.message, done[item]
+        assert d.log().count("could not be loaded") == 1, d.log()
+    finally:
+        stop_daemon(d)
+
+
 def test_partial_transcripts_of_the_open_turn():
     """--realtime-partials-ms 700: jfk.wav at real-time pace with
     server_vad; while the turn is spoken, partial events (whisperd's own,
