@@ -202,8 +202,12 @@ def test_waiting_for_a_load_holds_no_thread():
         t0 = time.monotonic()
         assert text_of(d.port, "tiny.en") == JFK_TINY
         took = time.monotonic() - t0
-        assert took < 5.0, f"tiny.en took {took:.1f} s while base loads"
+        # The proof is the log: base was still loading when tiny.en answered
+        # (a request blocked behind the load takes its 20 s and more: 21.7 to
+        # 25.1 s before the fix). The time bound leaves the ASan tree on two
+        # loaded cores room (7.1 s there once; about 1 s in release).
         assert "model base on" not in d.log()     # base was still loading meanwhile
+        assert took < 15.0, f"tiny.en took {took:.1f} s while base loads"
         for w in waiting:
             r = w.response()
             assert r.status == 200 and r.json()["text"].strip() == JFK_BASE, r
