@@ -18,7 +18,7 @@ wd_cpu_transcribe_test(cli_cpu_transcribe_jfk_wav_base ggml-base.bin jfk.wav srt
 # The engine tests again on the portable kernels (the path arm64 and x86
 # without AVX2 take), forced by WHISPERD_CPU_PORTABLE.
 add_test(NAME cpu_test_engine_portable COMMAND cpu_test_engine)
-set_tests_properties(cpu_test_engine_portable PROPERTIES LABELS "cpu;unit" TIMEOUT 600
+set_tests_properties(cpu_test_engine_portable PROPERTIES LABELS "cpu;unit" TIMEOUT 1200
   SKIP_RETURN_CODE 77 ENVIRONMENT "WHISPERD_CPU_PORTABLE=1")
 
 # Word timestamps (engine align) on the CPU engine: the words and times the
