@@ -27,12 +27,21 @@
 #                                     attention too) against the f32 kernels
 #   scripts/lvp-sid.sh run CMD ...    any command inside the chroot, in this
 #                                     directory, with the host build's libraries
+#   scripts/lvp-sid.sh umount         unmounts the tree and /proc from the chroot
+# The tree is bind-mounted into the chroot while it is used: unmount it
+# before deleting the chroot, or the delete reaches the tree.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sid=${WD_SID:-/var/tmp/wd-sid}
 mirror=http://deb.debian.org/debian
 # sid's Release file can be past its Valid-Until on a mirror copy.
 apt_sid=(apt-get -o Acquire::Check-Valid-Until=false)
+
+umounts() {
+  mountpoint -q "$sid$root" && umount "$sid$root"
+  mountpoint -q "$sid/proc" && umount "$sid/proc"
+  return 0
+}
 
 mounts() {
   mkdir -p "$sid$root" "$sid/proc"
@@ -131,7 +140,8 @@ check() {
 case "${1:-}" in
   setup) setup ;;
   build) build "${2:-}" ;;
-  check) check "${2:-}" ;;
+  check) trap umounts EXIT; check "${2:-}" ;;
+  umount) umounts ;;
   run) shift; run_in "${WD_SID_BUILD:-$root/build-sid}" "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac
