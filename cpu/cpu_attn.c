@@ -5,7 +5,8 @@
  * value accumulation runs across the head's columns.
  */
 #include "cpu_attn.h"
-#include "cpu_gemv.h"
+#include "cpu_features.h"
+#include "cpu_gemv.h" /* wd_cpu_f16_lut */
 
 #include <math.h>
 #include <stddef.h>

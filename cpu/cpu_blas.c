@@ -13,29 +13,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "cpu_gemv.h" /* CPU_X86 */
-#include "cpu_gemv512.h"
-
-unsigned wd_cpu_blas_features(void) {
-  unsigned f = 0;
-#if CPU_X86
-  /* Safe before constructors run: it fills libgcc's CPU model itself.
-   * __builtin_cpu_supports takes literals only, hence the macro. */
-  __builtin_cpu_init();
-#define CPU_HAS(name, bit) (__builtin_cpu_supports(name) ? (unsigned)(bit) : 0u)
-  f = CPU_HAS("avx", CPU_F_AVX) | CPU_HAS("avx2", CPU_F_AVX2) | CPU_HAS("fma", CPU_F_FMA) |
-      (wd_cpu_has_f16c() ? (unsigned)CPU_F_F16C : 0u) | CPU_HAS("avx512f", CPU_F_AVX512F) |
-      CPU_HAS("avx512cd", CPU_F_AVX512CD) | CPU_HAS("avx512bw", CPU_F_AVX512BW) |
-      CPU_HAS("avx512dq", CPU_F_AVX512DQ) | CPU_HAS("avx512vl", CPU_F_AVX512VL) |
-      CPU_HAS("avx512bf16", CPU_F_AVX512BF16) | CPU_HAS("avx512vnni", CPU_F_AVX512VNNI);
-#undef CPU_HAS
-  if (wd_cpu_no_avx512_env())
-    f &= ~(unsigned)(CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ |
-                     CPU_F_AVX512VL | CPU_F_AVX512BF16 | CPU_F_AVX512VNNI);
-#endif
-  return f;
-}
-
 #define F_512 (CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ | CPU_F_AVX512VL)
 
 cpu_tier_t wd_cpu_blas_features_tier(unsigned f) {
@@ -116,7 +93,7 @@ __attribute__((constructor)) static void blas_hook(int argc, char **argv, char *
     g_how = 2;
     return;
   }
-  const unsigned f = wd_cpu_blas_features();
+  const unsigned f = wd_cpu_features();
   const char *pick = wd_cpu_blas_pick(f);
   if (!pick) {
     g_how = 3;
@@ -159,7 +136,7 @@ static void report(void) {
     lib[n] = 0;
   }
   const cpu_tier_t have = wd_cpu_blas_core_tier(core);
-  const unsigned f = wd_cpu_blas_features();
+  const unsigned f = wd_cpu_features();
   const cpu_tier_t can = wd_cpu_blas_features_tier(f);
   const char *env = getenv("OPENBLAS_CORETYPE");
   static const char *const how[] = { "the library's own pick", "picked from CPU features",

@@ -25,33 +25,18 @@
  *   Sandybridge  AVX
  *   (none)       the library's own choice: SSE-level kernels
  * Each needs the OS to save the registers (XCR0); libgcc's
- * __builtin_cpu_supports checks that. WHISPERD_CPU_NO_AVX512 (set, not "0")
- * masks AVX-512 here as it does for the decoder's GEMV.
+ * __builtin_cpu_supports checks that. The bits are cpu_features.h's
+ * (wd_cpu_features), where WHISPERD_CPU_NO_AVX512 (set, not "0") masks
+ * AVX-512 for this pick as it does for the decoder's GEMV.
  */
 #ifndef WD_CPU_BLAS_H
 #define WD_CPU_BLAS_H
 
-/* CPU feature bits, as wd_cpu_blas_features reads them. */
-enum {
-  CPU_F_AVX = 1u << 0,
-  CPU_F_AVX2 = 1u << 1,
-  CPU_F_FMA = 1u << 2,
-  CPU_F_AVX512F = 1u << 3,
-  CPU_F_AVX512CD = 1u << 4,
-  CPU_F_AVX512BW = 1u << 5,
-  CPU_F_AVX512DQ = 1u << 6,
-  CPU_F_AVX512VL = 1u << 7,
-  CPU_F_AVX512BF16 = 1u << 8,
-  CPU_F_F16C = 1u << 9,
-  CPU_F_AVX512VNNI = 1u << 10, /* --compute-type int8's fast path (cpu_rgemm.h) */
-};
+#include "cpu_features.h" /* the CPU_F_* bits; wd_cpu_features */
 
 /* Instruction tiers of a kernel set, ordered. */
 typedef enum { CPU_TIER_SSE, CPU_TIER_AVX, CPU_TIER_AVX2, CPU_TIER_AVX512 } cpu_tier_t;
 
-/* This host's features (0 off x86); WHISPERD_CPU_NO_AVX512 clears the
- * AVX-512 bits. */
-unsigned wd_cpu_blas_features(void);
 /* The OpenBLAS kernel set for features f, or NULL (leave it to the
  * library). Pure: tests call it with masked feature sets. */
 const char *wd_cpu_blas_pick(unsigned f);

@@ -11,8 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_gemv.h"
-#include "cpu_gemv512.h"
+#include "cpu_features.h"
 
 #define DH WD_ENC_ATTN_DH
 #define PANEL WD_ENC_ATTN_PANEL

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cpu_blas.h"
+#include "cpu_features.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_rgemm.h"
@@ -463,7 +464,7 @@ static int cpu_seq_copy(void *self, int n, const int *dst, const int *src) {
  * WHISPERD_CPU_PORTABLE asks for the portable kernels (the arm64 path,
  * which has no int8 or bf16 kernels of its own). */
 static unsigned compute_features(void) {
-  return wd_cpu_force_portable() ? 0u : wd_cpu_blas_features();
+  return wd_cpu_force_portable() ? 0u : wd_cpu_features();
 }
 
 int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,

@@ -11,23 +11,13 @@
 #include "cpu_gemv.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
-#if CPU_X86
-#include <cpuid.h>
-#endif
-
+#include "cpu_features.h"
 #include "cpu_gemv512.h"
 #include "cpu_qgemv.h"
 #include "f16.h"
-
-int wd_cpu_force_portable(void) {
-  const char *v = getenv("WHISPERD_CPU_PORTABLE");
-  return v && v[0] && strcmp(v, "0") != 0;
-}
 
 float wd_cpu_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
@@ -159,37 +149,7 @@ static void dot_avx2_f32(const void *w, int k, const float *const *x, int R, flo
   }
 }
 
-int wd_cpu_has_f16c(void) {
-  unsigned a, b, c, d;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-}
-
-int wd_cpu_gemv_simd_available(void) {
-  /* Pool threads may race to fill the cache; all compute the same value, and
-   * relaxed atomics make that race defined (a plain int was a C11 data race,
-   * which TSan reports). */
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && wd_cpu_has_f16c();
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
-#else
-int wd_cpu_gemv_simd_available(void) { return 0; }
 #endif
-
-int wd_cpu_use_avx2(void) {
-  static _Atomic int cached = -1; /* as above */
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    v = wd_cpu_gemv_simd_available() && !wd_cpu_force_portable();
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
 
 /* The path wd_cpu_gemv_range takes: 2 AVX-512 (f16 and f32 weights; block
  * types stay on AVX2), 1 AVX2, 0 portable. */
@@ -208,7 +168,7 @@ const char *wd_cpu_gemv_kernel(void) { return wd_cpu_gemv_path_name(widest_path(
 static int path_available(int simd) {
   if (simd >= 2 && !wd_cpu_avx512_available())
     simd = 1;
-  return simd && wd_cpu_gemv_simd_available() ? simd : 0;
+  return simd && wd_cpu_has_avx2() ? simd : 0;
 }
 
 /* The dot kernel for w's type on the chosen path (never NULL: wd_cpu_mat_load

@@ -11,22 +11,13 @@
  * are dequantized in registers exactly as core/quant.c does and summed in
  * f32 in the same order (cpu_qgemv.h), so they give what the f32 kernel
  * gives over the dequantized matrix. The AVX2+FMA+F16C kernels are picked
- * at run time (__builtin_cpu_supports); elsewhere (other x86-64, arm64)
+ * at run time (cpu_features.h); elsewhere (other x86-64, arm64)
  * portable C loops with the same lane structure run.
  */
 #ifndef WD_CPU_GEMV_H
 #define WD_CPU_GEMV_H
 
 #include "cpu_mat.h"
-
-/* 1 where the AVX2 kernels are compiled in (x86; picked at run time), 0
- * elsewhere. -DWD_CPU_NO_SIMD builds the portable path alone, as arm64
- * builds it, to check it compiles clean on x86. */
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(WD_CPU_NO_SIMD)
-#define CPU_X86 1
-#else
-#define CPU_X86 0
-#endif
 
 typedef enum {
   CPU_GEMV_SET,  /* y = Wx + b */
@@ -54,7 +45,7 @@ const float *wd_cpu_f16_lut(void);
 /* Outputs [o0, o1) of g, every row. */
 void wd_cpu_gemv_range(const cpu_gemv_t *g, int o0, int o1);
 /* The same on a chosen path: simd 0 the portable kernels, 1 the AVX2 ones
- * where wd_cpu_gemv_simd_available (the portable ones elsewhere), 2 the
+ * where wd_cpu_has_avx2 (the portable ones elsewhere), 2 the
  * AVX-512 ones for f16/f32 weights where the CPU has them (else as 1),
  * whatever WHISPERD_CPU_PORTABLE says; tests compare them in one process. */
 void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
@@ -62,28 +53,10 @@ void wd_cpu_gemv_range_path(const cpu_gemv_t *g, int o0, int o1, int simd);
 int wd_cpu_gemv_widest(void);
 /* That path's name ("avx512f+avx2+fma+f16c", "avx2+fma+f16c", "portable"). */
 const char *wd_cpu_gemv_path_name(int path);
-/* 1 where the AVX2 kernels are compiled in and the CPU has AVX2, FMA and
- * F16C (WHISPERD_CPU_PORTABLE aside). */
-int wd_cpu_gemv_simd_available(void);
 /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable": the kernels
  * wd_cpu_gemv_range runs (the AVX-512 ones serve f16 and f32 weights). */
 const char *wd_cpu_gemv_kernel(void);
 
 float wd_cpu_gelu(float x);
-
-/* 1 when the AVX2+FMA+F16C kernels run (the CPU has them and
- * WHISPERD_CPU_PORTABLE is not set): the one switch the GEMV, attention and
- * vector kernels all follow. Cached; safe from any thread. */
-int wd_cpu_use_avx2(void);
-
-#if CPU_X86
-/* F16C, from CPUID leaf 1 (ECX bit 29): __builtin_cpu_supports("f16c") is
- * GCC's alone, and clang 14 (Debian 12's) refuses the name when compiling. */
-int wd_cpu_has_f16c(void);
-#endif
-
-/* WHISPERD_CPU_PORTABLE set (and not "0"): the portable kernels run even
- * where AVX2 is there, so that x86 CI tests the path arm64 takes. */
-int wd_cpu_force_portable(void);
 
 #endif

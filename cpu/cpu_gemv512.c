@@ -6,37 +6,18 @@
  * take 16 weights per instruction, a batched step reads the weight row
  * once for four activation rows in four 16-wide accumulators, and four
  * outputs run side by side (cpu_dot4_fn) so that no FMA waits on the last.
- * WHISPERD_CPU_NO_AVX512 (set, not "0") keeps the AVX2 kernels.
+ * WHISPERD_CPU_NO_AVX512 (set, not "0") keeps the AVX2 kernels (the pick
+ * is cpu_gemv.c's, from cpu_features.h).
  */
 #include "cpu_gemv512.h"
 
-#include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-
-int wd_cpu_no_avx512_env(void) {
-  const char *v = getenv("WHISPERD_CPU_NO_AVX512");
-  return v && v[0] && strcmp(v, "0") != 0;
-}
+#include "cpu_features.h"
 
 #if CPU_X86
 #include <immintrin.h>
 
 #define CPU512_TARGET __attribute__((target("avx512f,avx2,fma,f16c")))
 #include "cpu_gemv512_kern.h"
-
-int wd_cpu_avx512_available(void) {
-  static _Atomic int cached = -1; /* relaxed: every thread computes the same */
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    __builtin_cpu_init();
-    /* libgcc sets avx512f only when the OS saves the ZMM state (XCR0). */
-    v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && wd_cpu_has_f16c() && !wd_cpu_no_avx512_env();
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
 
 cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
   if (type == WD_DTYPE_F16)
@@ -54,7 +35,6 @@ cpu_dot4_fn wd_cpu_gemv512_dot4(wd_dtype_t type) {
   return NULL;
 }
 #else
-int wd_cpu_avx512_available(void) { return 0; }
 cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type) {
   (void)type;
   return NULL;

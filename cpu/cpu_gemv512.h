@@ -8,16 +8,9 @@
 
 #include "cpu_qgemv.h"
 
-/* 1 when WHISPERD_CPU_NO_AVX512 is set (and not "0"): AVX-512 is masked
- * for the decoder's GEMV and the encoder's kernel pick (cpu_blas.c). */
-int wd_cpu_no_avx512_env(void);
-
-/* 1 when the CPU has AVX-512F, AVX2, FMA and F16C, and the OS keeps the
- * ZMM registers, and WHISPERD_CPU_NO_AVX512 is not set. Cached. */
-int wd_cpu_avx512_available(void);
-
 /* The AVX-512 dot for f16 or f32 weights (call only where
- * wd_cpu_avx512_available); NULL for other types and off x86. */
+ * wd_cpu_avx512_available, cpu_features.h); NULL for other types and off
+ * x86. */
 cpu_dot_fn wd_cpu_gemv512_dot(wd_dtype_t type);
 
 /* Its four-output form (cpu_dot4_fn), or NULL likewise. */

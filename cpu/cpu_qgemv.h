@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu_features.h"
 #include "cpu_gemv.h"
 
 /* res[r] = W_row . x[r] for r < R (R 1 .. 4): the fixed-order dot products

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_blas.h"
+#include "cpu_features.h"
 #include "cpu_vmath.h"
 #include "error.h"
 
@@ -156,7 +156,7 @@ static void reduce_task(void *arg, int t) {
   const int o0 = t * r->per, o1 = o0 + r->per < w->n_out ? o0 + r->per : w->n_out;
   float *row = (float *)(void *)(r->scratch + (size_t)t * ((size_t)k * 4 + (size_t)kp * 2));
   uint8_t *q = (uint8_t *)(row + k); /* one row's codes (int8) or bf16 values */
-  const cpu_rpath_t fast = wd_cpu_rgemm_pick(ct, wd_cpu_blas_features());
+  const cpu_rpath_t fast = wd_cpu_rgemm_pick(ct, wd_cpu_features());
   (void)fast; /* x86 only */
   for (int o = o0; o < o1; o++) {
     if (w->type == WD_DTYPE_F16) /* most files: F16C, not the per-element table */

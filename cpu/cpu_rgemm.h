@@ -54,7 +54,7 @@ typedef enum {
   CPU_RPATH_BF16_512, /* bf16: vdpbf16ps on 512 bits */
 } cpu_rpath_t;
 
-/* The path for ct on a CPU with features f (cpu_blas.h's bits; pure, so
+/* The path for ct on a CPU with features f (cpu_features.h's bits; pure, so
  * tests pass masked feature sets). CPU_RPATH_NONE for f32. */
 cpu_rpath_t wd_cpu_rgemm_pick(wd_cpu_compute_t ct, unsigned f);
 /* "int8, AVX512-VNNI", "bf16, AVX512-BF16", ...: what a path runs. */

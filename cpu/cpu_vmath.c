@@ -6,8 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_attn.h"
-#include "cpu_gemv.h"
+#include "cpu_attn.h" /* wd_cpu_softmax_row */
+#include "cpu_features.h"
+#include "cpu_gemv.h" /* wd_cpu_gelu */
 #include "f16.h"
 
 #if CPU_X86

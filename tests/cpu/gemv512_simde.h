@@ -5,6 +5,7 @@
 #ifndef WD_TEST_GEMV512_SIMDE_H
 #define WD_TEST_GEMV512_SIMDE_H
 
+#include "cpu_features.h" /* CPU_X86 */
 #include "cpu_gemv.h"
 #include "cpu_qgemv.h"
 

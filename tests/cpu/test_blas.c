@@ -126,7 +126,7 @@ static int run_child(const char *extra, char *core, char *path, double *err) {
 WD_TEST(startup_pick_is_what_openblas_runs) {
   char core[64], path[256];
   double err = 1;
-  const unsigned f = wd_cpu_blas_features();
+  const unsigned f = wd_cpu_features();
   WD_CHECK_EQ_INT(run_child("WHISPERD_CPU_NO_AVX512=0", core, path, &err), 0);
   /* The kernels run are of the tier the features allow: the library's own
    * pick where it was of that tier, else the re-executed pick. */
@@ -152,7 +152,7 @@ WD_TEST(path_names_the_running_kernels) {
   WD_CHECK(strstr(path, "OpenBLAS") != NULL);
   WD_CHECK(core && strstr(path, core) != NULL);
   WD_CHECK(strstr(path, wd_cpu_tier_name(wd_cpu_blas_core_tier(core))) != NULL);
-  const int less = wd_cpu_blas_core_tier(core) < wd_cpu_blas_features_tier(wd_cpu_blas_features());
+  const int less = wd_cpu_blas_core_tier(core) < wd_cpu_blas_features_tier(wd_cpu_features());
   const char *warn = wd_cpu_blas_warning();
   WD_CHECK_EQ_INT(warn != NULL, less);
   if (warn) {

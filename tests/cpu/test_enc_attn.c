@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "cpu_enc_attn.h"
-#include "cpu_gemv512.h"
 #include "wd_test.h"
 
 enum { DH = WD_ENC_ATTN_DH, LD = 9 * DH, NMAX = 1500, LDO = 2 * DH };

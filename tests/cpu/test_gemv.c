@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_features.h"
 #include "cpu_gemv.h"
 #include "cpu_mat.h"
 #include "quant.h"
@@ -188,7 +189,7 @@ static void check_all(wd_dtype_t type) {
   wd_cpu_gemv_init();
   static const int widths[] = { 32, 96, 384, 1536 };
   for (int simd = 0; simd < 2; simd++) {
-    if (simd && !wd_cpu_gemv_simd_available()) {
+    if (simd && !wd_cpu_has_avx2()) {
       fprintf(stderr, "  no AVX2+FMA+F16C here: the portable path only\n");
       continue;
     }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_features.h"
 #include "cpu_gemv.h"
 #include "cpu_gemv512.h"
 #include "cpu_mat.h"
@@ -64,7 +65,7 @@ static void gemv(const case_t *c, int n_rows, int simd, float *y) {
 }
 
 WD_TEST(avx512_kernels_match_avx2_bit_for_bit) {
-  if (!CPU_X86 || !wd_cpu_gemv_simd_available())
+  if (!CPU_X86 || !wd_cpu_has_avx2())
     wd_test_skip("no AVX2 on this host: nothing to compare with");
   static case_t c;
   static const int widths[] = { 16, 48, 384, 389, 1536 };

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_blas.h"
+#include "cpu_features.h"
 #include "cpu_rgemm.h"
 #include "wd_test.h"
 
@@ -65,7 +65,7 @@ static void run(cpu_rgemm_t *g, cpu_rpath_t p) {
 }
 
 static int paths_of(wd_cpu_compute_t ct, cpu_rpath_t *out) {
-  const unsigned f = wd_cpu_blas_features();
+  const unsigned f = wd_cpu_features();
   int n = 0;
   out[n++] = CPU_RPATH_PORTABLE;
   if (ct == WD_CPU_COMPUTE_INT8 && (f & CPU_F_AVX2))
@@ -217,7 +217,7 @@ WD_TEST(int8_products) {
   const int shapes[][3] = { { 45, 100, 37 }, { 64, 384, 9 }, { 33, 130, 1 }, { 80, 64, 20 } };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     check_shape(WD_CPU_COMPUTE_INT8, shapes[i][0], shapes[i][1], shapes[i][2]);
-  const unsigned f = wd_cpu_blas_features();
+  const unsigned f = wd_cpu_features();
   fprintf(stderr, "  int8 paths here: portable%s%s\n", (f & CPU_F_AVX2) ? ", AVX2" : "",
           wd_cpu_rgemm_pick(WD_CPU_COMPUTE_INT8, f) == CPU_RPATH_VNNI512 ? ", AVX512-VNNI" : "");
 }
