@@ -12,6 +12,8 @@
 #   core_test_workers the group over several workers: submits in flight
 #                     counted from two threads, drains side by side (fake
 #                     workers, well under a second).
+#   cpu_test_cpu_features  threads racing to make the first query of the
+#                     CPU's features (pthread_once; milliseconds).
 #   cpu_test_engine   the encoder and one batched decoder step, both split
 #                     over the pool's threads; left out: the whole jfk
 #                     transcription (~270 steps of seconds each).
@@ -26,7 +28,7 @@ if(NOT WD_TSAN)
   return()
 endif()
 set(wd_tsan_tests core_test_pool core_test_taskq core_test_worker core_test_workers api_test_server
-    api_test_watcher api_test_conn_guard cpu_test_engine)
+    api_test_watcher api_test_conn_guard cpu_test_cpu_features cpu_test_engine)
 # What the pass needs and nothing else (scripts/build.sh tsan builds this
 # target): the whole tree under TSan costs CI minutes for tests never run.
 add_custom_target(wd_tsan DEPENDS ${wd_tsan_tests} whisperd)
