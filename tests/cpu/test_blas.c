@@ -24,6 +24,7 @@
 
 #include "cpu_blas.h"
 #include "wd_test.h"
+#include "wd_test_child.h"
 
 #define F512 (CPU_F_AVX512F | CPU_F_AVX512CD | CPU_F_AVX512BW | CPU_F_AVX512DQ | CPU_F_AVX512VL)
 #define FAVX2 (CPU_F_AVX | CPU_F_AVX2 | CPU_F_FMA | CPU_F_F16C)
@@ -99,19 +100,10 @@ static int child(void) {
 /* Runs this binary as a child without OPENBLAS_CORETYPE, with `extra` in
  * its environment; fills core and path. 0 on success. */
 static int run_child(const char *extra, char *core, char *path, double *err) {
-  char self[512], cmd[1024], line[512];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0)
+  char env[512], line[512];
+  snprintf(env, sizeof env, "-u OPENBLAS_CORETYPE %s", extra);
+  if (wd_test_child_line(env, line, sizeof line) != 0)
     return -1;
-  self[n] = 0;
-  snprintf(cmd, sizeof cmd, "env -u OPENBLAS_CORETYPE %s '%s' --child", extra, self);
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return -1;
-  const int got = fgets(line, sizeof line, p) != NULL;
-  if (pclose(p) != 0 || !got)
-    return -1;
-  line[strcspn(line, "\n")] = 0;
   char *bar1 = strchr(line, '|'), *bar2 = bar1 ? strchr(bar1 + 1, '|') : NULL;
   if (!bar2)
     return -1;

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpu_features.h"
 #include "wd_test.h"
+#include "wd_test_child.h"
 
 /* Every query's answer. */
 typedef struct {
@@ -126,23 +126,14 @@ static int child(void) {
 /* Runs this binary as a child with both overrides removed from its
  * environment, then `extra` (NAME=value ..., or ""); fills *a. 0 on success. */
 static int run_child(const char *extra, answers_t *a) {
-  char self[512], cmd[1024], line[256];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0)
-    return -1;
-  self[n] = 0;
-  snprintf(cmd, sizeof cmd,
-           "env -u WHISPERD_CPU_PORTABLE -u WHISPERD_CPU_NO_AVX512 %s '%s' --child", extra, self);
-  FILE *p = popen(cmd, "r");
-  if (!p)
-    return -1;
-  const int got = fgets(line, sizeof line, p) != NULL;
-  if (pclose(p) != 0 || !got)
+  char env[512], line[256];
+  snprintf(env, sizeof env, "-u WHISPERD_CPU_PORTABLE -u WHISPERD_CPU_NO_AVX512 %s", extra);
+  if (wd_test_child_line(env, line, sizeof line) != 0)
     return -1;
   if (sscanf(line, "%u %u %d %d %d %d %d %d", &a->f, &a->hw, &a->f16c, &a->has_avx2,
              &a->use_avx2, &a->avx512, &a->portable, &a->no_avx512) != 8)
     return -1;
-  fprintf(stderr, "  child [%s]: %s", extra, line);
+  fprintf(stderr, "  child [%s]: %s\n", extra, line);
   return 0;
 }
 
