@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cpu_features.h"
-#include "cpu_gemv.h"
+#include "model.h" /* wd_dtype_t */
 
 /* res[r] = W_row . x[r] for r < R (R 1 .. 4): the fixed-order dot products
  * of one weight row of k elements (k a multiple of 16; of 32 for blocks). */
