@@ -20,9 +20,11 @@ function errorText(status, body, retryAfter) {
   return text;
 }
 
+// Shows the key form with the 401's message; what is being typed stays.
 function askKey(message) {
-  $('key-box').hidden = false;
   $('key-msg').textContent = message;
+  if (!$('key-box').hidden) return;
+  $('key-box').hidden = false;
   $('key').value = apiKey;
   $('key').focus();
 }
@@ -171,7 +173,7 @@ $('task').addEventListener('change', () => {
 
 function setFile(f) {
   file = f;
-  $('drop-text').textContent = f ? f.name + ' (' + Math.round(f.size / 1024) + ' KiB)' : 'Choose or drop an audio file';
+  $('drop-text').textContent = f ? f.name + ' (' + (f.size < 10240 ? f.size + ' bytes' : Math.round(f.size / 1024) + ' KiB') + ')' : 'Choose or drop an audio file';
   const a = $('audio');
   if (a.src) URL.revokeObjectURL(a.src);
   a.hidden = !f;
@@ -225,11 +227,16 @@ $('file-form').addEventListener('submit', async (e) => {
   bar.value = 0;
   label.textContent = 'Uploading…';
   const t0 = performance.now();
+  let tick = 0;
   try {
     const r = await post('/v1/audio/' + opts.task, requestForm(opts, 'verbose_json'), (p) => {
       bar.value = p;
       label.textContent = p < 1 ? 'Uploading… ' + Math.round(p * 100) + ' %' : 'Transcribing…';
-      if (p >= 1) bar.removeAttribute('value');
+      if (p >= 1 && !tick) {
+        bar.removeAttribute('value'); // the daemon tells no progress: an indeterminate bar
+        const t1 = performance.now();
+        tick = setInterval(() => { label.textContent = 'Transcribing… ' + Math.round((performance.now() - t1) / 1000) + ' s'; }, 1000);
+      }
     });
     if (r.status === 401) askKey(errorText(401, r.body));
     if (r.status !== 200) throw new Error(errorText(r.status, r.body, r.retryAfter));
@@ -242,6 +249,7 @@ $('file-form').addEventListener('submit', async (e) => {
     showFileError(err.message);
     $('progress-box').hidden = true;
   } finally {
+    clearInterval(tick);
     updateGo();
   }
 });
@@ -267,13 +275,18 @@ function renderResult(j, secs) {
         const span = document.createElement('span');
         span.className = 'w';
         span.title = fmtTime(w.start) + ' – ' + fmtTime(w.end);
+        span.dataset.start = w.start;
         span.textContent = w.word.trim();
         x.append(span, ' ');
       }
     } else x.textContent = s.text.trim();
     b.append(t, x);
     b.setAttribute('aria-label', fmtTime(s.start) + ' to ' + fmtTime(s.end) + ': ' + s.text.trim() + ' (play from here)');
-    b.addEventListener('click', () => { const a = $('audio'); a.currentTime = s.start; a.play().catch(() => {}); });
+    b.addEventListener('click', (e) => { // from the segment's start, or the word's clicked
+      const a = $('audio');
+      a.currentTime = e.target.dataset && e.target.dataset.start ? Number(e.target.dataset.start) : s.start;
+      a.play().catch(() => {});
+    });
     li.append(b);
     ol.append(li);
   }
@@ -385,7 +398,7 @@ async function startLive() {
   if (apiKey) protocols.push('openai-insecure-api-key.' + apiKey);
   const l = live = { closing: false, speech: false };
   $('mic').setAttribute('aria-pressed', 'true');
-  $('mic').textContent = '■ Stop';
+  $('mic').textContent = '■ Stop microphone';
   try {
     l.stream = await navigator.mediaDevices.getUserMedia({ audio: {
       channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
@@ -457,7 +470,7 @@ function stopLive(now) {
   $('level').value = 0;
   $('partial').textContent = '';
   $('mic').setAttribute('aria-pressed', 'false');
-  $('mic').textContent = '🎤 Start microphone';
+  $('mic').textContent = '● Start microphone';
   liveState('Stopped.');
 }
 $('mic').addEventListener('click', () => (live ? stopLive(false) : startLive()));

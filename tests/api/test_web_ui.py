@@ -38,15 +38,26 @@ JFK_START = "And so my fellow Americans ask not what your country can do for you
 def shot(page, name, docs_name=None, full=True):
     os.makedirs(SHOTS, exist_ok=True)
     page.screenshot(path=os.path.join(SHOTS, name + ".png"), full_page=full)
-    if DOCS and docs_name:
+    if DOCS and docs_name:  # cut to the content: a short viewport, the full page
         os.makedirs(DOCS, exist_ok=True)
-        page.screenshot(path=os.path.join(DOCS, docs_name), full_page=full)
+        size = page.viewport_size
+        page.set_viewport_size({"width": size["width"], "height": 200})
+        page.screenshot(path=os.path.join(DOCS, docs_name), full_page=True)
+        page.set_viewport_size(size)
+
+
+def note(line):
+    """A measurement, kept beside the screenshots (pytest -q hides prints)."""
+    os.makedirs(SHOTS, exist_ok=True)
+    with open(os.path.join(SHOTS, "measurements.txt"), "a") as f:
+        f.write(line + "\n")
+    print(line)
 
 
 @pytest.fixture(scope="module")
 def mic_wav(tmp_path_factory):
-    """jfk at 48 kHz, with 1 s of silence before and 3 s after (the fake
-    microphone loops it: each pass is a turn for server VAD)."""
+    """jfk at 48 kHz, with 1 s of silence before and 3 s after: the fake
+    microphone's input (server VAD ends a turn at each pause)."""
     out = str(tmp_path_factory.mktemp("mic") / "jfk48k.wav")
     subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-i", JFK_WAV, "-af",
                     "adelay=1000:all=1,apad=pad_dur=3", "-ar", "48000", "-ac", "1",
@@ -59,7 +70,7 @@ def browser(mic_wav):
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={mic_wav}", "--autoplay-policy=no-user-gesture-required",
+            f"--use-file-for-fake-audio-capture={mic_wav}",
             "--no-sandbox"])
         yield b
         b.close()
@@ -118,7 +129,7 @@ def test_assets_headers(daemon):
         again = wd_api.request(daemon.port, "GET", path, headers={"If-None-Match": r.headers["etag"]})
         assert again.status == 304 and again.body == b""
         total += len(r.body)
-    print(f"\nweb-ui: {total} bytes in {len(ASSETS)} assets")
+    note(f"web-ui: {total} bytes in {len(ASSETS)} assets")
     assert total < 64 * 1024
     assert wd_api.request(daemon.port, "POST", "/", b"x").status == 405
     assert wd_api.request(daemon.port, "GET", "/nothing.js").status == 404
@@ -130,7 +141,7 @@ def test_files(page, daemon):
     pg = page.page
     pg.wait_for_selector("#model option", state="attached")
     paint = pg.evaluate("performance.getEntriesByType('paint').map(e => [e.name, e.startTime])")
-    print(f"\nweb-ui: paint {paint}")
+    note(f"web-ui: paint {paint} (ms after navigation start)")
     assert any(n == "first-paint" for n, _ in paint), paint
     shot(pg, "01-start")
     pg.set_input_files("#file", JFK_WAV)
@@ -190,8 +201,8 @@ def test_status(page):
 
 
 def test_live(page):
-    """The fake microphone (jfk, looped) through /v1/realtime: a turn with
-    jfk's words; Stop closes the session."""
+    """The fake microphone (jfk) through /v1/realtime: turns with jfk's
+    words; Stop commits the open turn and closes the session."""
     if not os.path.exists(VAD_MODEL):
         pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
     pg = page.page
@@ -220,7 +231,7 @@ def test_live(page):
 
 def test_api_key(browser):
     """With --api-key the page asks for it: a wrong key shows the 401, the
-    right one works, for uploads and the Realtime session."""
+    right one works; word timestamps; an API error is shown as given."""
     d = start_daemon(args=["--api-key", "right-key"])
     p = Page(browser, d.url)
     try:
@@ -243,8 +254,24 @@ def test_api_key(browser):
         pg.wait_for_selector("#segments .seg", timeout=120_000)
         assert JFK_START in pg.inner_text("#segments")
         shot(pg, "08-key-right")
-        # the only errors: the browser's lines for the 401 answers
-        assert all("401" in e for e in p.errors), p.errors
+        # word timestamps: each word a span with its times
+        pg.check("#words")
+        pg.click("#go")
+        pg.wait_for_selector("#segments .w", timeout=120_000)
+        assert pg.locator("#segments .w").count() == len(wd_api.JFK_TEXT.split())
+        assert re.match(r"\d:\d\d\.\d\d – \d:\d\d\.\d\d$",
+                        pg.locator("#segments .w").first.get_attribute("title"))
+        shot(pg, "09-words")
+        # the API's error message as given
+        pg.set_input_files("#file", {"name": "noise.wav", "mimeType": "audio/wav",
+                                     "buffer": b"this is not audio" * 10})
+        pg.click("#go")
+        pg.wait_for_selector("#file-error:not([hidden])")
+        err = pg.inner_text("#file-error")
+        assert err.startswith("HTTP 400: "), err
+        shot(pg, "10-error")
+        # the only errors: the browser's lines for the 401 and 400 answers
+        assert all("status of 401" in e or "status of 400" in e for e in p.errors), p.errors
     finally:
         p.close()
         stop_daemon(d)
