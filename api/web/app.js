@@ -402,7 +402,17 @@ async function startLive() {
   try {
     l.stream = await navigator.mediaDevices.getUserMedia({ audio: {
       channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
-    l.ctx = new AudioContext();
+    // At 24 kHz the browser resamples the microphone itself (Chromium's
+    // resampler); where a context cannot take a stream of another rate
+    // (Firefox), at the device's rate, and the worklet resamples.
+    l.ctx = new AudioContext({ sampleRate: 24000 });
+    try {
+      l.src = l.ctx.createMediaStreamSource(l.stream);
+    } catch (e) {
+      l.ctx.close();
+      l.ctx = new AudioContext();
+      l.src = l.ctx.createMediaStreamSource(l.stream);
+    }
     await l.ctx.audioWorklet.addModule('/worklet.js');
   } catch (e) {
     liveError('Microphone: ' + e.message);
@@ -419,11 +429,10 @@ async function startLive() {
     const lang = $('language').value.trim();
     if (lang && lang !== 'auto') input.transcription.language = lang;
     ws.send(JSON.stringify({ type: 'session.update', session: { type: 'transcription', audio: { input } } }));
-    const src = l.ctx.createMediaStreamSource(l.stream);
     l.node = new AudioWorkletNode(l.ctx, 'pcm16-24k');
     const mute = l.ctx.createGain();
     mute.gain.value = 0;
-    src.connect(l.node).connect(mute).connect(l.ctx.destination);
+    l.src.connect(l.node).connect(mute).connect(l.ctx.destination);
     l.node.port.onmessage = (m) => {
       $('level').value = Math.min(1, m.data.peak);
       if (ws.readyState === WebSocket.OPEN && !l.closing)
