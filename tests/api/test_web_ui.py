@@ -237,6 +237,39 @@ def test_live(page):
     assert page.errors == []
 
 
+WORKLET_AT = """async (rate) => {
+  const ctx = new OfflineAudioContext(1, rate, rate);  // one second of a 440 Hz sine
+  await ctx.audioWorklet.addModule('/worklet.js');
+  const node = new AudioWorkletNode(ctx, 'pcm16-24k');
+  const osc = ctx.createOscillator();
+  osc.frequency.value = 440;
+  osc.connect(node).connect(ctx.destination);
+  osc.start();
+  const blocks = [];
+  node.port.onmessage = (m) => blocks.push(new Int16Array(m.data.pcm));
+  await ctx.startRendering();
+  await new Promise((r) => setTimeout(r, 200));
+  const all = blocks.flatMap((b) => Array.from(b));
+  let crossings = 0, peak = 0;
+  for (let i = 1; i < all.length; i++) {
+    if ((all[i - 1] < 0) !== (all[i] < 0)) crossings++;
+    peak = Math.max(peak, Math.abs(all[i]));
+  }
+  return [blocks.length, all.length, crossings, peak];
+}"""
+
+
+def test_worklet_resamples(page):
+    """The microphone's worklet where the context runs at the device's rate
+    (Firefox): 100 ms blocks of 24 kHz PCM16, the sine's frequency kept."""
+    for rate in (48000, 44100, 16000):
+        n_blocks, n, crossings, peak = page.page.evaluate(WORKLET_AT, rate)
+        assert n_blocks >= 9 and abs(n - n_blocks * 2400) == 0, (rate, n_blocks, n)
+        assert abs(crossings - 880 * n / 24000) <= 4, (rate, crossings, n)
+        assert 30000 < peak <= 32768, (rate, peak)
+    assert page.errors == []
+
+
 def test_api_key(browser):
     """With --api-key the page asks for it: a wrong key shows the 401, the
     right one works; word timestamps; an API error is shown as given."""
