@@ -24,7 +24,8 @@ static const wd_route_row_t wd_routes[] = {
 };
 
 static const char *const wd_route_names[WD_ROUTE_COUNT] = {
-  "transcriptions", "translations", "models", "health", "ready", "metrics", "realtime", "web", "other",
+  "transcriptions", "translations", "models", "health", "ready", "metrics", "realtime", "web",
+  "other",
 };
 
 const char *wd_route_name(wd_route_t r) {

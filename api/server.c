@@ -173,8 +173,9 @@ static enum MHD_Result route_web(struct MHD_Connection *c, wd_req_t *r, const ch
   snprintf(etag, sizeof etag, "\"%016llx\"", h);
   const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
   const int fresh = inm && strstr(inm, etag) != NULL;
+  /* PERSISTENT: MHD only reads the bytes (the cast drops const for its API) */
   struct MHD_Response *resp = MHD_create_response_from_buffer(
-      fresh ? 0 : a->len, fresh ? NULL : (void *)(uintptr_t)a->data, MHD_RESPMEM_PERSISTENT); /* never written */
+      fresh ? 0 : a->len, fresh ? NULL : (void *)(uintptr_t)a->data, MHD_RESPMEM_PERSISTENT);
   if (!resp)
     return MHD_NO;
   MHD_add_response_header(resp, "Server", "whisperd");

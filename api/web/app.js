@@ -400,6 +400,8 @@ async function startLive() {
   $('mic').setAttribute('aria-pressed', 'true');
   $('mic').textContent = '■ Stop microphone';
   try {
+    if (!navigator.mediaDevices || !window.AudioWorkletNode)
+      throw new Error('this browser gives no microphone here: it needs https:// or localhost (a secure context)');
     l.stream = await navigator.mediaDevices.getUserMedia({ audio: {
       channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
     // At 24 kHz the browser resamples the microphone itself (Chromium's
@@ -419,7 +421,11 @@ async function startLive() {
     stopLive(true);
     return;
   }
-  if (live !== l) return;
+  if (live !== l) { // stopped while the browser asked for the microphone
+    for (const t of l.stream.getTracks()) t.stop();
+    l.ctx.close().catch(() => {});
+    return;
+  }
   const ws = l.ws = new WebSocket(proto + '//' + location.host + '/v1/realtime?intent=transcription', protocols);
   let opened = false;
   ws.onopen = () => {
