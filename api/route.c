@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "web.h"
+
 typedef struct {
   const char *path;
   wd_route_t route;
@@ -22,7 +24,8 @@ static const wd_route_row_t wd_routes[] = {
 };
 
 static const char *const wd_route_names[WD_ROUTE_COUNT] = {
-  "transcriptions", "translations", "models", "health", "ready", "metrics", "realtime", "other",
+  "transcriptions", "translations", "models", "health", "ready", "metrics", "realtime", "web",
+  "other",
 };
 
 const char *wd_route_name(wd_route_t r) {
@@ -56,6 +59,10 @@ int wd_route_match(const char *method, const char *path, wd_route_t *ret, const 
     if (ret_id)
       *ret_id = path + sizeof prefix - 1;
   }
+  /* the page's assets (api/web.h; whether it is on is the server's call) */
+  static const wd_route_row_t web = { "/", WD_ROUTE_WEB, 0 };
+  if (!row && wd_web_find(path))
+    row = &web;
   if (!row)
     return 404;
   *ret = row->route;

@@ -17,6 +17,7 @@ typedef enum {
   WD_ROUTE_READY,              /* GET /ready */
   WD_ROUTE_METRICS,            /* GET /metrics */
   WD_ROUTE_REALTIME,           /* GET /v1/realtime (WebSocket) */
+  WD_ROUTE_WEB,                /* GET /, /app.js, ...: the page (api/web.h) */
   WD_ROUTE_OTHER,              /* no route (404): one metrics label for all */
   WD_ROUTE_COUNT
 } wd_route_t;

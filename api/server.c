@@ -45,6 +45,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <arpa/inet.h>
@@ -64,6 +65,7 @@
 #include "route.h"
 #include "server_internal.h"
 #include "transcription.h"
+#include "web.h"
 
 #define WD_MODEL_WAIT_RETRY_S 5
 #define WD_HEADER_TIMEOUT_DEFAULT_S 15
@@ -156,6 +158,38 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, wd_req_t *r, const 
                                    const char *allow) {
   r->status = e->status;
   return wd_response_error(c, e, allow);
+}
+
+/* GET or HEAD of the page's assets (api/web.h): public (no key: the page
+ * asks for it and sends it with its API calls), revalidated by ETag. */
+static enum MHD_Result route_web(struct MHD_Connection *c, wd_req_t *r, const char *url) {
+  const wd_web_asset_t *a = wd_web_find(url);
+  if (!a)
+    return MHD_NO; /* the route table matched it */
+  unsigned long long h = 1469598103934665603ull; /* FNV-1a of the bytes */
+  for (size_t i = 0; i < a->len; i++)
+    h = (h ^ a->data[i]) * 1099511628211ull;
+  char etag[24];
+  snprintf(etag, sizeof etag, "\"%016llx\"", h);
+  const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
+  const int fresh = inm && strstr(inm, etag) != NULL;
+  /* PERSISTENT: MHD only reads the bytes (the cast drops const for its API) */
+  struct MHD_Response *resp = MHD_create_response_from_buffer(
+      fresh ? 0 : a->len, fresh ? NULL : (void *)(uintptr_t)a->data, MHD_RESPMEM_PERSISTENT);
+  if (!resp)
+    return MHD_NO;
+  MHD_add_response_header(resp, "Server", "whisperd");
+  MHD_add_response_header(resp, "Cache-Control", "no-cache");
+  MHD_add_response_header(resp, "ETag", etag);
+  MHD_add_response_header(resp, "Content-Type", a->content_type);
+  MHD_add_response_header(resp, "Content-Security-Policy", WD_WEB_CSP);
+  MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+  MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+  r->status = fresh ? 304 : 200;
+  const enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
+  MHD_destroy_response(resp);
+  return ret;
 }
 
 /* OpenAI's model object, and whether the model is loaded now (a model
@@ -349,7 +383,8 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
       wd_api_error_set(&e, 401, NULL, "invalid_api_key", "Incorrect API key provided.");
     return reply_error(c, r, &e, NULL);
   }
-  if (found == 404) {
+  if (found == 404 || (r->route == WD_ROUTE_WEB && s->o.no_web_ui)) {
+    r->route = WD_ROUTE_OTHER; /* --web-ui off: as any unknown path */
     wd_api_error_set(&e, 404, NULL, NULL, "Invalid URL (%.15s %.200s)", method, url);
     return reply_error(c, r, &e, NULL);
   }
@@ -367,6 +402,8 @@ static enum MHD_Result respond(wd_server_t *s, struct MHD_Connection *c, wd_req_
     return route_metrics(s, c, r);
   case WD_ROUTE_MODELS:
     return route_models(s, c, r, id);
+  case WD_ROUTE_WEB:
+    return route_web(c, r, url);
   case WD_ROUTE_REALTIME:
     return wd_realtime_upgrade(s->realtime, c, &r->status, &r->rt);
   case WD_ROUTE_TRANSCRIPTIONS:

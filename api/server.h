@@ -49,6 +49,7 @@ typedef struct {
   int decode_threads;        /* threads that decode uploads off the HTTP
                               * threads; 0 = 2 */
   int realtime_sessions;     /* /v1/realtime sessions at once; 0 = 32 */
+  int no_web_ui;             /* 1: no page at / (404 there, as any unknown path) */
   int realtime_partial_ms;   /* partial transcripts of an open turn every this
                               * many ms of speech, workers idle; 0 = none */
 } wd_server_opts_t;

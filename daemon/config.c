@@ -130,6 +130,8 @@ static const wd_option_t wd_options[] = {
     "On SIGTERM, how long running jobs may finish before they are cancelled", 0 },
   { "api-key", 0, WD_OPT_STR, OFF(api_key), "", 0, 0, NULL, "KEY",
     "Require 'Authorization: Bearer KEY' on /v1 (empty: no authentication)", WD_OPT_SECRET },
+  { "web-ui", 0, WD_OPT_ENUM, OFF(web_ui), "on", 0, 0, "on|off", "on|off",
+    "serve: the daemon's own page at / (uploads, the microphone, models and queue; public, its API calls send the key); off: / is 404", 0 },
   { "log-file", 0, WD_OPT_STR, OFF(log_file), "", 0, 0, NULL, "PATH",
     "serve: append log lines to this file instead of stderr; SIGHUP reopens it", 0 },
   { "log-level", 0, WD_OPT_LOGLEVEL, OFF(log_level), "info", 0, 0, NULL, "LEVEL",

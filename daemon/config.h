@@ -70,6 +70,7 @@ typedef struct {
   int max_audio_s;        /* per-request audio length cap */
   int shutdown_grace_s;   /* SIGTERM: time running jobs get to finish */
   char *api_key;          /* empty: no authentication */
+  char *web_ui;           /* on or off: the page at / (api/web.h) */
   /* logging */
   wd_log_level_t log_level;
   char *log_file;         /* serve: log here instead of stderr ("" = stderr) */

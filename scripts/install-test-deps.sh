@@ -38,7 +38,9 @@ missing=()
 # tests/core/test_audio_ffmpeg.c compares our samples with bit for bit.
 # openssl: test_realtime.py's self-signed certificate for the TLS front the
 # Node SDK's realtime client needs (it only opens wss://).
-for p in python3 python3-venv curl systemd ffmpeg openssl; do
+# chromium: the browser test_web_ui.py drives (through Playwright, pointed at
+# /usr/bin/chromium; Playwright's own browser download is never used).
+for p in python3 python3-venv curl systemd ffmpeg openssl chromium; do
   have_pkg "$p" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -101,7 +101,7 @@ def test_wrong_method(daemon, method, path):
 
 
 @pytest.mark.parametrize("method,path", [
-    ("GET", "/"),
+    ("GET", "/index.html"),  # "/" is the daemon's page (test_web_ui.py)
     ("GET", "/v1/nope"),
     ("GET", "/v1/audio"),
     ("POST", "/v1/audio/speech"),

@@ -7,6 +7,7 @@
 
 #include "metrics.h"
 #include "route.h"
+#include "web.h"
 #include "wd_test.h"
 
 static void check(const char *method, const char *path, int want, wd_route_t route,
@@ -43,7 +44,16 @@ WD_TEST(table) {
   check("GET", "/ready", 200, WD_ROUTE_READY, NULL, NULL);
   check("GET", "/metrics", 200, WD_ROUTE_METRICS, NULL, NULL);
   check("POST", "/metrics", 405, WD_ROUTE_METRICS, "GET, HEAD", NULL);
-  check("GET", "/", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/", 200, WD_ROUTE_WEB, NULL, NULL);
+  check("HEAD", "/", 200, WD_ROUTE_WEB, NULL, NULL);
+  check("GET", "/app.js", 200, WD_ROUTE_WEB, NULL, NULL);
+  check("GET", "/app.css", 200, WD_ROUTE_WEB, NULL, NULL);
+  check("HEAD", "/worklet.js", 200, WD_ROUTE_WEB, NULL, NULL);
+  check("POST", "/", 405, WD_ROUTE_WEB, "GET, HEAD", NULL);
+  check("GET", "/app.jsx", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/index.html", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "//", 404, WD_ROUTE_OTHER, NULL, NULL);
+  check("GET", "/web/app.js", 404, WD_ROUTE_OTHER, NULL, NULL);
   check("GET", "/healthz", 404, WD_ROUTE_OTHER, NULL, NULL);
   check("GET", "/health//", 404, WD_ROUTE_OTHER, NULL, NULL);
   check("POST", "/v1/audio/transcriptionsX", 404, WD_ROUTE_OTHER, NULL, NULL);
@@ -54,8 +64,40 @@ WD_TEST(table) {
   WD_CHECK(!wd_route_needs_auth("/v1"));
   WD_CHECK(!wd_route_needs_auth("/health"));
   WD_CHECK(!wd_route_needs_auth("/metrics"));
+  WD_CHECK(!wd_route_needs_auth("/"));
+  WD_CHECK(!wd_route_needs_auth("/app.js"));
+  WD_CHECK_EQ_STR(wd_route_name(WD_ROUTE_WEB), "web");
   WD_CHECK_EQ_STR(wd_route_name(WD_ROUTE_TRANSLATIONS), "translations");
   WD_CHECK_EQ_STR(wd_route_name(WD_ROUTE_COUNT), "other");
+}
+
+/* The page's embedded assets: found by path (one trailing slash, as the
+ * routes), their types, the bytes of api/web/ as they are. */
+WD_TEST(web_assets) {
+  const wd_web_asset_t *a = wd_web_find("/");
+  WD_CHECK(a != NULL);
+  WD_CHECK_EQ_STR(a->content_type, "text/html; charset=utf-8");
+  WD_CHECK(a->len > 100 && strncmp((const char *)a->data, "<!doctype html>", 15) == 0);
+  WD_CHECK(a->data[a->len] == 0); /* a NUL after the bytes, not counted */
+  WD_CHECK(strstr((const char *)a->data, "src=\"/app.js\"") != NULL);
+  a = wd_web_find("/app.js/");
+  WD_CHECK(a != NULL && strcmp(a->path, "/app.js") == 0);
+  WD_CHECK_EQ_STR(a->content_type, "text/javascript; charset=utf-8");
+  a = wd_web_find("/worklet.js");
+  WD_CHECK(a != NULL && strstr((const char *)a->data, "registerProcessor") != NULL);
+  WD_CHECK_EQ_STR(wd_web_find("/app.css")->content_type, "text/css; charset=utf-8");
+  WD_CHECK(wd_web_find("") == NULL);
+  WD_CHECK(wd_web_find("//") == NULL);
+  WD_CHECK(wd_web_find("/app") == NULL);
+  WD_CHECK(wd_web_find(NULL) == NULL);
+  size_t n = 0, total = 0;
+  for (const wd_web_asset_t *e = wd_web_assets; e->path; e++, n++)
+    total += e->len;
+  WD_CHECK_EQ_INT((int)n, 4);
+  WD_CHECK(total == wd_web_total_bytes());
+  WD_CHECK(total < 64 * 1024); /* one small page */
+  WD_CHECK(strstr(WD_WEB_CSP, "default-src 'none'") && strstr(WD_WEB_CSP, "script-src 'self'"));
+  WD_CHECK(!strstr(WD_WEB_CSP, "unsafe"));
 }
 
 WD_TEST(metrics_exposition) {

@@ -38,6 +38,7 @@ WD_TEST(defaults) {
   WD_CHECK_EQ_INT(c.max_body_mb, 25);
   WD_CHECK_EQ_STR(c.host, "127.0.0.1");
   WD_CHECK_EQ_STR(c.output_format, "txt");
+  WD_CHECK_EQ_STR(c.web_ui, "on");
   WD_CHECK_EQ_INT(c.log_level, WD_LOG_INFO);
   WD_CHECK(!c.vk_validation);
   WD_CHECK_EQ_INT(c.n_args, 0);
@@ -116,6 +117,27 @@ WD_TEST(env_and_flag_errors) {
   char *argv5[] = { "whisperd", "--log-level", "loud", NULL };
   WD_CHECK_EQ_INT(wd_config_load(&c, 3, argv5, env2, err, sizeof err), WD_ECONFIG);
   WD_CHECK(strstr(err, "'loud' is not a log level") != NULL);
+}
+
+/* --web-ui on|off (the page at /): a flag with its value, the file's key
+ * and WHISPERD_WEB_UI; nothing else. */
+WD_TEST(web_ui_on_off) {
+  wd_config_t c;
+  char err[256];
+  char *env[] = { "WHISPERD_CONFIG=/dev/null", NULL };
+  char *argv[] = { "whisperd", "--web-ui", "off", "serve", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 4, argv, env, err, sizeof err), 0);
+  WD_CHECK_EQ_STR(c.web_ui, "off");
+  WD_CHECK_EQ_INT(c.n_args, 1);
+  wd_config_free(&c);
+  char *env2[] = { "WHISPERD_CONFIG=/dev/null", "WHISPERD_WEB_UI=off", NULL };
+  char *argv2[] = { "whisperd", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 1, argv2, env2, err, sizeof err), 0);
+  WD_CHECK_EQ_STR(c.web_ui, "off");
+  wd_config_free(&c);
+  char *argv3[] = { "whisperd", "--web-ui=maybe", NULL };
+  WD_CHECK_EQ_INT(wd_config_load(&c, 2, argv3, env, err, sizeof err), WD_ECONFIG);
+  WD_CHECK_EQ_STR(err, "--web-ui=maybe: web-ui: 'maybe' is not one of on|off");
 }
 
 /* serve runs one --model and the others from --models: a second --model
