@@ -665,7 +665,10 @@ static void *session_main(void *arg) {
     }
     struct pollfd pf[2] = { { .fd = se->fd, .events = POLLIN | (pending_out(se) ? POLLOUT : 0) },
                             { .fd = se->wake, .events = POLLIN } };
-    const int pr = poll(pf, 2, se->held ? 50 : 250); /* a held turn looks at its model */
+    /* A held turn waits for its model's slot to change (the session is
+     * parked in the server, which wakes it) or for its deadline. */
+    const double held_ms = wd__rt_held_wait_ms(se);
+    const int pr = poll(pf, 2, held_ms >= 0 && held_ms < 250 ? (int)held_ms + 1 : 250);
     if (pr < 0 && errno != EINTR)
       break;
     if (pf[1].revents & POLLIN) {
@@ -705,11 +708,13 @@ static void *session_main(void *arg) {
       send_close(se, WD_WS_CLOSE_NORMAL, "idle");
   }
   cancel_turns(se); /* nobody reads their events any more */
+  wd__rt_unpark(se);
   while (se->held) {
     held_t *hd = se->held;
     se->held = hd->next;
     wd__rt_held_free(hd);
   }
+  se->n_held = 0;
   pthread_mutex_lock(&se->mu);
   se->dead = 1;
   pthread_mutex_unlock(&se->mu);

@@ -62,6 +62,14 @@ struct wd_rt_session {
   /* the rest: the session thread only */
   uint64_t partial_end;        /* the open turn's audio its last partial covered, to here */
   struct held *held;           /* committed turns waiting for their model's load, in order */
+  int n_held;
+  /* While the first held turn's model loads, the session is parked in the
+   * server (wd__server_wait_model) instead of looking every few ms: the
+   * server's callback sets fired, wakes the thread and drops the
+   * reference the waiter holds on the session. parked: session thread. */
+  wd_model_waiter_t waiter;
+  int parked;
+  atomic_int fired;
   wd_ws_parser_t parser;
   wd_rt_config_t cfg;
   wd_live_audio_t *res;
@@ -97,6 +105,10 @@ struct wd_realtime {
 };
 
 #define RT_MODEL_WAIT_S 60 /* as an upload waits (transcription.c) */
+/* Committed turns a session may hold while its model loads: each holds a
+ * copy of its audio (up to the session's uncommitted maximum), so a
+ * client committing in a loop meanwhile gets failed turns, not memory. */
+#define RT_MAX_HELD 8
 /* A committed turn not yet submitted: its model is being loaded on demand
  * (the session thread retries it until the load ends, at most
  * RT_MODEL_WAIT_S), or another turn before it waits so. What the session
@@ -132,5 +144,9 @@ void wd__rt_maybe_partial(session_t *se);
 /* The open turn ends (committed or cleared): no more partials of it. */
 void wd__rt_end_partials(session_t *se);
 void wd__rt_held_free(held_t *hd);
+/* Milliseconds until the first held turn's wait ends; -1: none held. */
+double wd__rt_held_wait_ms(const session_t *se);
+/* Unlinks the session's model waiter if parked (its reference dropped). */
+void wd__rt_unpark(session_t *se);
 
 #endif

@@ -186,11 +186,31 @@ static void start_turn(session_t *se, held_t *hd, wd_served_t *rec, int partial)
 }
 
 
+/* The slot of the served model called name, or -1. */
+static int model_slot(session_t *se, const char *name) {
+  wd_served_t *recs[WD_SERVER_MAX_MODELS];
+  const int n = wd__server_models(se->hub->s, recs);
+  int slot = -1;
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; slot < 0 && i < recs[k]->m.n_names; i++)
+      if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
+        slot = k;
+    wd__served_release(recs[k]);
+  }
+  return slot;
+}
+
 /* The served model called name, referenced: 1; 0 while it is loaded on
  * demand (the load asked for; *wait its on_demand answer, and e's message
- * the load's error when it failed); -1 with e set where there is none. */
-static int find_model(session_t *se, const char *name, wd_served_t **ret, int *wait,
-                      wd_rt_error_t *e) {
+ * the load's error when it failed; *ret_slot its slot, *ret_gen the slot's
+ * change count read before its state was looked at, *ret_seen the record
+ * looked at, not referenced: for wd__server_wait_model); -1 with e set
+ * where there is none. */
+static int find_model_at(session_t *se, const char *name, wd_served_t **ret, int *wait,
+                         wd_rt_error_t *e, int *ret_slot, unsigned *ret_gen,
+                         const wd_served_t **ret_seen) {
+  const int slot = model_slot(se, name);
+  const unsigned gen = slot >= 0 ? wd__server_model_gen(se->hub->s, slot) : 0;
   wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
   const int n = wd__server_models(se->hub->s, recs);
   for (int k = 0; k < n; k++) {
@@ -200,6 +220,8 @@ static int find_model(session_t *se, const char *name, wd_served_t **ret, int *w
     if (got != recs[k])
       wd__served_release(recs[k]);
   }
+  if (ret_slot)
+    *ret_slot = slot, *ret_gen = gen, *ret_seen = got;
   *ret = NULL;
   if (!got) {
     *e = (wd_rt_error_t){ .code = "model_not_found",
@@ -219,18 +241,73 @@ static int find_model(session_t *se, const char *name, wd_served_t **ret, int *w
   return 1;
 }
 
+static int find_model(session_t *se, const char *name, wd_served_t **ret, int *wait,
+                      wd_rt_error_t *e) {
+  return find_model_at(se, name, ret, wait, e, NULL, NULL, NULL);
+}
+
+/* The server's callback once the parked session's model slot changed
+ * (loaded, failed, refused, or the server stopping): from the thread that
+ * changed it. The waiter's reference on the session goes last. */
+static void on_model_changed(void *ud) {
+  session_t *se = ud;
+  atomic_store(&se->fired, 1);
+  wd__rt_wake(se);
+  wd__rt_session_unref(se);
+}
+
+/* Parks the session until slot changes since gen: 0; 1 when it already
+ * has (look again now); WD_ESHUTDOWN when the server is stopping. */
+static int park(session_t *se, int slot, unsigned gen, const wd_served_t *seen) {
+  pthread_mutex_lock(&se->mu);
+  se->refs++; /* the waiter's */
+  pthread_mutex_unlock(&se->mu);
+  atomic_store(&se->fired, 0);
+  se->waiter = (wd_model_waiter_t){ .cb = on_model_changed, .ud = se };
+  const int rc = wd__server_wait_model(se->hub->s, slot, gen, seen, &se->waiter);
+  if (rc == 0) {
+    se->parked = 1;
+    return 0;
+  }
+  wd__rt_session_unref(se); /* not parked: never the last (the thread holds one) */
+  return rc;
+}
+
+void wd__rt_unpark(session_t *se) {
+  if (se->parked && wd__server_unwait_model(se->hub->s, &se->waiter))
+    wd__rt_session_unref(se); /* unlinked before its callback: its reference back */
+  /* else the callback has run or runs now, and drops its own */
+  se->parked = 0;
+}
+
 /* Submits a held turn, or fails it: 1 (the caller frees hd); 0 while its
- * model loads and final is 0. final: the wait is over (deadline, or the
- * server stopping). */
+ * model loads and final is 0 (the session parked until the model's slot
+ * changes). final: the wait is over (deadline, or the server stopping). */
 static int try_start(session_t *se, held_t *hd, int final) {
   wd_rt_error_t e = { 0 };
   wd_served_t *rec = NULL;
-  int wait = 0;
-  const int found = find_model(se, hd->model, &rec, &wait, &e);
+  int wait = 0, found = -1;
+  for (int tries = 0; tries < 4; tries++) {
+    int slot = -1;
+    unsigned gen = 0;
+    const wd_served_t *seen = NULL;
+    found = find_model_at(se, hd->model, &rec, &wait, &e, &slot, &gen, &seen);
+    if (found != 0 || wait < 0 || final)
+      break;
+    if (se->parked) /* parked already: this wake was not for the model */
+      return 0;
+    const int rc = park(se, slot, gen, seen);
+    if (rc == 0)
+      return 0;
+    if (rc < 0) { /* the server stops: fail it now */
+      final = 1;
+      break;
+    }
+  }
   if (found < 0) {
     send_failed(se, hd->item, "invalid_request_error", e.code, e.message);
   } else if (found == 0 && wait >= 0 && !final) {
-    return 0;
+    return 0; /* the slot kept changing: the next wake looks again */
   } else if (found == 0 && wait < 0 && wait != WD_EBUSY) { /* its load failed */
     send_failed(se, hd->item, "server_error", "model_load_failed", e.message);
   } else if (found == 0) {
@@ -250,12 +327,23 @@ static int try_start(session_t *se, held_t *hd, int final) {
 
 /* The held turns whose model is loaded now go, in order. */
 void wd__rt_retry_held(session_t *se) {
+  if (se->parked && atomic_load(&se->fired))
+    se->parked = 0; /* the callback has run: the model's slot changed */
   const int stopping = atomic_load(&se->hub->stopping);
   while (se->held && try_start(se, se->held, stopping || wd_now_s() >= se->held->deadline)) {
     held_t *hd = se->held;
     se->held = hd->next;
+    se->n_held--;
     wd__rt_held_free(hd);
+    wd__rt_unpark(se); /* the next one parks on its own model's slot */
   }
+}
+
+double wd__rt_held_wait_ms(const session_t *se) {
+  if (!se->held)
+    return -1;
+  const double left = (se->held->deadline - wd_now_s()) * 1e3;
+  return left > 0 ? left : 0;
 }
 
 /* The open turn is committed: no more partials of it; one in flight is
@@ -328,6 +416,13 @@ void wd__rt_commit(session_t *se, uint64_t from, uint64_t to, const char *item) 
   wd__rt_send_event(se, ev);
   snprintf(se->prev_item, sizeof se->prev_item, "%s", item);
   atomic_fetch_add(&se->hub->turns_total, 1);
+  if (se->n_held >= RT_MAX_HELD) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%d turns of this session already wait for model `%.64s` to load.",
+             se->n_held, se->held->model);
+    send_failed(se, item, "server_error", "model_loading", msg);
+    return;
+  }
   held_t *hd = calloc(1, sizeof *hd);
   if (hd && (hd->pcm = malloc((size_t)(to - from) * sizeof *hd->pcm)) != NULL &&
       (!se->cfg.prompt || (hd->prompt = strdup(se->cfg.prompt)) != NULL)) {
@@ -349,6 +444,7 @@ void wd__rt_commit(session_t *se, uint64_t from, uint64_t to, const char *item) 
     tail = &(*tail)->next;
   if (se->held || !try_start(se, hd, 0)) { /* behind a waiting turn, or its model loads */
     *tail = hd;
+    se->n_held++;
     wd_log_info("api: realtime turn %s waits for model %s to load", hd->item, hd->model);
   } else {
     wd__rt_held_free(hd);

@@ -164,6 +164,39 @@ def test_turns_wait_for_a_model_loaded_on_demand():
         stop_daemon(d)
 
 
+def test_turns_held_for_a_load_are_capped():
+    """While base loads (held 6 s by the load_delay fault), a session holds
+    at most 8 committed turns for it, each with its own copy of the audio:
+    the 9th fails at once with model_loading, the session goes on, and the
+    8 held ones complete with base's words once it is loaded (the session
+    parked in the server, woken by the load, not looking every few ms)."""
+    if not os.path.exists(wd_api.BASE) or not os.path.exists(wd_api.TINY_EN):
+        pytest.skip("tiny.en or base missing (scripts/fetch-model.sh)")
+    d = start_daemon(args=["--models", wd_api.BASE, "--models-memory", "600",
+                           "--fault-inject", "load_delay:6000"])
+    try:
+        pcm = pcm_of("s16le", 24000)[:24000 * 2 * 2]   # 2 s: "And so my fellow"
+        with client(d, "x").realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            assert conn.recv().type == "session.created"
+            conn.session.update(session={"type": "transcription", "audio": {"input": {
+                "transcription": {"model": "base"}, "turn_detection": None}}})
+            assert conn.recv().type == "session.updated"
+            for _ in range(9):
+                stream(conn, pcm, 48000)
+                conn.input_audio_buffer.commit()
+            committed, done, events = collect(conn, 9, timeout=90)
+            assert len(committed) == 9
+            last = done[committed[-1]]
+            assert last.type.endswith(".failed") and last.error.code == "model_loading", last
+            assert "already wait" in last.error.message, last
+            for item in committed[:-1]:
+                assert done[item].type.endswith(".completed"), done[item]
+                assert wd_api.words(done[item].transcript)[:2] == ["and", "so"], done[item]
+        assert "model base on" in d.log()
+    finally:
+        stop_daemon(d)
+
+
 def test_turns_for_a_model_that_fails_to_load_fail_at_once(tmp_path):
     """base's file is offered at start, then replaced by a truncated one:
     two turns committed for it fail with model_load_failed and the load's
