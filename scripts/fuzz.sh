@@ -12,7 +12,9 @@
 # a fixed crash's input belongs in tests/fuzz/regress/<name>/ (replayed by
 # ctest fuzz_regress_<name>). Exits 1 when any harness crashed, timed out
 # or leaked. WD_FUZZ_PROCS=N runs N processes per harness (long runs on a
-# big machine); WD_FUZZ_FLAGS adds libFuzzer flags.
+# big machine); WD_FUZZ_JOBS=N runs N harnesses at once (default: the number
+# of cores, so a smoke run on two cores takes half the wall time of one
+# harness after another); WD_FUZZ_FLAGS adds libFuzzer flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +23,7 @@ if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
   secs=$1
   shift
 fi
-all=(multipart audio model_ggml model_ct2 tokenizer vocab config render vad)
+all=(multipart audio model_ggml model_ct2 tokenizer vocab config render vad realtime)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
@@ -78,10 +80,11 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 logdir=build-fuzz/fuzz-logs
 mkdir -p "$logdir"
-failed=0
-rows=()
-for h in "${harnesses[@]}"; do
-  corpus=$fz/corpus/$h
+# One harness: runs it and writes its summary row to $logdir/$h.row and
+# its failure (if any) to $logdir/$h.failed.
+run_harness() {
+  local h=$1
+  local corpus=$fz/corpus/$h
   art=$fz/artifacts/$h
   mkdir -p "$corpus" "$art"
   touch "$art/.run-start" # findings of this run are the files newer than it
@@ -134,11 +137,26 @@ for h in "${harnesses[@]}"; do
   status=ok
   if [ "$rc" -ne 0 ]; then
     status="FAILED rc=$rc"
-    failed=1
+    : >"$logdir/$h.failed"
     cat "$logdir/$h".*.log | grep -m3 -E 'ERROR: |runtime error|fuzz invariant|SUMMARY' >&2 || true
   fi
-  rows+=("$(printf '%-11s %12s %9s %7s %8s %12s %8s  %s' "$h" "${execs:-?}" "${rate:-?}" \
-    "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes" "$status")")
+  printf '%-11s %12s %9s %7s %8s %12s %8s  %s\n' "$h" "${execs:-?}" "${rate:-?}" \
+    "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes" "$status" >"$logdir/$h.row"
+}
+
+jobs_max=${WD_FUZZ_JOBS:-$(nproc)}
+for h in "${harnesses[@]}"; do
+  rm -f "$logdir/$h.row" "$logdir/$h.failed"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  run_harness "$h" &
+done
+wait || true
+failed=0
+rows=()
+for h in "${harnesses[@]}"; do
+  [ -f "$logdir/$h.failed" ] && failed=1
+  rows+=("$(cat "$logdir/$h.row" 2>/dev/null || printf '%-11s %s' "$h" "NO RESULT")")
+  [ -f "$logdir/$h.row" ] || failed=1
 done
 
 printf '%-11s %12s %9s %7s %8s %12s %8s  %s\n' harness execs exec/s cov ft corpus crashes status
