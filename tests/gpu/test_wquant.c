@@ -16,7 +16,8 @@
  * leading junk row), and batch independence (each row of a batch of 5 bit
  * for bit the same as alone). GEMM: TEXEL 16x16, TEXEL 8x8 and TILED, odd M
  * and N, Z = 2 batch entries, padded ldb, all epilogues. Output guards are
- * sentinels that must survive.
+ * sentinels that must survive. The quantized types run every case with the
+ * whole epilogue (bias, GELU, accumulate), f32 and f16 each epilogue.
  */
 #include "f16.h"
 #include "gpu_util.h"
@@ -316,9 +317,19 @@ static void gemm_family(wd_vk_gemm_family_t f) {
   if (!g)
     return;
   tg_srand(99 + (uint64_t)f);
+  /* f32 and f16 B with each epilogue of the cases; the quantized types,
+   * whose kernels differ from those only in how B is loaded, with every
+   * epilogue step at once in each case's shape. Each (type, epilogue) is
+   * a pipeline that lavapipe compiles with LLVM, and compiling, not
+   * running, is this test's cost on a CPU (a cold shader cache: minutes). */
+  const uint32_t all_epi = WD_GEMM_BIAS | WD_GEMM_GELU | WD_GEMM_ACCUMULATE;
   for (size_t t = 0; t < N_TYPES; t++)
-    for (size_t i = 0; i < sizeof gemm_cases / sizeof gemm_cases[0]; i++)
-      gemm_case(dev, g, k_types[t], &gemm_cases[i]);
+    for (size_t i = 0; i < sizeof gemm_cases / sizeof gemm_cases[0]; i++) {
+      wq_gemm_case_t c = gemm_cases[i];
+      if (k_types[t] != WD_DTYPE_F32 && k_types[t] != WD_DTYPE_F16)
+        c.flags = all_epi;
+      gemm_case(dev, g, k_types[t], &c);
+    }
   wd_vk_gemm_free(g);
 }
 
