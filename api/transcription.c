@@ -318,7 +318,8 @@ static void ev_append_flags(wd_transcription_t *t, json_t *json, const char *raw
   const char *p = json ? payload : raw;
   if (!p)
     return;
-  const size_t n = strlen(p), need = t->ev_len + n + 8;
+  /* "data: " + p + "\n\n" and snprintf's NUL: n + 9 bytes. */
+  const size_t n = strlen(p), need = t->ev_len + n + 9;
   if (need > t->ev_cap) {
     size_t cap = t->ev_cap ? t->ev_cap : 1024;
     while (cap < need)
