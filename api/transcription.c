@@ -105,6 +105,8 @@ struct wd_transcription {
   wd_format_t format;
   unsigned verbose_parts;    /* verbose_json: WD_RENDER_SEGMENTS / WD_RENDER_WORDS */
   int stream;
+  int segment_events;        /* stream with timestamp_granularities[]=segment:
+                              * transcript.text.segment events too */
   int logprobs;              /* include[]=logprobs */
   double audio_s;
   /* PH_DECODING: what the decode thread reads (the form holds the file
@@ -128,6 +130,7 @@ struct wd_transcription {
   size_t ev_len, ev_cap, ev_off;
   int ev_finished;           /* the last event is in ev: end after it */
   int n_deltas;
+  int n_segment_events;      /* transcript.text.segment events so far (ids) */
   int decoding;              /* decode_task owns the connection's resume: the
                               * job it submits may end (on_done) before it
                               * resumes, and must not resume it instead */
@@ -308,13 +311,15 @@ static enum MHD_Result on_data(wd_transcription_t *t, const char *data, size_t n
 }
 
 /* Appends one SSE event "data: <json>\n\n" (or the raw payload when json is
- * NULL). Under t->mu. On OOM the event is dropped. */
-static void ev_append(wd_transcription_t *t, json_t *json, const char *raw) {
-  char *payload = json ? json_dumps(json, JSON_COMPACT) : NULL;
+ * NULL), json dumped with jansson's flags (JSON_COMPACT always). Under
+ * t->mu. On OOM the event is dropped. */
+static void ev_append_flags(wd_transcription_t *t, json_t *json, const char *raw, size_t flags) {
+  char *payload = json ? json_dumps(json, JSON_COMPACT | flags) : NULL;
   const char *p = json ? payload : raw;
   if (!p)
     return;
-  const size_t n = strlen(p), need = t->ev_len + n + 8;
+  /* "data: " + p + "\n\n" and snprintf's NUL: n + 9 bytes. */
+  const size_t n = strlen(p), need = t->ev_len + n + 9;
   if (need > t->ev_cap) {
     size_t cap = t->ev_cap ? t->ev_cap : 1024;
     while (cap < need)
@@ -331,12 +336,45 @@ static void ev_append(wd_transcription_t *t, json_t *json, const char *raw) {
   free(payload);
 }
 
+static void ev_append(wd_transcription_t *t, json_t *json, const char *raw) {
+  ev_append_flags(t, json, raw, 0);
+}
+
 /* A JSON string of s[0..n) repaired to UTF-8; NULL on OOM. */
 static json_t *json_text(const char *s, size_t n) {
   char *fixed = wd_render_utf8_dup(s, n);
   json_t *j = fixed ? json_string(fixed) : NULL;
   free(fixed);
   return j;
+}
+
+/* Appends OpenAI's transcript.text.segment event for one final segment:
+ * {"type":"transcript.text.segment","id":"seg_<n>","start","end","text",
+ * "speaker"}. n counts the stream's segment events from 0, so that for a
+ * transcription seg_<n> is verbose_json's segments[n]; text keeps whisper's
+ * leading space as segments[].text does, and the times are written as
+ * verbose_json writes them. speaker: a diarized segment's label, or NULL
+ * for none, written as "" (the SDKs type speaker as a required string).
+ * Under t->mu. */
+static void ev_segment(wd_transcription_t *t, double start, double end, const char *text,
+                       const char *speaker) {
+  char id[32];
+  snprintf(id, sizeof id, "seg_%d", t->n_segment_events++); /* a dropped one keeps its id */
+  json_t *tj = json_text(text ? text : "", text ? strlen(text) : 0);
+  json_t *sj = json_text(speaker ? speaker : "", speaker ? strlen(speaker) : 0);
+  json_t *ev = tj && sj ? json_pack("{s:s, s:s, s:f, s:f, s:o, s:o}", "type",
+                                    "transcript.text.segment", "id", id, "start", start, "end",
+                                    end, "text", tj, "speaker", sj)
+                        : NULL;
+  if (!ev) { /* "o" steals both, on failure too */
+    if (!tj || !sj) {
+      json_decref(tj);
+      json_decref(sj);
+    }
+    return;
+  }
+  ev_append_flags(t, ev, NULL, JSON_REAL_PRECISION(15));
+  json_decref(ev);
 }
 
 /* Resumes the connection if we suspended it. Under t->mu. The watch goes
@@ -365,7 +403,8 @@ static void suspend_locked(wd_transcription_t *t) {
     t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->serial);
 }
 
-/* Worker thread: a final segment (streaming only). */
+/* Worker thread: a final segment (streaming only): its delta, then, when
+ * the request asked for segment timestamps, its segment event. */
 static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
   (void)done_s;
   (void)total_s;
@@ -380,6 +419,7 @@ static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double 
       text++;
       n--;
     }
+  int queued = 0;
   if (n > 0 && !t->conn_gone) {
     json_t *d = json_text(text, n);
     json_t *ev = d ? json_pack("{s:s, s:o}", "type", "transcript.text.delta", "delta", d) : NULL;
@@ -395,9 +435,15 @@ static void on_segment(void *ud, const wd_segment_t *seg, double done_s, double 
       t->n_deltas++;
     }
     json_decref(ev);
-    if (!t->decoding)
-      resume_locked(t);
+    queued = 1;
   }
+  /* Every segment has its event, an empty one too: verbose_json lists it. */
+  if (t->segment_events && !t->conn_gone) {
+    ev_segment(t, seg->start, seg->end, seg->text, NULL);
+    queued = 1;
+  }
+  if (queued && !t->decoding)
+    resume_locked(t);
   pthread_mutex_unlock(&t->mu);
 }
 
@@ -854,6 +900,9 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   t->verbose_parts = (req.timestamps_segment || !req.timestamps_word ? WD_RENDER_SEGMENTS : 0u) |
                      (req.timestamps_word ? WD_RENDER_WORDS : 0u);
   t->stream = req.stream;
+  /* Opt-in: segment events only for a stream that asked for segment
+   * timestamps, so that other clients see OpenAI's events alone. */
+  t->segment_events = req.stream && req.timestamps_segment;
   t->logprobs = req.logprobs;
   int32_t *prompt = NULL;
   int n_prompt = 0;

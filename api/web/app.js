@@ -39,17 +39,35 @@ async function getJSON(path) {
 }
 
 // POST the form with upload progress; resolves {status, body, retryAfter}.
-function post(path, form, onUpload, type) {
+// onText: called with the response text so far as it arrives (a stream).
+function post(path, form, onUpload, type, onText) {
   return new Promise((resolve, reject) => {
     const x = new XMLHttpRequest();
     x.open('POST', path);
     if (apiKey) x.setRequestHeader('Authorization', 'Bearer ' + apiKey);
     if (type) x.responseType = type;
     if (onUpload) x.upload.onprogress = (e) => { if (e.lengthComputable) onUpload(e.loaded / e.total); };
+    if (onText) x.onprogress = () => { if (x.status === 200) onText(x.responseText); };
     x.onload = () => resolve({ status: x.status, body: x.response, retryAfter: x.getResponseHeader('Retry-After') });
     x.onerror = () => reject(new Error('The connection to the daemon failed.'));
     x.send(form);
   });
+}
+
+// Reads the SSE events of a growing text: feed(text) calls onEvent with
+// each complete event's JSON once; [DONE] and comments are skipped.
+function sseReader(onEvent) {
+  let used = 0;
+  return (text) => {
+    for (;;) {
+      const end = text.indexOf('\n\n', used);
+      if (end < 0) return;
+      const block = text.slice(used, end);
+      used = end + 2;
+      const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+      if (data && data !== '[DONE]') onEvent(JSON.parse(data));
+    }
+  };
 }
 
 function fmtTime(s, sep) {
@@ -195,13 +213,12 @@ function requestForm(opts, format) {
   const f = new FormData();
   f.append('file', opts.file, opts.file.name);
   f.append('model', opts.model);
-  f.append('response_format', format);
+  if (format === 'stream') f.append('stream', 'true');
+  else f.append('response_format', format);
   if (opts.task === 'transcriptions') {
     if (opts.language && opts.language !== 'auto') f.append('language', opts.language);
-    if (format === 'verbose_json') {
-      f.append('timestamp_granularities[]', 'segment');
-      if (opts.words) f.append('timestamp_granularities[]', 'word');
-    }
+    if (format === 'verbose_json' || format === 'stream') f.append('timestamp_granularities[]', 'segment');
+    if (format === 'verbose_json' && opts.words) f.append('timestamp_granularities[]', 'word');
   }
   return f;
 }
@@ -211,40 +228,84 @@ function showFileError(text) {
   $('file-error').hidden = !text;
 }
 
-// The daemon streams text deltas without times, so the page asks for
-// verbose_json (segments with their times) and shows upload progress, then
-// the decoding as it runs.
+// The progress bar and its words; frac null: an indeterminate bar.
+function setProgress(frac, text) {
+  $('progress-text').textContent = text;
+  if (frac === null) $('progress').removeAttribute('value');
+  else $('progress').value = frac;
+}
+
+// The audio's length from the player's metadata, or null.
+function audioDuration() {
+  const d = $('audio').duration;
+  return isFinite(d) && d > 0 ? d : null;
+}
+
+// Transcriptions stream (stream=true with timestamp_granularities[]=segment:
+// each segment's start, end and text as it is decoded), and the bar follows
+// the last segment's end over the audio's duration. Word timestamps and
+// translations, which have no stream, ask for verbose_json and show the
+// upload, then the decoding's seconds.
 $('file-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   if (!file) return;
   const opts = { file, model: $('model').value, task: $('task').value,
                  language: $('language').value.trim(), words: $('words').checked };
+  const streamed = opts.task === 'transcriptions' && !opts.words;
   showFileError('');
   $('result').hidden = true;
   $('go').disabled = true;
   $('progress-box').hidden = false;
-  const bar = $('progress'), label = $('progress-text');
-  bar.value = 0;
-  label.textContent = 'Uploading…';
+  setProgress(0, 'Uploading…');
   const t0 = performance.now();
-  let tick = 0;
-  try {
-    const r = await post('/v1/audio/' + opts.task, requestForm(opts, 'verbose_json'), (p) => {
-      bar.value = p;
-      label.textContent = p < 1 ? 'Uploading… ' + Math.round(p * 100) + ' %' : 'Transcribing…';
-      if (p >= 1 && !tick) {
-        bar.removeAttribute('value'); // the daemon tells no progress: an indeterminate bar
-        const t1 = performance.now();
-        tick = setInterval(() => { label.textContent = 'Transcribing… ' + Math.round((performance.now() - t1) / 1000) + ' s'; }, 1000);
+  let tick = 0, t1 = 0, shown = null;
+  const waiting = () => 'Transcribing… ' + Math.round((performance.now() - t1) / 1000) + ' s';
+  const segs = [];
+  let doneText = null;
+  const onEvent = (ev) => {
+    if (ev.error) throw new Error(ev.error.message || 'The transcription failed.');
+    if (ev.type === 'transcript.text.segment') {
+      segs.push({ id: segs.length, start: ev.start, end: ev.end, text: ev.text });
+      if (!shown) shown = startResult();
+      shown.add(segs[segs.length - 1], []);
+      shown.meta(segs.length + ' segment(s) so far');
+      const d = audioDuration();
+      if (d) {
+        clearInterval(tick);
+        tick = 0;
+        const f = Math.min(1, ev.end / d);
+        setProgress(f, 'Transcribing… ' + Math.round(f * 100) + ' %');
       }
-    });
+    } else if (ev.type === 'transcript.text.done') doneText = ev.text;
+  };
+  const feed = streamed ? sseReader(onEvent) : null;
+  let streamError = null;
+  try {
+    const r = await post('/v1/audio/' + opts.task, requestForm(opts, streamed ? 'stream' : 'verbose_json'), (p) => {
+      if (p < 1) { setProgress(p, 'Uploading… ' + Math.round(p * 100) + ' %'); return; }
+      if (t1) return;
+      t1 = performance.now();
+      setProgress(streamed && audioDuration() ? 0 : null, waiting()); // until a segment tells more
+      tick = setInterval(() => { $('progress-text').textContent = waiting(); }, 1000);
+    }, null, feed ? (text) => { try { feed(text); } catch (err) { streamError = streamError || err; } } : null);
     if (r.status === 401) askKey(errorText(401, r.body));
     if (r.status !== 200) throw new Error(errorText(r.status, r.body, r.retryAfter));
-    const j = JSON.parse(r.body);
-    lastResult = { opts, text: r.body, json: j };
+    let j;
+    if (streamed) {
+      feed(r.body); // what the last progress event had not seen
+      if (streamError) throw streamError;
+      if (doneText === null) throw new Error('The transcription stream ended early.');
+      // verbose_json's shape, as far as the stream tells it (the json
+      // download asks the API for the whole document)
+      j = { task: 'transcribe', duration: audioDuration() || (segs.length ? segs[segs.length - 1].end : 0),
+            text: doneText, segments: segs };
+      lastResult = { opts, text: null, json: j };
+    } else {
+      j = JSON.parse(r.body);
+      lastResult = { opts, text: r.body, json: j };
+    }
     renderResult(j, (performance.now() - t0) / 1000);
-    bar.value = 1;
-    label.textContent = 'Done';
+    setProgress(1, 'Done');
   } catch (err) {
     showFileError(err.message);
     $('progress-box').hidden = true;
@@ -254,45 +315,56 @@ $('file-form').addEventListener('submit', async (e) => {
   }
 });
 
-function renderResult(j, secs) {
+// A result list being filled: add(segment, its words), meta(text).
+function startResult() {
   const ol = $('segments');
   ol.textContent = '';
-  const segs = j.segments || [{ start: 0, end: j.duration || 0, text: j.text }];
-  for (const s of segs) {
-    const li = document.createElement('li'), b = document.createElement('button');
-    b.type = 'button';
-    b.className = 'seg';
-    b.dataset.start = s.start;
-    b.dataset.end = s.end;
-    const t = document.createElement('span');
-    t.className = 't';
-    t.textContent = fmtTime(s.start) + ' – ' + fmtTime(s.end);
-    const x = document.createElement('span');
-    x.className = 'x';
-    const words = (j.words || []).filter((w) => w.start >= s.start && w.end <= s.end + 0.01);
-    if (words.length) {
-      for (const w of words) {
-        const span = document.createElement('span');
-        span.className = 'w';
-        span.title = fmtTime(w.start) + ' – ' + fmtTime(w.end);
-        span.dataset.start = w.start;
-        span.textContent = w.word.trim();
-        x.append(span, ' ');
-      }
-    } else x.textContent = s.text.trim();
-    b.append(t, x);
-    b.setAttribute('aria-label', fmtTime(s.start) + ' to ' + fmtTime(s.end) + ': ' + s.text.trim() + ' (play from here)');
-    b.addEventListener('click', (e) => { // from the segment's start, or the word's clicked
-      const a = $('audio');
-      a.currentTime = e.target.dataset && e.target.dataset.start ? Number(e.target.dataset.start) : s.start;
-      a.play().catch(() => {});
-    });
-    li.append(b);
-    ol.append(li);
-  }
-  $('result-meta').textContent = (j.language ? 'Language ' + j.language + ' · ' : '') +
-    (j.duration ? fmtTime(j.duration) + ' of audio · ' : '') + segs.length + ' segment(s) in ' + secs.toFixed(1) + ' s';
   $('result').hidden = false;
+  return {
+    add: (s, words) => ol.append(segmentItem(s, words)),
+    meta: (text) => { $('result-meta').textContent = text; },
+  };
+}
+
+function segmentItem(s, words) {
+  const li = document.createElement('li'), b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'seg';
+  b.dataset.start = s.start;
+  b.dataset.end = s.end;
+  const t = document.createElement('span');
+  t.className = 't';
+  t.textContent = fmtTime(s.start) + ' – ' + fmtTime(s.end);
+  const x = document.createElement('span');
+  x.className = 'x';
+  if (words.length) {
+    for (const w of words) {
+      const span = document.createElement('span');
+      span.className = 'w';
+      span.title = fmtTime(w.start) + ' – ' + fmtTime(w.end);
+      span.dataset.start = w.start;
+      span.textContent = w.word.trim();
+      x.append(span, ' ');
+    }
+  } else x.textContent = s.text.trim();
+  b.append(t, x);
+  b.setAttribute('aria-label', fmtTime(s.start) + ' to ' + fmtTime(s.end) + ': ' + s.text.trim() + ' (play from here)');
+  b.addEventListener('click', (e) => { // from the segment's start, or the word's clicked
+    const a = $('audio');
+    a.currentTime = e.target.dataset && e.target.dataset.start ? Number(e.target.dataset.start) : s.start;
+    a.play().catch(() => {});
+  });
+  li.append(b);
+  return li;
+}
+
+function renderResult(j, secs) {
+  const r = startResult();
+  const segs = j.segments || [{ start: 0, end: j.duration || 0, text: j.text }];
+  for (const s of segs)
+    r.add(s, (j.words || []).filter((w) => w.start >= s.start && w.end <= s.end + 0.01));
+  r.meta((j.language ? 'Language ' + j.language + ' · ' : '') +
+    (j.duration ? fmtTime(j.duration) + ' of audio · ' : '') + segs.length + ' segment(s) in ' + secs.toFixed(1) + ' s');
 }
 
 $('audio').addEventListener('timeupdate', () => {
@@ -318,13 +390,15 @@ for (const b of document.querySelectorAll('.dl')) {
     if (!lastResult) return;
     const fmt = b.dataset.fmt, base = lastResult.opts.file.name.replace(/\.[^.]*$/, '') || 'transcript';
     const ext = fmt === 'text' ? 'txt' : fmt;
-    if (fmt === 'json') { saveBlob(new Blob([lastResult.text], { type: 'application/json' }), base + '.json'); return; }
+    if (fmt === 'json' && lastResult.text) { saveBlob(new Blob([lastResult.text], { type: 'application/json' }), base + '.json'); return; }
     b.disabled = true;
     showFileError('');
-    try { // the API's own rendering of the same request
-      const r = await post('/v1/audio/' + lastResult.opts.task, requestForm(lastResult.opts, fmt), null);
+    try { // the API's own rendering of the same request (json: verbose_json's)
+      const api = fmt === 'json' ? 'verbose_json' : fmt;
+      const r = await post('/v1/audio/' + lastResult.opts.task, requestForm(lastResult.opts, api), null);
       if (r.status !== 200) throw new Error(errorText(r.status, r.body, r.retryAfter));
-      saveBlob(new Blob([r.body], { type: 'text/plain' }), base + '.' + ext);
+      if (fmt === 'json') lastResult.text = r.body;
+      saveBlob(new Blob([r.body], { type: fmt === 'json' ? 'application/json' : 'text/plain' }), base + '.' + ext);
     } catch (err) {
       showFileError(err.message);
     } finally {

@@ -101,6 +101,40 @@ def test_transcriptions_stream(daemon):
     wd_api.check_stream(wd_api.sse_events(r.body))
 
 
+@pytest.mark.parametrize("fmt", [None, "text", "verbose_json"])
+def test_transcriptions_stream_segment_events(daemon, fmt):
+    """stream=true with timestamp_granularities[]=segment opts in to
+    OpenAI's transcript.text.segment events, one after each segment's delta,
+    the same times and texts as verbose_json's segments (whatever the
+    response_format); word timestamps add nothing to the stream."""
+    url = f"{daemon.url}/v1/audio/transcriptions"
+    fmt_args = ["-F", f"response_format={fmt}"] if fmt else []
+    r = curl(url, "-F", f"file=@{JFK_WAV}", "-F", "model=whisper-1", "-F", "stream=true",
+             "-F", "timestamp_granularities[]=segment", *fmt_args)
+    assert r.status == 200, r
+    assert r.content_type.startswith("text/event-stream"), r
+    events = wd_api.sse_events(r.body)
+    wd_api.check_stream(events, segments=True)
+    v = curl(url, "-F", f"file=@{JFK_WAV}", "-F", "model=whisper-1",
+             "-F", "response_format=verbose_json")
+    assert v.status == 200, v
+    wd_api.check_segment_events(events, verbose=v.json())
+    if fmt == "verbose_json":
+        # Word timestamps move the segments' ends (as in verbose_json).
+        words = ["-F", "timestamp_granularities[]=word", "-F", "timestamp_granularities[]=segment"]
+        r = curl(url, "-F", f"file=@{JFK_WAV}", "-F", "model=whisper-1", "-F", "stream=true",
+                 *words, *fmt_args)
+        assert r.status == 200, r
+        v = curl(url, "-F", f"file=@{JFK_WAV}", "-F", "model=whisper-1", *words, *fmt_args)
+        assert v.status == 200, v
+        wd_api.check_stream(wd_api.sse_events(r.body), segments=v.json())
+        # Words alone: no segment events.
+        r = curl(url, "-F", f"file=@{JFK_WAV}", "-F", "model=whisper-1", "-F", "stream=true",
+                 "-F", "timestamp_granularities[]=word", *fmt_args)
+        assert r.status == 200, r
+        wd_api.check_stream(wd_api.sse_events(r.body))
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_translations_english_only_model_refused(daemon, fmt):
     r = curl(f"{daemon.url}/v1/audio/translations", "-F", f"file=@{JFK_WAV}",

@@ -56,6 +56,20 @@ def test_transcriptions_stream(daemon):
     check_stream(events)
 
 
+def test_transcriptions_stream_segment_events(daemon):
+    """The opt-in segment events (timestamp_granularities=["segment"] with
+    stream=True) parse as the SDK's TranscriptionTextSegmentEvent."""
+    with open(JFK_WAV, "rb") as f:
+        stream = client(daemon).audio.transcriptions.create(
+            model="whisper-1", file=f, stream=True, timestamp_granularities=["segment"])
+        events = list(stream)
+    segs = [e for e in events if e.type == "transcript.text.segment"]
+    assert segs and all(isinstance(e, openai.types.audio.TranscriptionTextSegmentEvent)
+                        for e in segs), events
+    assert [e.id for e in segs] == ["seg_0", "seg_1"] and segs[1].end == pytest.approx(10.74), segs
+    check_stream([e.model_dump(exclude_unset=True) for e in events], segments=True)
+
+
 @pytest.mark.parametrize("fmt", ["json", "text"])
 def test_translations_refused_on_english_only_model(daemon, fmt):
     with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:

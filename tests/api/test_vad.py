@@ -104,6 +104,14 @@ def test_stream_with_the_filter(vad_daemon):
     jfk = words(wd_api.JFK_TEXT)
     assert words(done[0]["text"])[:2 * len(jfk)] == jfk * 2
     assert words(deltas) == words(done[0]["text"])
+    # Opted in, the segment events carry the filtered job's times: those of
+    # verbose_json's segments, on the original timeline.
+    r = post_audio(vad_daemon.port, data=data, filename="gaps.wav", stream="true",
+                   fields=[("timestamp_granularities[]", "segment")])
+    assert r.status == 200, r
+    v = post_audio(vad_daemon.port, data=data, filename="gaps.wav", response_format="verbose_json")
+    assert v.status == 200, v
+    wd_api.check_segment_events(wd_api.sse_events(r.body), exact=False, verbose=v.json())
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +201,8 @@ def copies_wav(n, gap_s):
 def test_chunks_run_side_by_side_and_stream_in_order(plain_daemon):
     """Six copies 3 s apart: chunks of two copies each (25 s, within 30 s),
     three jobs that the worker runs as rows of the same steps; the stream's
-    segments arrive in time order."""
+    segments arrive in time order, its segment events verbose_json's
+    segments."""
     import threading
     data = copies_wav(6, 3.0)
     peak = [0]
@@ -207,7 +216,7 @@ def test_chunks_run_side_by_side_and_stream_in_order(plain_daemon):
     t.start()
     try:
         r = post_audio(plain_daemon.port, data=data, filename="six.wav", stream="true",
-                       chunking_strategy="auto")
+                       chunking_strategy="auto", fields=[("timestamp_granularities[]", "segment")])
     finally:
         stop.set()
         t.join()
@@ -222,6 +231,8 @@ def test_chunks_run_side_by_side_and_stream_in_order(plain_daemon):
     segs = r.json()["segments"]
     assert [s["id"] for s in segs] == list(range(len(segs)))
     assert all(a["end"] <= b["start"] + 0.01 for a, b in zip(segs, segs[1:])), segs
+    # The stream's segment events (opted in) are those segments, in order.
+    wd_api.check_segment_events(events, exact=False, verbose=r.json())
 
 
 def test_disconnect_cancels_every_chunk(plain_daemon):

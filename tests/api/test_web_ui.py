@@ -1,14 +1,16 @@
 """The daemon's own page (GET /, api/web/) in a real browser: Debian's
 chromium driven by Playwright against the real daemon with tiny.en.
 
-Uploads jfk.wav and checks the segments, their times, the seek on a click
-and the srt download (the API's srt byte for byte); feeds jfk through a fake
+Uploads jfk.wav and checks the segments as they stream, the progress bar
+following them, their times, the seek on a click and the srt download (the
+API's srt byte for byte); feeds jfk through a fake
 microphone into the Realtime session; the API key's 401 and re-entry; and
 --web-ui off. Screenshots of each state go to <build>/web-ui-screenshots/
 (WD_WEB_UI_DOCS_DIR=dir also writes the two the README shows). Skips when
 chromium or the playwright package is missing (scripts/install-test-deps.sh).
 """
 
+import json
 import os
 import re
 import shutil
@@ -143,18 +145,51 @@ def test_assets_headers(daemon):
     assert wd_api.request(daemon.port, "GET", "/nothing.js").status == 404
 
 
+# Records each value the page gives the progress bar, with its words (set
+# first) and the segments listed then: window.wdProgress.
+RECORD_PROGRESS = """() => {
+  const d = Object.getOwnPropertyDescriptor(HTMLProgressElement.prototype, 'value');
+  window.wdProgress = [];
+  Object.defineProperty(HTMLProgressElement.prototype, 'value', {
+    configurable: true,
+    get() { return d.get.call(this); },
+    set(v) {
+      window.wdProgress.push([v, document.getElementById('progress-text').textContent,
+                              document.querySelectorAll('#segments .seg').length]);
+      d.set.call(this, v);
+    },
+  });
+}"""
+
+
 def test_files(page, daemon):
-    """jfk.wav uploaded: segments with times, a click seeks and plays, the
-    srt download is the API's srt; no console error on the way."""
+    """jfk.wav uploaded: streamed segments with times, the progress bar
+    following them to 100 %, a click seeks and plays, the srt download is
+    the API's srt, the json download verbose_json; no console error on the
+    way."""
     pg = page.page
     pg.wait_for_selector("#model option", state="attached")
     paint = pg.evaluate("performance.getEntriesByType('paint').map(e => [e.name, e.startTime])")
     note(f"web-ui: paint {paint} (ms after navigation start)")
     assert any(n == "first-paint" for n, _ in paint), paint
     shot(pg, "01-start")
+    pg.evaluate(RECORD_PROGRESS)
     pg.set_input_files("#file", JFK_WAV)
+    pg.wait_for_function("() => document.getElementById('audio').duration > 0")
     pg.click("#go")
-    pg.wait_for_selector("#segments .seg", timeout=120_000)
+    pg.wait_for_function("() => document.getElementById('progress-text').textContent === 'Done'",
+                         timeout=120_000)
+    # The stream's segments were listed as they came, and the bar followed
+    # each one's end over the audio's 11 s, then ended at 100 %.
+    bar = pg.evaluate("window.wdProgress")
+    note(f"web-ui: progress {bar}")
+    assert bar[-1] == [1, "Done", len(wd_api.JFK_SEGMENTS)], bar
+    decoding = [b for b in bar if b[1].startswith("Transcribing… ") and b[1].endswith(" %")]
+    assert decoding, bar
+    for value, label, n in decoding:
+        assert n >= 1 and value == pytest.approx(wd_api.JFK_SEGMENTS[n - 1][1] / 11.0), bar
+        assert label == f"Transcribing… {round(value * 100)} %", bar
+    assert [b[0] for b in decoding] == sorted(b[0] for b in decoding), bar
     segs = pg.locator("#segments .seg")
     assert segs.count() == len(wd_api.JFK_SEGMENTS)
     texts = [segs.nth(i).inner_text() for i in range(segs.count())]
@@ -178,9 +213,11 @@ def test_files(page, daemon):
     assert dl.value.suggested_filename == "jfk.srt"
     api = wd_api.post_audio(daemon.port, response_format="srt")
     assert api.status == 200 and got == api.body, (got, api.body)
-    with pg.expect_download() as dl:
+    with pg.expect_download(timeout=120_000) as dl:
         pg.click("button.dl[data-fmt=json]")
-    assert b'"segments"' in open(dl.value.path(), "rb").read()
+    doc = json.loads(open(dl.value.path(), "rb").read())
+    assert dl.value.suggested_filename == "jfk.json"
+    wd_api.check_transcript("verbose_json", doc)
     # phone width: nothing wider than the screen
     pg.set_viewport_size({"width": 375, "height": 800})
     assert pg.evaluate("document.documentElement.scrollWidth") <= 375

@@ -298,13 +298,24 @@ def check_transcript(fmt, payload, exact=True, task="transcribe"):
     raise AssertionError(f"unknown format {fmt}")
 
 
-def check_stream(events, exact=True):
+def check_stream(events, exact=True, segments=False):
     """SSE events of a stream=true transcription: one transcript.text.delta
-    per segment, then transcript.text.done with the whole text and usage."""
+    per segment, then transcript.text.done with the whole text and usage.
+    segments: the request opted in (timestamp_granularities[]=segment), so
+    each segment's transcript.text.segment follows its delta
+    (check_segment_events); a verbose_json document for segments: the one
+    whose segments they repeat; else there must be none."""
     assert events, "no events"
     assert events[-1]["type"] == "transcript.text.done", events
-    deltas = events[:-1]
-    assert deltas and all(e["type"] == "transcript.text.delta" for e in deltas), events
+    body = events[:-1]
+    if isinstance(segments, dict):
+        check_segment_events(events, exact=False, verbose=segments)
+    elif segments:
+        check_segment_events(events, exact)
+    else:
+        assert all(e["type"] == "transcript.text.delta" for e in body), events
+    deltas = [e for e in body if e["type"] == "transcript.text.delta"]
+    assert deltas, events
     assert all(isinstance(e["delta"], str) and e["delta"] for e in deltas), events
     joined = "".join(e["delta"] for e in deltas)
     # OpenAI's done event: usage as tokens (input = audio positions, 50 a
@@ -322,6 +333,48 @@ def check_stream(events, exact=True):
     else:
         assert words(joined) == words(JFK_TEXT), events
         assert words(events[-1]["text"]) == words(JFK_TEXT), events
+
+
+def check_segment_events(events, exact=True, verbose=None):
+    """The transcript.text.segment events of an opted-in stream (events ends
+    with its done event): OpenAI's shape {type, id, start, end, text,
+    speaker} with speaker "" (no diarization); ids seg_0, seg_1, ... in
+    order; times non-decreasing; each right after its segment's delta (the
+    same text, but for the first delta's leading space); their texts joined
+    and stripped are the done event's text. exact: tiny.en's JFK_SEGMENTS.
+    verbose: a verbose_json document of the same audio, whose segments the
+    events must repeat exactly (text and times). Returns the events."""
+    done = events[-1]
+    assert done["type"] == "transcript.text.done", events
+    body = events[:-1]
+    assert all(e["type"] in ("transcript.text.delta", "transcript.text.segment")
+               for e in body), events
+    segs = [e for e in body if e["type"] == "transcript.text.segment"]
+    assert segs and body[-1]["type"] == "transcript.text.segment", events
+    prev_end, pending = 0.0, ""
+    for e in body:
+        if e["type"] == "transcript.text.delta":
+            pending += e["delta"]
+            continue
+        i = segs.index(e)
+        assert set(e) == {"type", "id", "start", "end", "text", "speaker"}, e
+        assert e["id"] == f"seg_{i}" and e["speaker"] == "", e
+        assert isinstance(e["start"], float) and isinstance(e["end"], float), e
+        assert prev_end - 1e-6 <= e["start"] <= e["end"], (prev_end, e)
+        prev_end = e["end"]
+        # Its deltas came just before it (the first one without the space).
+        assert pending == (e["text"].lstrip() if i == 0 else e["text"]), (pending, e)
+        pending = ""
+    assert "".join(e["text"] for e in segs).strip() == done["text"], events
+    if exact:
+        assert len(segs) == len(JFK_SEGMENTS), segs
+        for e, (start, end, text) in zip(segs, JFK_SEGMENTS):
+            assert abs(e["start"] - start) < 1e-6 and abs(e["end"] - end) < 1e-6, e
+            assert e["text"].strip() == text, e
+    if verbose is not None:
+        want = [(f"seg_{s['id']}", s["start"], s["end"], s["text"]) for s in verbose["segments"]]
+        assert [(e["id"], e["start"], e["end"], e["text"]) for e in segs] == want, (segs, want)
+    return segs
 
 
 # --- raw sockets -------------------------------------------------------------
