@@ -5,7 +5,7 @@
  * Ownership: a session is refcounted: its thread holds one reference and
  * every turn in flight one (the worker's on_done drops it), so callbacks
  * that arrive after the client left find the session still there; the hub
- * counts live sessions and wd_realtime_free waits for none. The socket is
+ * counts live sessions and wd_realtime_drain waits for none. The socket is
  * the session thread's alone, handed back to MHD (MHD_upgrade_action) when
  * the thread ends. Under se->mu: the outgoing queue, the turn list, dead.
  * A session's turns are realtime_turn.c's.
@@ -90,7 +90,7 @@ static void wait_hub(wd_realtime_t *h, const int *count, double deadline) {
   }
 }
 
-void wd_realtime_free(wd_realtime_t *h, double wait_s) {
+void wd_realtime_drain(wd_realtime_t *h, double wait_s) {
   if (!h)
     return;
   wd_realtime_stop(h);
@@ -105,6 +105,16 @@ void wd_realtime_free(wd_realtime_t *h, double wait_s) {
   }
   /* their threads end at once now; their turns end with the workers */
   wait_hub(h, &h->n_live, wd_now_s() + 30.0);
+  pthread_mutex_unlock(&h->mu);
+}
+
+void wd_realtime_free(wd_realtime_t *h) {
+  if (!h)
+    return;
+  /* A handshake answered while the server stopped may have become a
+   * session since the drain (MHD completes upgrades until it stops). */
+  wd_realtime_drain(h, 0);
+  pthread_mutex_lock(&h->mu);
   const int left = h->n_live;
   pthread_mutex_unlock(&h->mu);
   if (left > 0) { /* turns that never ended still point here: leave it */

@@ -76,7 +76,10 @@ const char *wd_realtime_subprotocol_key(struct MHD_Connection *c, size_t *ret_le
 void wd_realtime_stop(wd_realtime_t *h);
 /* Then: waits up to wait_s for them, cancels what is left, and waits for
  * every session to be gone (their sockets handed back to MHD). */
-void wd_realtime_free(wd_realtime_t *h, double wait_s);
+void wd_realtime_drain(wd_realtime_t *h, double wait_s);
+/* Last, once MHD is stopped (no handshake or upgrade can reach h any
+ * more): drains what is left and frees h. */
+void wd_realtime_free(wd_realtime_t *h);
 
 void wd_realtime_stats(wd_realtime_t *h, wd_realtime_stats_t *ret);
 

@@ -583,7 +583,7 @@ static void server_destroy(wd_server_t *s) {
     s->models[i]->replaced = 0;
     wd__served_release(s->models[i]);
   }
-  wd_realtime_free(s->realtime, 0); /* started never (a failed start) or already freed */
+  wd_realtime_free(s->realtime); /* MHD is stopped: nothing reaches the hub any more */
   wd_taskq_free(s->decoders);
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
@@ -901,9 +901,10 @@ int wd_server_free(wd_server_t *s, double wait_s) {
                    left == 1 ? "" : "s");
       return WD_EBUSY;
     }
-    /* realtime sessions hand their sockets back to MHD before it stops */
-    wd_realtime_free(s->realtime, wait_s > 0 ? wait_s : 0);
-    s->realtime = NULL;
+    /* realtime sessions hand their sockets back to MHD before it stops;
+     * the hub itself is freed after it stops (server_destroy), since a
+     * handshake or upgrade callback can reach it until then */
+    wd_realtime_drain(s->realtime, wait_s > 0 ? wait_s : 0);
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
   }
