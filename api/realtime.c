@@ -292,6 +292,16 @@ static void drop_before(session_t *se, uint64_t to) {
   memmove(se->a16, se->a16 + k, (se->n16 - k) * sizeof *se->a16);
   se->n16 -= k;
   se->base += k;
+  /* After a long turn (up to WD_RT_MAX_BUFFER_S of audio: ~10 MB) the
+   * buffer shrinks back to what it holds, with room to grow. */
+  if (se->cap16 * sizeof *se->a16 > RT_KEEP_BYTES && se->n16 < se->cap16 / 4) {
+    const size_t cap = se->n16 * 2 > RT_RATE ? se->n16 * 2 : RT_RATE;
+    int16_t *g = realloc(se->a16, cap * sizeof *g);
+    if (g) {
+      se->a16 = g;
+      se->cap16 = cap;
+    }
+  }
 }
 
 static json_t *speech_event(const char *type, const char *key, uint64_t sample, const char *item) {
@@ -586,6 +596,13 @@ static int flush_out(session_t *se) {
     rc = -1;
     se->dead = 1;
     break;
+  }
+  /* Drained after a burst (a large transcript, a backlog of events): the
+   * queue gives its memory back rather than keep its largest size. */
+  if (se->out_off == se->out_len && se->out_cap > RT_KEEP_BYTES) {
+    free(se->out);
+    se->out = NULL;
+    se->out_cap = se->out_len = se->out_off = 0;
   }
   pthread_mutex_unlock(&se->mu);
   return rc;

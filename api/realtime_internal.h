@@ -109,6 +109,10 @@ struct wd_realtime {
  * copy of its audio (up to the session's uncommitted maximum), so a
  * client committing in a loop meanwhile gets failed turns, not memory. */
 #define RT_MAX_HELD 8
+/* A session's buffers (output queue, audio, the message being received)
+ * give back memory past this once they are empty or mostly so: a burst
+ * may grow them to megabytes, an idle session keeps little. */
+#define RT_KEEP_BYTES (256u * 1024u)
 /* A committed turn not yet submitted: its model is being loaded on demand
  * (the session thread retries it until the load ends, at most
  * RT_MODEL_WAIT_S), or another turn before it waits so. What the session

@@ -271,7 +271,14 @@ static int end_frame(wd_ws_parser_t *p, wd_ws_on_message_t on_message, void *ud,
   const size_t n = p->msg_len;
   p->msg_opcode = 0;
   p->msg_len = 0; /* the next message starts empty (its size is checked alone) */
-  return on_message(ud, op, p->msg, n);
+  const int rc = on_message(ud, op, p->msg, n);
+  /* A large message (up to max_message) leaves no large buffer behind. */
+  if (p->msg_cap > WD_WS_KEEP_BYTES) {
+    free(p->msg);
+    p->msg = NULL;
+    p->msg_cap = 0;
+  }
+  return rc;
 }
 
 int wd_ws_feed(wd_ws_parser_t *p, const void *data, size_t n, wd_ws_on_message_t on_message,

@@ -28,6 +28,10 @@ enum {
   WD_WS_CLOSE = 0x8, WD_WS_PING = 0x9, WD_WS_PONG = 0xA,
 };
 
+/* A message buffer larger than this is freed once its message has been
+ * delivered (the next message grows a new one). */
+#define WD_WS_KEEP_BYTES (256u * 1024u)
+
 /* Close codes (RFC 6455 7.4.1). */
 enum {
   WD_WS_CLOSE_NORMAL = 1000, WD_WS_CLOSE_GOING_AWAY = 1001, WD_WS_CLOSE_PROTOCOL = 1002,

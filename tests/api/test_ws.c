@@ -218,6 +218,38 @@ WD_TEST(each_message_counted_alone) {
   }
 }
 
+/* A message past WD_WS_KEEP_BYTES leaves no buffer behind once delivered
+ * (an idle session keeps little); a small one keeps its buffer for the
+ * next. Both arrive whole. */
+WD_TEST(large_message_buffer_given_back) {
+  const size_t big_n = WD_WS_KEEP_BYTES + 4096;
+  unsigned char *big = malloc(big_n), *buf = malloc(big_n + 64);
+  static got_t g;
+  WD_CHECK(big && buf);
+  if (!big || !buf) {
+    free(big), free(buf);
+    return;
+  }
+  for (size_t i = 0; i < big_n; i++)
+    big[i] = (unsigned char)(i * 13);
+  wd_ws_parser_t p;
+  wd_ws_parser_init(&p, 16u << 20);
+  memset(&g, 0, sizeof g);
+  int close = 0;
+  size_t n = client_frame(0x82, big, 300, buf);
+  WD_CHECK_EQ_INT(wd_ws_feed(&p, buf, n, on_msg, &g, &close), 0);
+  WD_CHECK(p.msg_cap >= 300); /* small: kept */
+  n = client_frame(0x82, big, big_n, buf);
+  WD_CHECK_EQ_INT(wd_ws_feed(&p, buf, n, on_msg, &g, &close), 0);
+  WD_CHECK(g.n == 2 && g.len[1] == big_n && !memcmp(g.data[1], big, sizeof g.data[1]));
+  WD_CHECK(p.msg_cap == 0 && p.msg == NULL); /* large: given back */
+  n = client_frame(0x81, "{}", 2, buf);
+  WD_CHECK_EQ_INT(wd_ws_feed(&p, buf, n, on_msg, &g, &close), 0);
+  WD_CHECK(g.n == 3 && g.len[2] == 2 && !memcmp(g.data[2], "{}", 2));
+  wd_ws_parser_free(&p);
+  free(big), free(buf);
+}
+
 WD_TEST(header_tokens) {
   WD_CHECK(wd_ws_has_token("keep-alive, Upgrade", "upgrade", 1));
   WD_CHECK(!wd_ws_has_token("keep-alive, Upgrade", "upgrade", 0));
