@@ -126,6 +126,37 @@ def test_decode_past_the_deadline_is_cut():
         wd_api.stop_daemon(d)
 
 
+REGRESS_AUDIO = os.path.join(wd_api.ROOT, "tests", "fuzz", "regress", "audio")
+
+
+def test_fuzz_found_audio_answered_within_the_decode_deadline():
+    """The uploads the audio fuzzer found hanging, leaking or giving NaN
+    (tests/fuzz/regress/audio) sent to the daemon with --decode-timeout 2:
+    each is answered (400, or 200 where the file still decodes) within the
+    deadline and a margin, however its decode goes, and the daemon then
+    transcribes jfk as usual."""
+    names = sorted(os.listdir(REGRESS_AUDIO))
+    assert names, REGRESS_AUDIO
+    d = wd_api.start_daemon(args=["--decode-threads", "1", "--decode-timeout", "2"])
+    try:
+        for name in names:
+            with open(os.path.join(REGRESS_AUDIO, name), "rb") as f:
+                data = f.read()
+            t0 = time.monotonic()
+            r = post_audio(d.port, data=data, filename=name, path=None,
+                           response_format="json", timeout=60)
+            took = time.monotonic() - t0
+            assert r.status in (200, 400), (name, r)
+            if r.status == 400:
+                assert r.json()["error"]["param"] == "file", (name, r.json())
+            # 2 s of decoding at most, then a transcription of whatever
+            # audio came out (a few seconds of noise at most here)
+            assert took < 30, f"{name}: answered after {took:.1f} s"
+        assert_jfk_json(post_audio(d.port, response_format="json"))
+    finally:
+        wd_api.stop_daemon(d)
+
+
 def sanitized():
     """The daemon is built with a sanitizer: its shadow memory takes terabytes
     of address space and it aborts rather than return NULL past a cap."""
