@@ -46,15 +46,13 @@ if build/daemon/whisperd devices 2>/dev/null | grep -q '^default: .*native CPU e
 fi
 ctest --test-dir build --output-on-failure -j2 "${twins[@]}" || status=1
 step "ASan+UBSan build"
-ctest --test-dir build-asan --output-on-failure -j2 -LE gpu || status=1
-# GPU tests pin lavapipe in memory (dlopen RTLD_NODELETE) so LeakSanitizer
-# can name, and tests/lsan.supp suppress, the driver's own exit-time leaks.
-ctest --test-dir build-asan --output-on-failure -j2 -L gpu -E '^cli_' || status=1
-# The whisperd binary itself does not pin the driver: leak checks off there
-# (address and UB checks stay on).
-ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -j2 -L gpu -R '^cli_' || status=1
-# (The API suite against the real daemon, label sanitize_api, ran above in the
-# -LE gpu pass: on --device cpu, with leak checks on.)
+# One run of the whole tree. GPU tests pin lavapipe in memory (dlopen
+# RTLD_NODELETE) so LeakSanitizer can name, and tests/lsan.supp suppress,
+# the driver's own exit-time leaks; the whisperd binary itself does not pin
+# it, so its CLI runs on Vulkan carry ASAN_OPTIONS=detect_leaks=0 (address
+# and UB checks stay on; tests/CMakeLists.txt). The API suite against the
+# real daemon (label sanitize_api) runs on --device cpu, leak checks on.
+ctest --test-dir build-asan --output-on-failure -j2 || status=1
 step "TSan build (queue, worker, pool, HTTP server)"
 TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
   ctest --test-dir build-tsan --output-on-failure -j2 -L tsan || status=1
