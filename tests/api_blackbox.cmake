@@ -36,12 +36,16 @@ endif()
 # test_curl
 # and the SDK files (the answers' formats, the same code paths again) stay
 # in the release tree: under ASan they would add about ten minutes to CI.
+# Under TSan: test_auth (three transcriptions beside many refused requests)
+# and test_realtime_ws (session threads, their queues, the close handshake
+# and the handshake cap, few transcriptions).
+set(wd_api_tsan test_auth test_realtime_ws)
 set(wd_api_asan test_auth test_errors test_limits test_concurrency test_systemd test_faults
     test_models test_realtime test_realtime_ws)
 foreach(f IN LISTS wd_api_tests)
   get_filename_component(n ${f} NAME_WE)
   if((wd_api_sanitized AND NOT WD_TSAN AND NOT n IN_LIST wd_api_asan) OR
-     (WD_TSAN AND NOT n STREQUAL "test_auth"))
+     (WD_TSAN AND NOT n IN_LIST wd_api_tsan))
     continue()
   endif()
   add_test(NAME api_py_${n}
@@ -64,6 +68,19 @@ foreach(f IN LISTS wd_api_tests)
     set_tests_properties(api_py_${n} PROPERTIES LABELS "api;api_asan_twin")
   endif()
 endforeach()
+
+# Under TSan also the realtime session parked in the server while its model
+# loads and woken by the load's failure (the server's callback from the
+# loading thread, the session's references): no transcription, seconds.
+if(WD_TSAN)
+  add_test(NAME api_py_test_realtime_park
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api/run.sh ${WD_API_VENV}
+                   $<TARGET_FILE:whisperd> ${CMAKE_CURRENT_SOURCE_DIR}/api/test_realtime.py
+                   -k fails_to_load)
+  set_tests_properties(api_py_test_realtime_park PROPERTIES LABELS "api;tsan"
+    SKIP_RETURN_CODE 77 TIMEOUT 900 RESOURCE_LOCK whisperd_api ENVIRONMENT
+    "WHISPERD_DEVICE=cpu;WD_API_READY_TIMEOUT=600;WD_API_REQUEST_TIMEOUT=600")
+endif()
 
 # The daemon runs on --device auto, the native CPU engine on a host without
 # a GPU. The batching-identity file runs again with WHISPERD_DEVICE=vulkan,

@@ -22,6 +22,10 @@
 #                     this file of the Python API suite here, since each jfk
 #                     transcription takes minutes under TSan; the whole suite
 #                     runs in the ASan tree, leak-checked.
+#   api_py_test_realtime_ws, api_py_test_realtime_park  the realtime sessions'
+#                     threads, queues, close deadlines and handshake cap, and
+#                     a session parked in the server while its model loads
+#                     (tests/api_blackbox.cmake; 77 s and 11 s here).
 # Not here: the Vulkan tests (lavapipe's JIT and threads under TSan are too
 # slow, and its races would be Mesa's).
 if(NOT WD_TSAN)
