@@ -22,6 +22,25 @@ static wd_server_model_t model(int id) {
 
 static int refs(const wd_served_t *r) { return atomic_load(&r->refs); }
 
+/* A table holding models 0..n-1. */
+static void table_with(wd_served_table_t *t, int n) {
+  wd_served_table_init(t);
+  for (int i = 0; i < n; i++) {
+    const wd_server_model_t m = model(i);
+    wd_served_attach(t, &m);
+  }
+}
+
+/* Parks w on slot as a request does: the count first, then the record. */
+static int wait_now(wd_served_table_t *t, int slot, wd_model_waiter_t *w) {
+  wd_served_t *r[WD_SERVER_MAX_MODELS];
+  const unsigned g = wd_served_gen(t, slot);
+  const int n = wd_served_snapshot(t, r);
+  const int rc = wd_served_wait(t, slot, g, slot < n ? r[slot] : NULL, w);
+  wd_served_release_all(r, n);
+  return rc;
+}
+
 WD_TEST(attach_snapshot_release_count_references) {
   wd_served_table_t t;
   wd_served_table_init(&t);
@@ -105,32 +124,19 @@ static void on_changed(void *ud) {
   }
   if (x->repark > 0) {
     x->repark--;
-    wd_served_t *r[WD_SERVER_MAX_MODELS];
-    const int n = wd_served_snapshot(x->t, r);
-    const int slot = x->w.slot;
-    x->repark_rc = wd_served_wait(x->t, slot, wd_served_gen(x->t, slot), slot < n ? r[slot] : NULL,
-                                  &x->w);
-    wd_served_release_all(r, n);
+    x->repark_rc = wait_now(x->t, x->w.slot, &x->w);
   }
 }
 
 static int park(waiter_t *x, wd_served_table_t *t, int slot) {
   x->t = t;
   x->w = (wd_model_waiter_t){ .cb = on_changed, .ud = x };
-  wd_served_t *r[WD_SERVER_MAX_MODELS];
-  const unsigned g = wd_served_gen(t, slot);
-  const int n = wd_served_snapshot(t, r);
-  const int rc = wd_served_wait(t, slot, g, slot < n ? r[slot] : NULL, &x->w);
-  wd_served_release_all(r, n);
-  return rc;
+  return wait_now(t, slot, &x->w);
 }
 
 WD_TEST(changed_calls_each_waiter_once_outside_the_lock) {
   wd_served_table_t t;
-  wd_served_table_init(&t);
-  const wd_server_model_t m0 = model(0), m1 = model(1);
-  wd_served_attach(&t, &m0);
-  wd_served_attach(&t, &m1);
+  table_with(&t, 2);
   waiter_t a = { 0 }, b = { 0 }, c = { 0 };
   WD_CHECK_EQ_INT(park(&a, &t, 0), 0);
   WD_CHECK_EQ_INT(park(&b, &t, 0), 0);
@@ -152,7 +158,8 @@ WD_TEST(changed_calls_each_waiter_once_outside_the_lock) {
   wd_served_changed(&t, -1); /* nor below: only a close wakes every slot */
   WD_CHECK_EQ_INT(c.calls, 0);
   /* a replace wakes its slot too */
-  WD_CHECK_EQ_INT(wd_served_replace(&t, 1, &m0), 0);
+  const wd_server_model_t m2 = model(2);
+  WD_CHECK_EQ_INT(wd_served_replace(&t, 1, &m2), 0);
   WD_CHECK_EQ_INT(c.calls, 1);
   WD_CHECK_EQ_INT(c.lock_free, 1);
   wd_served_table_destroy(&t);
@@ -160,9 +167,7 @@ WD_TEST(changed_calls_each_waiter_once_outside_the_lock) {
 
 WD_TEST(unwait_before_change_keeps_the_callback_from_running) {
   wd_served_table_t t;
-  wd_served_table_init(&t);
-  const wd_server_model_t m0 = model(0);
-  wd_served_attach(&t, &m0);
+  table_with(&t, 1);
   waiter_t a = { 0 }, b = { 0 };
   WD_CHECK_EQ_INT(park(&a, &t, 0), 0);
   WD_CHECK_EQ_INT(park(&b, &t, 0), 0);
@@ -205,10 +210,7 @@ WD_TEST(stale_count_or_record_is_refused) {
 
 WD_TEST(close_wakes_every_slot_and_refuses_later_waits) {
   wd_served_table_t t;
-  wd_served_table_init(&t);
-  const wd_server_model_t m0 = model(0), m1 = model(1);
-  wd_served_attach(&t, &m0);
-  wd_served_attach(&t, &m1);
+  table_with(&t, 2);
   waiter_t a = { 0 }, b = { 0 }, c = { 0 };
   WD_CHECK_EQ_INT(park(&a, &t, 0), 0);
   WD_CHECK_EQ_INT(park(&b, &t, 1), 0);
@@ -246,19 +248,12 @@ static void on_tw(void *ud) { atomic_fetch_add(&((tw_t *)ud)->calls, 1); }
 static void *parker(void *arg) {
   tw_t *x = arg;
   x->w = (wd_model_waiter_t){ .cb = on_tw, .ud = x };
-  wd_served_t *r[WD_SERVER_MAX_MODELS];
-  const unsigned g = wd_served_gen(x->t, 0);
-  const int n = wd_served_snapshot(x->t, r);
-  const int rc = wd_served_wait(x->t, 0, g, r[0], &x->w);
-  wd_served_release_all(r, n);
-  return (void *)(intptr_t)rc;
+  return (void *)(intptr_t)wait_now(x->t, 0, &x->w);
 }
 
 WD_TEST(concurrent_waits_and_changes_call_each_parked_waiter_once) {
   wd_served_table_t t;
-  wd_served_table_init(&t);
-  const wd_server_model_t m0 = model(0);
-  wd_served_attach(&t, &m0);
+  table_with(&t, 1);
   static tw_t xs[N_TW];
   pthread_t th[N_TW];
   for (int i = 0; i < N_TW; i++) {
