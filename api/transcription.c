@@ -40,7 +40,9 @@
  * polls a connection that MHD may close and whose fd may be reused.
  *
  * Lock order: t->mu, then MHD's internal locks (suspend/resume), the
- * watcher's lock, s->mu. Nothing takes t->mu while holding those.
+ * watcher's lock, s->mu, the served-model table's lock (a park,
+ * wd_served_wait). Nothing takes t->mu while holding those: the table
+ * calls a parked request back with its lock released.
  */
 #include "transcription.h"
 
