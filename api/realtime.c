@@ -34,6 +34,7 @@
 #include "realtime_internal.h"
 #include "render.h"
 #include "response.h"
+#include "served.h"
 #include "workers.h"
 
 /* ---- the hub ------------------------------------------------------------ */
@@ -432,11 +433,11 @@ static void send_session(session_t *se, const char *type) {
 static const wd_vad_model_t *server_vad(session_t *se) {
   const wd_vad_model_t *vad = NULL;
   wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int nm = wd__server_models(se->hub->s, recs);
+  const int nm = wd_served_snapshot(&se->hub->s->served, recs);
   for (int k = 0; k < nm; k++) {
     if (!vad)
       vad = recs[k]->m.vad;
-    wd__served_release(recs[k]);
+    wd_served_release(recs[k]);
   }
   return vad;
 }
@@ -450,7 +451,7 @@ static int check_language(session_t *se, const wd_rt_config_t *c, wd_rt_error_t 
     return 0;
   const int idx = wd_languages_index(c->language);
   wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int nm = wd__server_models(se->hub->s, recs);
+  const int nm = wd_served_snapshot(&se->hub->s->served, recs);
   int english_only = 0, too_new = 0, found = 0;
   for (int k = 0; k < nm; k++) {
     for (int i = 0; !found && i < recs[k]->m.n_names; i++)
@@ -459,7 +460,7 @@ static int check_language(session_t *se, const wd_rt_config_t *c, wd_rt_error_t 
         english_only = !recs[k]->m.multilingual && strcmp(c->language, "en") != 0;
         too_new = recs[k]->m.multilingual && recs[k]->n_langs > 0 && idx >= recs[k]->n_langs;
       }
-    wd__served_release(recs[k]);
+    wd_served_release(recs[k]);
   }
   if (!english_only && !too_new)
     return 0;
@@ -644,7 +645,7 @@ static void cancel_turns(session_t *se) {
     for (turn_t *t = se->turns; t && n < 64; t = t->next)
       if (t->job && !t->cancelled) {
         t->cancelled = 1;
-        atomic_fetch_add(&t->rec->refs, 1);
+        wd_served_ref(t->rec);
         jobs[n].id = t->job;
         jobs[n++].rec = t->rec;
       }
@@ -653,7 +654,7 @@ static void cancel_turns(session_t *se) {
       return;
     for (int i = 0; i < n; i++) {
       wd_workers_cancel(jobs[i].rec->m.workers, jobs[i].id);
-      wd__served_release(jobs[i].rec);
+      wd_served_release(jobs[i].rec);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "live_audio.h"
 #include "realtime.h"
 #include "realtime_event.h"
+#include "served.h"
 #include "server_internal.h"
 #include "vad.h"
 #include "ws.h"
@@ -64,8 +65,8 @@ struct wd_rt_session {
   struct held *held;           /* committed turns waiting for their model's load, in order */
   int n_held;
   /* While the first held turn's model loads, the session is parked in the
-   * server (wd__server_wait_model) instead of looking every few ms: the
-   * server's callback sets fired, wakes the thread and drops the
+   * served-model table (wd_served_wait, served.h) instead of looking every
+   * few ms: the table's callback sets fired, wakes the thread and drops the
    * reference the waiter holds on the session. parked: session thread. */
   wd_model_waiter_t waiter;
   int parked;

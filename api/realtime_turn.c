@@ -15,6 +15,7 @@
 #include "log.h"
 #include "realtime_internal.h"
 #include "render.h"
+#include "served.h"
 #include "workers.h"
 
 static void turn_end(turn_t *t) {
@@ -26,7 +27,7 @@ static void turn_end(turn_t *t) {
       break;
     }
   pthread_mutex_unlock(&se->mu);
-  wd__served_release(t->rec);
+  wd_served_release(t->rec);
   free(t);
   wd__rt_wake(se);
   wd__rt_session_unref(se);
@@ -123,7 +124,7 @@ static void start_turn(session_t *se, held_t *hd, wd_served_t *rec, int partial)
     free(t);
     if (partial)
       free(pcm);
-    wd__served_release(rec);
+    wd_served_release(rec);
     if (!partial)
       send_failed(se, hd->item, "server_error", "server_error", "Out of memory.");
     return;
@@ -189,13 +190,13 @@ static void start_turn(session_t *se, held_t *hd, wd_served_t *rec, int partial)
 /* The slot of the served model called name, or -1. */
 static int model_slot(session_t *se, const char *name) {
   wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int n = wd__server_models(se->hub->s, recs);
+  const int n = wd_served_snapshot(&se->hub->s->served, recs);
   int slot = -1;
   for (int k = 0; k < n; k++) {
     for (int i = 0; slot < 0 && i < recs[k]->m.n_names; i++)
       if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
         slot = k;
-    wd__served_release(recs[k]);
+    wd_served_release(recs[k]);
   }
   return slot;
 }
@@ -204,21 +205,21 @@ static int model_slot(session_t *se, const char *name) {
  * demand (the load asked for; *wait its on_demand answer, and e's message
  * the load's error when it failed; *ret_slot its slot, *ret_gen the slot's
  * change count read before its state was looked at, *ret_seen the record
- * looked at, not referenced: for wd__server_wait_model); -1 with e set
+ * looked at, not referenced: for wd_served_wait); -1 with e set
  * where there is none. */
 static int find_model_at(session_t *se, const char *name, wd_served_t **ret, int *wait,
                          wd_rt_error_t *e, int *ret_slot, unsigned *ret_gen,
                          const wd_served_t **ret_seen) {
   const int slot = model_slot(se, name);
-  const unsigned gen = slot >= 0 ? wd__server_model_gen(se->hub->s, slot) : 0;
+  const unsigned gen = slot >= 0 ? wd_served_gen(&se->hub->s->served, slot) : 0;
   wd_served_t *recs[WD_SERVER_MAX_MODELS], *got = NULL;
-  const int n = wd__server_models(se->hub->s, recs);
+  const int n = wd_served_snapshot(&se->hub->s->served, recs);
   for (int k = 0; k < n; k++) {
     for (int i = 0; !got && i < recs[k]->m.n_names; i++)
       if (recs[k]->m.names[i] && strcmp(recs[k]->m.names[i], name) == 0)
         got = recs[k];
     if (got != recs[k])
-      wd__served_release(recs[k]);
+      wd_served_release(recs[k]);
   }
   if (ret_slot)
     *ret_slot = slot, *ret_gen = gen, *ret_seen = got;
@@ -234,7 +235,7 @@ static int find_model_at(session_t *se, const char *name, wd_served_t **ret, int
     if (*wait < 0 && *wait != WD_EBUSY)
       snprintf(e->message, sizeof e->message, "The model `%.32s` could not be loaded: %.180s",
                name, got->m.load_error ? got->m.load_error : wd_strerror(*wait));
-    wd__served_release(got);
+    wd_served_release(got);
     return 0;
   }
   *ret = got;
@@ -246,7 +247,7 @@ static int find_model(session_t *se, const char *name, wd_served_t **ret, int *w
   return find_model_at(se, name, ret, wait, e, NULL, NULL, NULL);
 }
 
-/* The server's callback once the parked session's model slot changed
+/* The table's callback once the parked session's model slot changed
  * (loaded, failed, refused, or the server stopping): from the thread that
  * changed it. The waiter's reference on the session goes last. */
 static void on_model_changed(void *ud) {
@@ -264,7 +265,7 @@ static int park(session_t *se, int slot, unsigned gen, const wd_served_t *seen) 
   pthread_mutex_unlock(&se->mu);
   atomic_store(&se->fired, 0);
   se->waiter = (wd_model_waiter_t){ .cb = on_model_changed, .ud = se };
-  const int rc = wd__server_wait_model(se->hub->s, slot, gen, seen, &se->waiter);
+  const int rc = wd_served_wait(&se->hub->s->served, slot, gen, seen, &se->waiter);
   if (rc == 0) {
     se->parked = 1;
     return 0;
@@ -274,7 +275,7 @@ static int park(session_t *se, int slot, unsigned gen, const wd_served_t *seen) 
 }
 
 void wd__rt_unpark(session_t *se) {
-  if (se->parked && wd__server_unwait_model(se->hub->s, &se->waiter))
+  if (se->parked && wd_served_unwait(&se->hub->s->served, &se->waiter))
     wd__rt_session_unref(se); /* unlinked before its callback: its reference back */
   /* else the callback has run or runs now, and drops its own */
   se->parked = 0;
@@ -360,12 +361,12 @@ void wd__rt_end_partials(session_t *se) {
       t->cancelled = 1;
       job = t->job;
       rec = t->rec;
-      atomic_fetch_add(&rec->refs, 1);
+      wd_served_ref(rec);
     }
   pthread_mutex_unlock(&se->mu);
   if (rec) {
     wd_workers_cancel(rec->m.workers, job);
-    wd__served_release(rec);
+    wd_served_release(rec);
   }
 }
 
@@ -394,7 +395,7 @@ void wd__rt_maybe_partial(session_t *se) {
   wd_worker_stats_t st;
   wd_workers_stats(rec->m.workers, &st);
   if (st.queued + st.running > 0) {
-    wd__served_release(rec);
+    wd_served_release(rec);
     return;
   }
   held_t hd = { .pcm = se->a16 + (se->turn_start - se->base), .n = (size_t)(end - se->turn_start),

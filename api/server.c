@@ -84,38 +84,11 @@ typedef struct {
   int deferred;              /* no body: answer on the next call */
 } wd_req_t;
 
-/* ---- the served models ------------------------------------------------- */
-
-int wd__server_models(wd_server_t *s, wd_served_t **out) {
-  pthread_mutex_lock(&s->mu);
-  const int n = atomic_load(&s->n_models);
-  for (int i = 0; i < n; i++)
-    atomic_fetch_add(&(out[i] = s->models[i])->refs, 1);
-  pthread_mutex_unlock(&s->mu);
-  return n;
-}
-
-void wd__served_release(wd_served_t *r) {
-  if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
-    return;
-  /* Nobody holds it: a replaced model's engines may go now (the daemon's
-   * callback hands them to its own thread), a current one is the
-   * daemon's to close after wd_server_free. */
-  if (r->replaced && r->m.on_retire)
-    r->m.on_retire(r->m.retire_ud);
-  free(r);
-}
-
-static void release_all(wd_served_t **r, int n) {
-  for (int i = 0; i < n; i++)
-    wd__served_release(r[i]);
-}
-
 /* Every attached model's workers' figures, summed (device_lost: how many
  * groups lost theirs); the number of models. */
 static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
   wd_served_t *r[WD_SERVER_MAX_MODELS];
-  const int n = wd__server_models(s, r);
+  const int n = wd_served_snapshot(&s->served, r);
   *ret = (wd_worker_stats_t){ 0 };
   for (int i = 0; i < n; i++) {
     wd_worker_stats_t st;
@@ -124,7 +97,7 @@ static int all_stats(wd_server_t *s, wd_worker_stats_t *ret) {
     wd_workers_stats(r[i]->m.workers, &st);
     wd_worker_stats_add(ret, &st);
   }
-  release_all(r, n);
+  wd_served_release_all(r, n);
   return n;
 }
 
@@ -203,7 +176,7 @@ static json_t *model_object(const wd_server_t *s, const char *id, int loaded) {
 static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r,
                                     const char *id) {
   wd_served_t *ms[WD_SERVER_MAX_MODELS];
-  const int n_models = wd__server_models(s, ms);
+  const int n_models = wd_served_snapshot(&s->served, ms);
   if (id) {
     int found = 0, loaded = 0;
     for (int k = 0; k < n_models; k++)
@@ -212,7 +185,7 @@ static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd
           found = 1;
           loaded = ms[k]->m.workers != NULL;
         }
-    release_all(ms, n_models);
+    wd_served_release_all(ms, n_models);
     if (found)
       return reply_json(c, r, 200, model_object(s, id, loaded));
     wd_api_error_t e;
@@ -226,7 +199,7 @@ static enum MHD_Result route_models(wd_server_t *s, struct MHD_Connection *c, wd
       if (ms[k]->m.names[i])
         json_array_append_new(data,
                               model_object(s, ms[k]->m.names[i], ms[k]->m.workers != NULL));
-  release_all(ms, n_models);
+  wd_served_release_all(ms, n_models);
   return reply_json(c, r, 200, data ? json_pack("{s:s, s:o}", "object", "list", "data", data)
                                     : NULL);
 }
@@ -235,7 +208,7 @@ static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_
   const char *why = NULL;
   if (atomic_load(&s->quiescing))
     why = "shutting_down";
-  else if (!atomic_load_explicit(&s->attached, memory_order_acquire))
+  else if (wd_served_count(&s->served) == 0)
     why = "loading";
   else if (!atomic_load(&s->ready))
     why = "starting";
@@ -255,7 +228,7 @@ static enum MHD_Result route_ready(wd_server_t *s, struct MHD_Connection *c, wd_
 
 static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, wd_req_t *r) {
   wd_metrics_state_t st = { 0 };
-  st.model_loaded = atomic_load_explicit(&s->attached, memory_order_acquire);
+  st.model_loaded = wd_served_count(&s->served) > 0;
   st.ready = atomic_load(&s->ready) && st.model_loaded && !atomic_load(&s->quiescing);
   st.connections_suspended = atomic_load(&s->n_suspended);
   st.connections_open = wd_conn_guard_count(s->guard);
@@ -274,7 +247,8 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   wd_metrics_worker_t per[WD_METRICS_MAX_WORKERS];
   int n_per = 0;
   wd_served_t *ms[WD_SERVER_MAX_MODELS];
-  const int n_models = wd__server_models(s, ms); /* held until rendered: labels point in */
+  /* held until rendered: labels point in */
+  const int n_models = wd_served_snapshot(&s->served, ms);
   if (st.model_loaded) {
     ws = (wd_worker_stats_t){ 0 };
     int n_loaded = 0;
@@ -302,7 +276,7 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   char *text = NULL;
   const int rc = wd_metrics_render(s->metrics, &st, st.model_loaded ? &ws : NULL, per, n_per,
                                    &text);
-  release_all(ms, n_models);
+  wd_served_release_all(ms, n_models);
   if (rc < 0)
     return MHD_NO;
   r->status = 200;
@@ -528,7 +502,7 @@ static void on_hangup(void *ctx, uint64_t serial) {
     return; /* its job ended meanwhile */
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
   wd_chunk_cancel(rec->m.workers, job_id);
-  wd__served_release(rec);
+  wd_served_release(rec);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -579,10 +553,7 @@ static int bound_port(struct MHD_Daemon *d, int fallback) {
 static void server_destroy(wd_server_t *s) {
   /* The slots' references: the current models are the daemon's to close
    * (no retire), and no request holds one any more. */
-  for (int i = 0; i < atomic_load(&s->n_models); i++) {
-    s->models[i]->replaced = 0;
-    wd__served_release(s->models[i]);
-  }
+  wd_served_table_destroy(&s->served);
   wd_realtime_free(s->realtime); /* MHD is stopped: nothing reaches the hub any more */
   wd_taskq_free(s->decoders);
   wd_watcher_free(s->watcher);
@@ -608,6 +579,7 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
   s->created = time(NULL);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  wd_served_table_init(&s->served);
   s->host = strdup(o->host && o->host[0] ? o->host : "127.0.0.1");
   s->api_key = o->api_key ? strdup(o->api_key) : NULL;
   s->o.host = s->host;
@@ -711,128 +683,30 @@ fail:
 
 int wd_server_port(const wd_server_t *s) { return s ? s->port : 0; }
 
-static wd_served_t *served_new(const wd_server_model_t *m) {
-  wd_served_t *r = calloc(1, sizeof *r);
-  if (!r)
-    return NULL;
-  r->m = *m;
-  const wd_special_tokens_t *sp = m->tok ? wd_tokenizer_special(m->tok) : NULL;
-  r->n_langs = sp ? sp->n_langs : 0;
-  atomic_init(&r->refs, 1); /* the slot's */
-  return r;
-}
-
-/* ---- waiting for a model ---------------------------------------------- */
-
-unsigned wd__server_model_gen(wd_server_t *s, int slot) {
-  pthread_mutex_lock(&s->mu);
-  const unsigned g = slot >= 0 && slot < WD_SERVER_MAX_MODELS ? s->model_gen[slot] : 0;
-  pthread_mutex_unlock(&s->mu);
-  return g;
-}
-
-int wd__server_wait_model(wd_server_t *s, int slot, unsigned gen, const wd_served_t *rec,
-                          wd_model_waiter_t *w) {
-  if (slot < 0 || slot >= WD_SERVER_MAX_MODELS)
-    return 1;
-  pthread_mutex_lock(&s->mu);
-  int rc = 0;
-  if (atomic_load(&s->quiescing))
-    rc = WD_ESHUTDOWN;
-  else if (s->model_gen[slot] != gen || s->models[slot] != rec)
-    rc = 1;
-  else {
-    w->slot = slot;
-    w->next = s->model_waiters;
-    s->model_waiters = w;
-  }
-  pthread_mutex_unlock(&s->mu);
-  return rc;
-}
-
-int wd__server_unwait_model(wd_server_t *s, wd_model_waiter_t *w) {
-  pthread_mutex_lock(&s->mu);
-  int found = 0;
-  for (wd_model_waiter_t **p = &s->model_waiters; *p; p = &(*p)->next)
-    if (*p == w) {
-      *p = w->next;
-      found = 1;
-      break;
-    }
-  pthread_mutex_unlock(&s->mu);
-  return found;
-}
-
-/* Slot's state changed (slot < 0: every slot, the server stopping): its
- * count moves on, and the requests parked for it until now are unlinked,
- * then called back with the lock released. Each is called once: one that
- * parks again from its callback's resume waits for the next change. */
-static void models_changed(wd_server_t *s, int slot) {
-  wd_model_waiter_t *woken = NULL;
-  pthread_mutex_lock(&s->mu);
-  for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
-    if (slot < 0 || k == slot)
-      s->model_gen[k]++;
-  for (wd_model_waiter_t **p = &s->model_waiters; *p;) {
-    wd_model_waiter_t *w = *p;
-    if (slot >= 0 && w->slot != slot) {
-      p = &w->next;
-      continue;
-    }
-    *p = w->next;
-    w->next = woken;
-    woken = w;
-  }
-  pthread_mutex_unlock(&s->mu);
-  while (woken) {
-    wd_model_waiter_t *w = woken;
-    woken = w->next; /* before the callback: its request may park w again */
-    w->cb(w->ud);
-  }
-}
-
 void wd_server_model_changed(wd_server_t *s, int i) {
-  if (s && i >= 0 && i < WD_SERVER_MAX_MODELS)
-    models_changed(s, i);
+  if (s)
+    wd_served_changed(&s->served, i);
 }
 
 int wd_server_replace(wd_server_t *s, int i, const wd_server_model_t *m) {
-  wd_served_t *r = s && m ? served_new(m) : NULL;
-  if (!r)
-    return s && m ? WD_ENOMEM : WD_EINVAL;
-  pthread_mutex_lock(&s->mu);
-  if (i < 0 || i >= atomic_load(&s->n_models)) {
-    pthread_mutex_unlock(&s->mu);
-    free(r);
+  if (!s || !m)
     return WD_EINVAL;
-  }
-  wd_served_t *old = s->models[i];
-  old->replaced = 1;
-  s->models[i] = r;
-  pthread_mutex_unlock(&s->mu);
-  wd_log_info("api: model %d replaced by '%s'", i, m->n_names > 0 ? m->names[0] : "?");
-  models_changed(s, i); /* requests parked for its load look again */
-  wd__served_release(old); /* retires now, or when its last request ends */
-  return 0;
+  const int rc = wd_served_replace(&s->served, i, m);
+  if (rc == 0)
+    wd_log_info("api: model %d replaced by '%s'", i, m->n_names > 0 ? m->names[0] : "?");
+  return rc;
 }
 
+/* Attaches come from one thread (the daemon's start-up and reloads):
+ * `created` is written before the first model's slot is published, and
+ * read only by a request that saw that slot (after the table's lock). */
 void wd_server_attach(wd_server_t *s, const wd_server_model_t *m) {
-  wd_served_t *r = s && m ? served_new(m) : NULL;
-  if (!r)
+  if (!s || !m)
     return;
-  pthread_mutex_lock(&s->mu);
-  const int n = atomic_load(&s->n_models);
-  if (n == WD_SERVER_MAX_MODELS) {
-    pthread_mutex_unlock(&s->mu);
-    free(r);
-    return;
-  }
-  s->models[n] = r;
-  if (n == 0 && m->created > 0)
+  if (wd_served_count(&s->served) == 0 && m->created > 0)
     s->created = (time_t)m->created;
-  atomic_store_explicit(&s->n_models, n + 1, memory_order_release);
-  pthread_mutex_unlock(&s->mu);
-  atomic_store_explicit(&s->attached, 1, memory_order_release);
+  if (wd_served_attach(&s->served, m) < 0)
+    return;
   wd_log_info("api: model attached as '%s' (%d name%s)", m->n_names > 0 ? m->names[0] : "?",
               m->n_names, m->n_names == 1 ? "" : "s");
 }
@@ -848,7 +722,7 @@ void wd_server_quiesce(wd_server_t *s) {
   /* The returned socket stays open until MHD is stopped (threads may still
    * look at it); it is closed in wd_server_free. */
   s->quiesced_fd = MHD_quiesce_daemon(s->mhd);
-  models_changed(s, -1); /* requests parked for a model's load: 503 now */
+  wd_served_close(&s->served); /* requests parked for a model's load: 503 now */
   wd_realtime_stop(s->realtime); /* sessions end once their running turns have */
   wd_log_info("api: no longer accepting connections");
 }

@@ -40,7 +40,9 @@
  * polls a connection that MHD may close and whose fd may be reused.
  *
  * Lock order: t->mu, then MHD's internal locks (suspend/resume), the
- * watcher's lock, s->mu. Nothing takes t->mu while holding those.
+ * watcher's lock, s->mu, the served-model table's lock (a park,
+ * wd_served_wait). Nothing takes t->mu while holding those: the table
+ * calls a parked request back with its lock released.
  */
 #include "transcription.h"
 
@@ -59,6 +61,7 @@
 #include "pystr.h"
 #include "render.h"
 #include "response.h"
+#include "served.h"
 #include "chunk_job.h"
 #include "vad_job.h"
 
@@ -135,8 +138,9 @@ struct wd_transcription {
                               * job it submits may end (on_done) before it
                               * resumes, and must not resume it instead */
   int decoded;               /* decode_task ran: n_pcm, decode_rc, decode_msg */
-  /* PH_MODEL_WAIT: parked in the server until its model's slot changes
-   * (the waiter holds a reference to t); how many times so far. */
+  /* PH_MODEL_WAIT: parked in the served-model table until its model's
+   * slot changes (the waiter holds a reference to t); how many times so
+   * far. */
   wd_model_waiter_t waiter;
   int n_model_waits;
   int submit_rc;             /* decode_task's submit: 0, or why it failed */
@@ -158,7 +162,7 @@ static void tr_unref(wd_transcription_t *t) {
   /* Last reference: nobody else can see t. It never touches the server
    * here, which may already be gone when the job's reference is last. */
   wd_transcript_free(&t->result);
-  wd__served_release(t->rec);
+  wd_served_release(t->rec);
   if (t->has_req)
     wd_request_clear(&t->req);
   wd_multipart_free(t->form);
@@ -200,7 +204,7 @@ static int body_timeout_s(const wd_server_t *s) {
 static enum MHD_Result on_headers(wd_transcription_t *t) {
   wd_server_t *s = t->s;
   wd_api_error_t e;
-  if (!atomic_load_explicit(&s->attached, memory_order_acquire)) {
+  if (wd_served_count(&s->served) == 0) {
     wd_api_error_set(&e, 503, NULL, "model_not_ready",
                      "The model is still loading; retry in a few seconds.");
     e.retry_after_s = 5;
@@ -777,7 +781,7 @@ static void decode_task(void *arg) {
   tr_unref(t);
 }
 
-/* The server's callback, from the thread that changed the model's slot:
+/* The table's callback, from the thread that changed the model's slot:
  * the parked request looks again (PH_MODEL_WAIT). */
 static void on_model_changed(void *ud) {
   wd_transcription_t *t = ud;
@@ -788,9 +792,9 @@ static void on_model_changed(void *ud) {
 }
 
 /* The request's model (slot) is loading: the request is parked in the
- * server, its connection suspended and no thread held, until the slot
- * changes (loaded, failed, refused, or the server stopping); it then takes
- * its body from the top again. Its record goes meanwhile. gen: the slot's
+ * served-model table (served.h), its connection suspended and no thread
+ * held, until the slot changes (loaded, failed, refused, or the server
+ * stopping); it then takes its body from the top again. Its record goes meanwhile. gen: the slot's
  * count read before its record was looked at. Parking and suspending
  * share t->mu, so the callback's resume always follows the suspend. */
 static enum MHD_Result wait_for_model(wd_transcription_t *t, int slot, unsigned gen) {
@@ -800,7 +804,7 @@ static enum MHD_Result wait_for_model(wd_transcription_t *t, int slot, unsigned 
   t->waiter = (wd_model_waiter_t){ .cb = on_model_changed, .ud = t };
   atomic_fetch_add(&t->refs, 1); /* the waiter's */
   pthread_mutex_lock(&t->mu);
-  const int rc = wd__server_wait_model(s, slot, gen, t->rec, &t->waiter);
+  const int rc = wd_served_wait(&s->served, slot, gen, t->rec, &t->waiter);
   if (rc == 0) {
     suspend_locked(t);
     t->phase = PH_MODEL_WAIT;
@@ -808,7 +812,7 @@ static enum MHD_Result wait_for_model(wd_transcription_t *t, int slot, unsigned 
   pthread_mutex_unlock(&t->mu);
   if (rc == 0)
     wd_log_info("api: waiting for model %s to load", label);
-  wd__served_release(t->rec);
+  wd_served_release(t->rec);
   t->rec = NULL;
   t->m = NULL;
   if (rc == 0)
@@ -842,7 +846,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   /* The request's `model` picks one of the attached models, which stays
    * with it (a SIGHUP reload after this point is for the next request). */
   wd_served_t *recs[WD_SERVER_MAX_MODELS];
-  const int n_models = wd__server_models(s, recs);
+  const int n_models = wd_served_snapshot(&s->served, recs);
   wd_request_model_t ms[WD_SERVER_MAX_MODELS];
   for (int i = 0; i < n_models; i++)
     ms[i] = (wd_request_model_t){ recs[i]->m.names, recs[i]->m.n_names,
@@ -852,7 +856,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   rc = wd_request_parse_in(form, t->task, ms, n_models, &req, &e);
   for (int i = 0; i < n_models; i++)
     if (rc != 0 || i != req.model_idx)
-      wd__served_release(recs[i]);
+      wd_served_release(recs[i]);
   if (rc != 0) {
     wd_multipart_free(form);
     return answer_error(t, &e);
@@ -865,7 +869,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
      * at once. The slot's count goes first: a change after it, however
      * early, unparks (or never parks) the request. */
     const int slot = req.model_idx;
-    const unsigned gen = wd__server_model_gen(s, slot);
+    const unsigned gen = wd_served_gen(&s->served, slot);
     const int wait = t->m->on_demand ? t->m->on_demand(t->m->demand_ud) : WD_EBUSY;
     wd_request_clear(&req);
     wd_multipart_free(form);
@@ -1001,7 +1005,7 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
     }
     return on_body_complete(t);
   case PH_MODEL_WAIT: /* resumed by on_model_changed: the body from the top */
-    if (wd__server_unwait_model(t->s, &t->waiter)) /* resumed otherwise: cannot happen */
+    if (wd_served_unwait(&t->s->served, &t->waiter)) /* resumed otherwise: cannot happen */
       tr_unref(t);
     t->phase = PH_RECEIVING;
     if (atomic_load(&t->s->quiescing)) {
@@ -1057,14 +1061,14 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   int k = 0;
   for (const wd_transcription_t *t = s->live; jobs && t; t = t->live_next)
     if (t->live_job_id) {
-      atomic_fetch_add(&t->rec->refs, 1);
+      wd_served_ref(t->rec);
       jobs[k++] = (struct live_job){ t->live_job_id, t->rec };
     }
   pthread_mutex_unlock(&s->mu);
   /* Outside s->mu: the worker may call on_done, which takes it. */
   for (int i = 0; i < k; i++) {
     wd_chunk_cancel(jobs[i].rec->m.workers, jobs[i].id);
-    wd__served_release(jobs[i].rec);
+    wd_served_release(jobs[i].rec);
   }
   free(jobs);
 }
@@ -1075,7 +1079,7 @@ int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_j
   pthread_mutex_lock(&s->mu);
   for (const wd_transcription_t *t = s->live; t && !found; t = t->live_next)
     if (t->serial == serial && t->live_job_id) {
-      atomic_fetch_add(&t->rec->refs, 1);
+      wd_served_ref(t->rec);
       *ret_job = t->live_job_id;
       *ret_rec = t->rec;
       found = 1;
