@@ -29,8 +29,10 @@ enum {
 };
 
 /* A message buffer larger than this is freed once its message has been
- * delivered (the next message grows a new one). */
-#define WD_WS_KEEP_BYTES (256u * 1024u)
+ * delivered (the next message grows a new one). 1 MiB: above the appends
+ * clients stream (~64 KB of base64 per second of 24 kHz PCM16), so a
+ * steady stream reuses its buffer, while a 16 MiB message leaves none. */
+#define WD_WS_KEEP_BYTES (1024u * 1024u)
 
 /* Close codes (RFC 6455 7.4.1). */
 enum {
