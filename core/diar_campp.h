@@ -1,0 +1,48 @@
+/*
+ * diar_campp.h - 3D-Speaker's CAM++ speaker-embedding network in C.
+ *
+ * Input: mean-normalized fbank frames (diar_fbank.h), T x 80.
+ * The network: the FCM head (2-D convolutions and residual blocks over
+ * (80 frequency bins x T), 32 channels, frequency stride 2 twice: 32 x 20
+ * = 320 features per frame); a TDNN layer (5 taps, stride 2: T' frames =
+ * (T + 1) / 2, 128 channels); three D-TDNN blocks (12, 24, 16 layers of
+ * context-aware masking) with transition layers: 512 channels per frame;
+ * then statistics pooling (mean and standard deviation over frames: 1024)
+ * and the dense layer with batch norm: the 192-d embedding.
+ *
+ * The trunk (everything before pooling) is separate from the pooling so
+ * that one trunk pass serves several embeddings: diarization pools the
+ * frames of each local speaker of a window with per-frame weights.
+ */
+#ifndef WD_DIAR_CAMPP_H
+#define WD_DIAR_CAMPP_H
+
+#include <stddef.h>
+
+#define WD_CAMPP_IN 80     /* fbank bins */
+#define WD_CAMPP_HIDDEN 512 /* trunk output channels per frame */
+#define WD_CAMPP_EMB 192
+
+typedef struct wd_campp wd_campp_t;
+
+/* WD_ENOENT, WD_EMODEL (err names the tensor and the shape expected),
+ * WD_ENOMEM. The file's __metadata__ "model" must be
+ * "campplus-zh-en-common". */
+int wd_campp_load(const char *path, wd_campp_t **ret, char *err, size_t err_len);
+void wd_campp_free(wd_campp_t *m); /* accepts NULL */
+
+/* Trunk output frames for T fbank frames. */
+size_t wd_campp_frames(size_t T);
+
+/* hidden (wd_campp_frames(T) x 512, row per frame) from feats (T x 80).
+ * T >= 4. Thread-safe for a shared model. 0 or WD_ENOMEM. */
+int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hidden);
+
+/* emb[192] (not normalized: the network's output) from T' trunk frames and
+ * their weights (NULL: all 1; else >= 0, their sum > 0): weighted mean and
+ * standard deviation (the unbiased std the model was trained with, when
+ * all weights are 1), then the dense layer. 0 or WD_EINVAL (no weight). */
+int wd_campp_embed(const wd_campp_t *m, const float *hidden, size_t T_out, const float *w,
+                   float *emb);
+
+#endif

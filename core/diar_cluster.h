@@ -1,0 +1,20 @@
+/*
+ * diar_cluster.h - agglomerative clustering of speaker embeddings, as
+ * pyannote's speaker-diarization-3.1 does it (its AgglomerativeClustering:
+ * centroid linkage over L2-normalized embeddings, cut at a distance
+ * threshold, clusters smaller than min_cluster_size reassigned to the
+ * nearest large cluster), with optional bounds on the number of clusters.
+ */
+#ifndef WD_DIAR_CLUSTER_H
+#define WD_DIAR_CLUSTER_H
+
+#include <stddef.h>
+
+/* labels[i] in 0 .. k-1 for each of the n embeddings (n x dim, row-major;
+ * normalized here, on a copy), k returned in *ret_k, clusters numbered in
+ * order of their first member. min_k / max_k: 0 for no bound. n == 0 gives
+ * k = 0. 0 or WD_ENOMEM. */
+int wd_diar_cluster(const float *emb, size_t n, size_t dim, float threshold,
+                    int min_cluster_size, int min_k, int max_k, int *labels, int *ret_k);
+
+#endif
