@@ -12,6 +12,7 @@ scripts/install-deps.sh
 scripts/build.sh release
 scripts/fetch-model.sh base
 scripts/fetch-vad.sh || echo "run.sh: Silero VAD unavailable; chunking_strategy will be refused"
+scripts/fetch-diarization.sh || echo "run.sh: diarization models unavailable; diarized_json will be refused"
 ./build/daemon/whisperd devices
 echo "run.sh: try: curl http://127.0.0.1:8080/v1/audio/transcriptions -F file=@tests/data/audio/jfk.wav -F model=whisper-1"
 exec ./build/daemon/whisperd serve --model models/ggml-base.bin --host 127.0.0.1 --port 8080 "$@"

@@ -30,6 +30,7 @@ if [ -x scripts/fetch-model.sh ]; then
   scripts/fetch-model.sh base || echo "test.sh: base unavailable; model tests will skip"
 fi
 scripts/fetch-vad.sh || echo "test.sh: Silero VAD unavailable; VAD tests will skip"
+scripts/fetch-diarization.sh || echo "test.sh: diarization models unavailable; diarization tests will skip"
 # Mesa's JIT keeps allocations alive until exit; those are not our leaks.
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
