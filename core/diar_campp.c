@@ -244,7 +244,7 @@ int wd_campp_load(const char *path, wd_campp_t **ret, char *err, size_t err_len)
     return WD_ENOMEM;
   loader_t L = { m, NULL, err, err_len, 0 };
   L.rc = wd_st_open(path, MAX_FILE, "whisperd-diarization", "1",
-                    " (scripts/fetch-diarization.sh makes it)", &L.st, err, err_len);
+                    "scripts/fetch-diarization.sh makes it", &L.st, err, err_len);
   if (!L.rc) {
     const char *model = wd_st_meta(L.st, "model");
     if (!model || strcmp(model, "campplus-zh-en-common") != 0) {
