@@ -7,7 +7,7 @@
  * (frame t, frequency row f, 32 channels contiguous). A 3x3 convolution is
  * one matrix product per block of frames over rows (t, f_out) of 9 x 32
  * inputs (tap-major: time tap, then frequency tap, then channel; zeros
- * outside the plane), with weights stored k-major for vad_gemm.h. The
+ * outside the plane), with weights packed for diar_gemm.h. The
  * trunk's 1-D activations are rows per frame of up to 1024 channels: the
  * dense blocks append each layer's 32 channels to the same rows, so a layer
  * reads the first in_ch columns of a 1024-wide matrix as its input.
@@ -35,7 +35,7 @@
 
 #include "error.h"
 #include "safetensors.h"
-#include "vad_gemm.h"
+#include "diar_gemm.h"
 
 #define MC 32            /* head channels */
 #define TDNN_IN 320      /* 32 channels x 10 frequency rows */
@@ -54,7 +54,8 @@
 static const size_t k_block_layers[3] = { 12, 24, 16 };
 static const size_t k_block_dilation[3] = { 1, 2, 2 };
 
-/* A convolution as a product: w is K x N (k-major), b is N or NULL. */
+/* A convolution as a product: w is K x N packed for diar_gemm.h, b is N
+ * or NULL. */
 typedef struct {
   size_t K, N;
   float *w, *b;
@@ -188,14 +189,20 @@ static mat_t load_conv(loader_t *L, size_t cout, size_t cin, size_t kf, size_t k
     bn = load_bn(L, cout, 1, bn_name);
     m.b = bn.shift;
   }
-  if (L->rc)
+  float *tmp = L->rc ? NULL : malloc(taps * cin * cout * sizeof *tmp);
+  if (!tmp) {
+    if (!L->rc)
+      L->rc = WD_ENOMEM;
     return m;
+  }
   for (size_t co = 0; co < cout; co++)
     for (size_t ci = 0; ci < cin; ci++)
       for (size_t t = 0; t < taps; t++) {
         const float v = w[(co * cin + ci) * taps + t];
-        m.w[col(ci, t, cin) * cout + co] = bn_name ? v * bn.scale[co] : v;
+        tmp[col(ci, t, cin) * cout + co] = bn_name ? v * bn.scale[co] : v;
       }
+  wd_diar_gemm_pack(tmp, cout, taps * cin, cout, m.w);
+  free(tmp);
   return m;
 }
 
@@ -332,7 +339,7 @@ static void conv2d(const mat_t *m, const float *x, size_t T, size_t F, size_t ci
               memcpy(r, x + ((ti - 1) * F + fi - 1) * cin, cin * sizeof *r);
           }
         }
-    wd_vad_gemm(col, K, m->w, MC, m->b, y + t0 * Fo * MC, MC, (t1 - t0) * Fo, MC, K);
+    wd_diar_gemm(col, K, m->w, m->b, y + t0 * Fo * MC, MC, (t1 - t0) * Fo, MC, K);
   }
 }
 
@@ -346,7 +353,7 @@ static float *res_block(const res_t *r, float *x, float *a, float *b, size_t T, 
   if (r->sc.w) {
     /* 1x1 with frequency stride 2: output row (t, fo) reads x[t][2 fo],
      * i.e. rows 2 x 32 floats apart throughout (F = 2 Fo). */
-    wd_vad_gemm(x, 2 * MC, r->sc.w, MC, r->sc.b, b, MC, T * Fo, MC, MC);
+    wd_diar_gemm(x, 2 * MC, r->sc.w, r->sc.b, b, MC, T * Fo, MC, MC);
     conv2d(&r->conv2, a, T, Fo, MC, 1, x, col);
     for (size_t i = 0; i < n; i++)
       b[i] = x[i] + b[i] > 0.0f ? x[i] + b[i] : 0.0f;
@@ -369,7 +376,7 @@ static void dense_layer(const layer_t *y, float *d, size_t T, float *s, float *h
       const float v = d[t * WIDE + c] * y->bn1.scale[c] + y->bn1.shift[c];
       s[t * C + c] = v > 0.0f ? v : 0.0f;
     }
-  wd_vad_gemm(s, C, y->lin1.w, BN_CH, y->lin1.b, h, BN_CH, T, BN_CH, C);
+  wd_diar_gemm(s, C, y->lin1.w, y->lin1.b, h, BN_CH, T, BN_CH, C);
   relu(h, T * BN_CH);
   /* Local convolution: 3 taps dilation dl, zero padding dl. */
   for (size_t t = 0; t < T; t++)
@@ -381,7 +388,7 @@ static void dense_layer(const layer_t *y, float *d, size_t T, float *s, float *h
       else
         memcpy(r, h + (ti - dl) * BN_CH, BN_CH * sizeof *r);
     }
-  wd_vad_gemm(col, 3 * BN_CH, y->local.w, GROWTH, NULL, out, GROWTH, T, GROWTH, 3 * BN_CH);
+  wd_diar_gemm(col, 3 * BN_CH, y->local.w, NULL, out, GROWTH, T, GROWTH, 3 * BN_CH);
   /* Context: the global mean plus each segment's mean; its mask. */
   double gsum[BN_CH] = { 0 };
   for (size_t t = 0; t < T; t++)
@@ -463,7 +470,7 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
         else
           memcpy(row, head + (ti - 2) * TDNN_IN, TDNN_IN * sizeof *row);
       }
-    wd_vad_gemm(col, 5 * TDNN_IN, m->tdnn.w, INIT_CH, m->tdnn.b, d + t0 * WIDE, WIDE, t1 - t0,
+    wd_diar_gemm(col, 5 * TDNN_IN, m->tdnn.w, m->tdnn.b, d + t0 * WIDE, WIDE, t1 - t0,
                 INIT_CH, 5 * TDNN_IN);
   }
   for (size_t t = 0; t < To; t++)
@@ -481,7 +488,7 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
         const float v = d[t * WIDE + c] * bn->scale[c] + bn->shift[c];
         s[t * ch + c] = v > 0.0f ? v : 0.0f;
       }
-    wd_vad_gemm(s, ch, m->transit[bl].w, ch / 2, NULL, d, WIDE, To, ch / 2, ch);
+    wd_diar_gemm(s, ch, m->transit[bl].w, NULL, d, WIDE, To, ch / 2, ch);
     ch /= 2;
   }
   for (size_t t = 0; t < To; t++)

@@ -20,7 +20,7 @@
 #include "diar_campp.h"
 #include "diar_fbank.h"
 #include "error.h"
-#include "vad_gemm.h"
+#include "diar_gemm.h"
 #include "wd_test.h"
 
 #define MODEL WD_SOURCE_DIR "/models/diar-campplus-zh-en.safetensors"
@@ -111,7 +111,6 @@ WD_TEST(setup) {
   WD_CHECK_EQ_INT(wd_campp_load(MODEL, &g_m, err, sizeof err), 0);
   if (!g_m)
     fprintf(stderr, "  %s\n", err);
-  fprintf(stderr, "  kernel: %s\n", wd_vad_gemm_kernel());
 }
 
 WD_TEST(frames) {
