@@ -424,16 +424,18 @@ static void dense_layer(const layer_t *y, float *d, size_t T, float *s, float *h
 int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hidden) {
   if (T < 4)
     return WD_EINVAL;
-  const size_t To = wd_campp_frames(T), plane = T * WD_CAMPP_IN * MC;
+  /* The head's planes: p holds conv1's output (80 rows), q and r at most
+   * 40 (res_block's outputs are stride 2 first; see the rotation below). */
+  const size_t To = wd_campp_frames(T), plane = T * WD_CAMPP_IN * MC, half = plane / 2;
   const size_t col_n = TB * (WD_CAMPP_IN / 2) * 9 * MC > TB1 * 5 * TDNN_IN
                            ? TB * (WD_CAMPP_IN / 2) * 9 * MC
                            : TB1 * 5 * TDNN_IN;
   const size_t col_n1 = To * 3 * BN_CH > col_n ? To * 3 * BN_CH : col_n;
-  float *buf = malloc(sizeof(float) * (3 * plane + col_n1 + 2 * To * WIDE + To * BN_CH +
-                                       To * GROWTH));
+  float *buf = malloc(sizeof(float) * (plane + 2 * half + col_n1 + 2 * To * WIDE +
+                                       To * BN_CH + To * GROWTH));
   if (!buf)
     return WD_ENOMEM;
-  float *p = buf, *q = p + plane, *r = q + plane, *col = r + plane, *d = col + col_n1;
+  float *p = buf, *q = p + plane, *r = q + half, *col = r + half, *d = col + col_n1;
   float *s = d + To * WIDE, *h = s + To * WIDE, *out = h + To * BN_CH;
 
   /* Head: feats rows are frames of 80 bins: a T x 80 x 1 plane. */
