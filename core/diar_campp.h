@@ -39,8 +39,12 @@ void wd_campp_free(wd_campp_t *m); /* accepts NULL */
 /* Trunk output frames for T fbank frames. */
 size_t wd_campp_frames(size_t T);
 
-/* hidden (wd_campp_frames(T) x 512, row per frame) from feats (T x 80).
- * T >= 4. Thread-safe for a shared model. 0 or WD_ENOMEM. */
+/* hidden (wd_campp_frames(T) x 512, row per frame) from feats (T x 80):
+ * the output of the final batch norm and ReLU, what StatsPool receives.
+ * Thread-safe for a shared model; allocates its scratch per call (26 MB
+ * for 10 s of audio, 20 MB of it the head's planes). 0, WD_EINVAL
+ * when T < 4, WD_ENOMEM. Not separable in time: every frame's output
+ * depends on the whole clip (the masks' global and segment means). */
 int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hidden);
 
 /* emb[192] (not normalized: the network's output) from T' trunk frames and
