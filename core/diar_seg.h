@@ -46,4 +46,8 @@ int wd_diar_seg_forward(const wd_diar_seg_t *m, const float *const *windows, siz
 /* The powerset class's speaker set as a bit mask (bit s: local speaker s). */
 unsigned wd_diar_powerset_mask(int cls);
 
+/* Tests: the SincNet features of one window, x (589 x 60, time-major), as
+ * the LSTM receives them. 0 or WD_ENOMEM. */
+int wd__diar_seg_sincnet(const wd_diar_seg_t *m, const float *window, float *x);
+
 #endif
