@@ -13,7 +13,10 @@
  * {}, {0}, {1}, {2}, {0,1}, {0,2}, {1,2}.
  *
  * Frame f of a window covers samples [f * 270, f * 270 + 991) of it (the
- * receptive field: step 270 samples = 16.875 ms, duration 991 = 61.9 ms).
+ * receptive field: step 270 samples = 16.875 ms, duration 991 = 61.9 ms;
+ * pyannote.audio 4.0.7 gives the model num_frames(160000) = 589 and
+ * receptive_field = SlidingWindow(start 0, duration 991 / 16000, step
+ * 270 / 16000), checked by tests/data/diar/make_seg_reference.py).
  */
 #ifndef WD_DIAR_SEG_H
 #define WD_DIAR_SEG_H
