@@ -115,16 +115,22 @@ const char *wd_vad_gemm_kernel(void) {
 void wd_vad_gemm(const float *a, size_t lda, const float *b, size_t ldb, const float *bias,
                  float *c, size_t ldc, size_t M, size_t N, size_t K) {
   const block_fn f = pick();
-  for (size_t m = 0; m < M; m += 4) {
-    const size_t rows = M - m < 4 ? M - m : 4;
+  const size_t m4 = M & ~(size_t)3; /* rows in whole 4-row blocks */
+  /* Columns a panel at a time: B's K x 16 panel stays in L1 while A's rows
+   * stream past it (row by row B's rows are a page apart and were fetched
+   * from L2 again for every block of A's rows). */
+  for (size_t n = 0; n < N; n += 16)
+    for (size_t m = 0; m < m4; m += 4)
+      f(a + m * lda, lda, b + n, ldb, bias ? bias + n : NULL, c + m * ldc + n, ldc, 4, K);
+  if (m4 == M)
+    return;
 #ifdef WD_VAD_X86
-    if (rows < 4 && f == block_avx2) {
-      for (size_t r = 0; r < rows; r++)
-        row_avx2(a + (m + r) * lda, b, ldb, bias, c + (m + r) * ldc, N, K);
-      continue;
-    }
-#endif
-    for (size_t n = 0; n < N; n += 16)
-      f(a + m * lda, lda, b + n, ldb, bias ? bias + n : NULL, c + m * ldc + n, ldc, rows, K);
+  if (f == block_avx2) {
+    for (size_t r = m4; r < M; r++)
+      row_avx2(a + r * lda, b, ldb, bias, c + r * ldc, N, K);
+    return;
   }
+#endif
+  for (size_t n = 0; n < N; n += 16)
+    f(a + m4 * lda, lda, b + n, ldb, bias ? bias + n : NULL, c + m4 * ldc + n, ldc, M - m4, K);
 }
