@@ -62,7 +62,7 @@ _Static_assert(SINC_OUT % POOL == 0, "the sinc outputs pool without a remainder"
 #define MIN_LOW_HZ 50.0f
 #define MIN_BAND_HZ 50.0f
 #define NYQUIST 8000.0f
-#define GROUP 16     /* windows through the LSTM together */
+#define GROUP 8      /* windows through the LSTM together: 2.5 MB of scratch each */
 #define SINC_BLOCK (POOL * 64) /* sinc outputs made, then pooled, at once */
 
 typedef struct {

@@ -40,9 +40,12 @@ void wd_diar_seg_free(wd_diar_seg_t *m); /* accepts NULL */
 
 /* logp[w][f][c] (n_windows x 589 x 7): the log-softmax outputs for windows
  * w of WD_DIAR_SEG_WINDOW samples each, windows[w] pointing at each one's
- * first sample. Windows are computed together where that is faster (the
- * convolutions and the LSTM's input projections as matrix products over
- * all of them). Thread-safe for a shared model. 0 or WD_ENOMEM. */
+ * first sample. Up to 8 windows go through the LSTM together (its input
+ * projections one matrix product over all their frames, its recurrence
+ * one over their states); the convolutions run window by window (a
+ * window's are already large products). Thread-safe for a shared model;
+ * each call allocates its own scratch, about 25 MB at 8 windows or more
+ * (4 MB + 2.5 MB per window). 0 or WD_ENOMEM. */
 int wd_diar_seg_forward(const wd_diar_seg_t *m, const float *const *windows, size_t n_windows,
                         float *logp);
 
