@@ -72,8 +72,8 @@ typedef struct {
 
 typedef struct {
   size_t in;
-  float *wih;  /* in x GATES */
-  float *whh;  /* HID x GATES */
+  float *wih;  /* in x GATES, in panels */
+  float *whh;  /* HID x GATES, in panels */
   float *bias; /* b_ih + b_hh */
 } lstm_dir_t;
 
@@ -83,7 +83,7 @@ struct wd_diar_seg {
   float norm_w[3][N_SINC], norm_b[3][N_SINC];
   conv_t conv[2];
   lstm_dir_t lstm[LAYERS][2];
-  float *lin_w[2], *lin_b[2];  /* 256 x 128, 128 x 128 */
+  float *lin_w[2], *lin_b[2];  /* 256 x 128, 128 x 128, in panels */
   float *cls_w, *cls_b;        /* 128 x CLS16 */
 };
 
@@ -113,6 +113,38 @@ static float *transpose(const float *src, size_t rows, size_t k, size_t ld) {
       for (size_t i = 0; i < k; i++)
         dst[i * ld + o] = src[o * k + i];
   return dst;
+}
+
+/* The LSTM's and linear layers' weights (N = 512 or 128 columns) are kept
+ * in panels of PANEL columns, each K x PANEL contiguous: k-major rows of
+ * 512 floats are 2 KB apart, a power of two that maps a 16-column slice
+ * of successive rows onto the same few L1 sets, and the products fetched
+ * them from L2 again and again. */
+#define PANEL 64
+
+static float *panels(const float *src, size_t rows, size_t k) {
+  float *dst = malloc(rows * k * sizeof(float));
+  if (dst)
+    for (size_t o = 0; o < rows; o++)
+      for (size_t i = 0; i < k; i++)
+        dst[(o / PANEL) * k * PANEL + i * PANEL + o % PANEL] = src[o * k + i];
+  return dst;
+}
+
+/* C (M x N, row stride ldc) = A (M x K) times panelled weights (+ bias),
+ * CHUNK rows of A at a time through every panel (8 windows' frames are
+ * 4.8 MB of A, which streamed from L3 once per panel; a chunk stays in
+ * L2). Each row's sums are the same whatever the chunking. */
+#define CHUNK 256
+
+static void gemm_panels(const float *a, size_t lda, const float *w, const float *bias, float *c,
+                        size_t ldc, size_t M, size_t N, size_t K) {
+  for (size_t m = 0; m < M; m += CHUNK) {
+    const size_t rows = M - m < CHUNK ? M - m : CHUNK;
+    for (size_t n = 0; n < N; n += PANEL)
+      wd_vad_gemm(a + m * lda, lda, w + n * K, PANEL, bias ? bias + n : NULL, c + m * ldc + n,
+                  ldc, rows, PANEL, K);
+  }
 }
 
 /* A vector padded with zeros to n16. */
@@ -176,8 +208,8 @@ static int load_lstm(const loader_t *l, wd_diar_seg_t *m) {
         return rc;
       lstm_dir_t *ld = &m->lstm[layer][d];
       ld->in = in;
-      ld->wih = transpose(wih, GATES, in, GATES);
-      ld->whh = transpose(whh, GATES, HID, GATES);
+      ld->wih = panels(wih, GATES, in);
+      ld->whh = panels(whh, GATES, HID);
       ld->bias = malloc(GATES * sizeof(float));
       if (!ld->wih || !ld->whh || !ld->bias)
         return WD_ENOMEM;
@@ -241,12 +273,12 @@ static int load_head(const loader_t *l, wd_diar_seg_t *m) {
   if ((rc = get(l, "linear.0.weight", 2, LIN, BI, 0, &w)) ||
       (rc = get(l, "linear.0.bias", 1, LIN, 0, 0, &b)))
     return rc;
-  m->lin_w[0] = transpose(w, LIN, BI, LIN);
+  m->lin_w[0] = panels(w, LIN, BI);
   m->lin_b[0] = padded(b, LIN, LIN);
   if ((rc = get(l, "linear.1.weight", 2, LIN, LIN, 0, &w)) ||
       (rc = get(l, "linear.1.bias", 1, LIN, 0, 0, &b)))
     return rc;
-  m->lin_w[1] = transpose(w, LIN, LIN, LIN);
+  m->lin_w[1] = panels(w, LIN, LIN);
   m->lin_b[1] = padded(b, LIN, LIN);
   if ((rc = get(l, "classifier.weight", 2, N_CLASSES, LIN, 0, &w)) ||
       (rc = get(l, "classifier.bias", 1, N_CLASSES, 0, 0, &b)))
@@ -517,12 +549,12 @@ static void lstm_dir(const lstm_dir_t *d, size_t dir, const float *in, size_t nw
                      float *out) {
   const size_t rows = nw * N_FRAMES;
   const cell_fn cell = pick_cell();
-  wd_vad_gemm(in, d->in, d->wih, GATES, d->bias, s->gates, GATES, rows, GATES, d->in);
+  gemm_panels(in, d->in, d->wih, d->bias, s->gates, GATES, rows, GATES, d->in);
   float *h = s->hc, *c = h + nw * HID, *g = c + nw * HID;
   memset(h, 0, 2 * nw * HID * sizeof(float));
   for (size_t step = 0; step < N_FRAMES; step++) {
     const size_t t = dir ? N_FRAMES - 1 - step : step;
-    wd_vad_gemm(h, HID, d->whh, GATES, NULL, g, GATES, nw, GATES, HID);
+    gemm_panels(h, HID, d->whh, NULL, g, GATES, nw, GATES, HID);
     for (size_t w = 0; w < nw; w++)
       cell(s->gates + (w * N_FRAMES + t) * GATES, g + w * GATES, c + w * HID, h + w * HID,
            out + (w * N_FRAMES + t) * BI + dir * HID);
@@ -543,10 +575,10 @@ static void back(const wd_diar_seg_t *m, size_t nw, scratch_t *s, float *logp) {
   }
   /* in: the last layer's outputs (rows x BI); out is free */
   float *a = out, *b = s->gates;
-  wd_vad_gemm(in, BI, m->lin_w[0], LIN, m->lin_b[0], a, LIN, rows, LIN, BI);
+  gemm_panels(in, BI, m->lin_w[0], m->lin_b[0], a, LIN, rows, LIN, BI);
   for (size_t i = 0; i < rows * LIN; i++)
     a[i] = leaky(a[i]);
-  wd_vad_gemm(a, LIN, m->lin_w[1], LIN, m->lin_b[1], b, LIN, rows, LIN, LIN);
+  gemm_panels(a, LIN, m->lin_w[1], m->lin_b[1], b, LIN, rows, LIN, LIN);
   for (size_t i = 0; i < rows * LIN; i++)
     b[i] = leaky(b[i]);
   wd_vad_gemm(b, LIN, m->cls_w, CLS16, m->cls_b, a, CLS16, rows, CLS16, LIN);
