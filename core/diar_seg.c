@@ -33,6 +33,11 @@
 #include "safetensors.h"
 #include "vad_gemm.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DIAR_X86 1
+#endif
+
 #define WIN WD_DIAR_SEG_WINDOW
 #define N_FRAMES WD_DIAR_SEG_FRAMES
 #define N_CLASSES WD_DIAR_SEG_CLASSES
@@ -474,14 +479,13 @@ static void cell_portable(const float *gx, const float *gw, float *c, float *h, 
   }
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define DIAR_X86 1
+#ifdef DIAR_X86
 
 /* e^x, 8 at a time: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
  * so r is exact), e^r by Cephes' expf polynomial, 2^n through the exponent
- * bits. Within 1.2e-7 relative of e^x (measured over [-87, 88]); x clamped to [-87.3, 88] (n stays a normal
- * exponent; sigmoid and tanh are flat long before). */
+ * bits. Within 1.2e-7 relative of e^x (measured over [-87, 88]); x is
+ * clamped to [-87.3, 88] (n stays a normal exponent; sigmoid and tanh are
+ * flat long before). */
 __attribute__((target("avx2,fma"))) static inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.0f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
