@@ -4,7 +4,8 @@
  *
  * Layout: activations are time-major (a row per frame, channels
  * contiguous), weights k-major for vad_gemm.h with their columns padded
- * with zeros to a multiple of 16. Every convolution is "valid" (no
+ * with zeros to a multiple of 16 (the LSTM's and linear layers' in panels
+ * of 64 columns, see panels()). Every convolution is "valid" (no
  * padding), so its im2col matrix needs no copy: with tap-major rows (row t
  * = x[t] | x[t+1] | ... | x[t+taps-1]) row t is the taps * cin floats that
  * start at frame t, and the product reads the activations themselves with
