@@ -21,7 +21,9 @@
  * The sinc filters are computed at load from the file's parameters the
  * way asteroid-filterbanks' ParamSincFB computes them (float arithmetic in
  * the same order; sin and cos through double, correctly rounded where
- * torch's vectorised sinf is within an ulp).
+ * torch's vectorised sinf is within an ulp): measured against PyTorch's
+ * filters(), 94% of the taps are the same bits and the rest within 1.2e-6
+ * (the centre tap is 1).
  */
 #include "diar_seg.h"
 
