@@ -129,6 +129,7 @@ static float *transpose(const float *src, size_t rows, size_t k, size_t ld) {
  * of successive rows onto the same few L1 sets, and the products fetched
  * them from L2 again and again. */
 #define PANEL 64
+_Static_assert(GATES % PANEL == 0 && LIN % PANEL == 0, "whole panels");
 
 static float *panels(const float *src, size_t rows, size_t k) {
   float *dst = malloc(rows * k * sizeof(float));
