@@ -3,7 +3,11 @@
  *
  * Blocking: 4 rows of A by 16 columns of B, the 64 sums in registers for the
  * whole K loop (8 AVX2 accumulators; per k: 2 loads of B, 4 broadcasts of A,
- * 8 FMAs). The portable kernel is the same loop nest in plain C.
+ * 8 FMAs), B's 16-column panels outermost; the rows past the last whole
+ * block of 4, under AVX2, one at a time with 8 sums of 8 columns (row_avx2).
+ * Every output is the same chain of FMAs over k in either kernel, so a row's
+ * result does not depend on M or on where the row falls. The portable
+ * kernel is the same loop nest in plain C.
  */
 #include "vad_gemm.h"
 
