@@ -13,7 +13,10 @@
  * {}, {0}, {1}, {2}, {0,1}, {0,2}, {1,2}.
  *
  * Frame f of a window covers samples [f * 270, f * 270 + 991) of it (the
- * receptive field: step 270 samples = 16.875 ms, duration 991 = 61.9 ms).
+ * receptive field: step 270 samples = 16.875 ms, duration 991 = 61.9 ms;
+ * pyannote.audio 4.0.7 gives the model num_frames(160000) = 589 and
+ * receptive_field = SlidingWindow(start 0, duration 991 / 16000, step
+ * 270 / 16000), checked by tests/data/diar/make_seg_reference.py).
  */
 #ifndef WD_DIAR_SEG_H
 #define WD_DIAR_SEG_H
@@ -37,13 +40,20 @@ void wd_diar_seg_free(wd_diar_seg_t *m); /* accepts NULL */
 
 /* logp[w][f][c] (n_windows x 589 x 7): the log-softmax outputs for windows
  * w of WD_DIAR_SEG_WINDOW samples each, windows[w] pointing at each one's
- * first sample. Windows are computed together where that is faster (the
- * convolutions and the LSTM's input projections as matrix products over
- * all of them). Thread-safe for a shared model. 0 or WD_ENOMEM. */
+ * first sample. Up to 8 windows go through the LSTM together (its input
+ * projections one matrix product over all their frames, its recurrence
+ * one over their states); the convolutions run window by window (a
+ * window's are already large products). Thread-safe for a shared model;
+ * each call allocates its own scratch, about 25 MB at 8 windows or more
+ * (4 MB + 2.5 MB per window). 0 or WD_ENOMEM. */
 int wd_diar_seg_forward(const wd_diar_seg_t *m, const float *const *windows, size_t n_windows,
                         float *logp);
 
 /* The powerset class's speaker set as a bit mask (bit s: local speaker s). */
 unsigned wd_diar_powerset_mask(int cls);
+
+/* Tests: the SincNet features of one window, x (589 x 60, time-major), as
+ * the LSTM receives them. 0 or WD_ENOMEM. */
+int wd__diar_seg_sincnet(const wd_diar_seg_t *m, const float *window, float *x);
 
 #endif

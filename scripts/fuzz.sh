@@ -23,7 +23,7 @@ if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
   secs=$1
   shift
 fi
-all=(multipart audio model_ggml model_ct2 tokenizer vocab config render vad realtime)
+all=(multipart audio model_ggml model_ct2 tokenizer vocab config render vad realtime diar_model)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

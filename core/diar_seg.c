@@ -1,0 +1,634 @@
+/*
+ * diar_seg.c - pyannote's segmentation-3.0 (PyanNet) forward pass, see
+ * diar_seg.h: our file's loader and the network over batches of windows.
+ *
+ * Layout: activations are time-major (a row per frame, channels
+ * contiguous), weights k-major for vad_gemm.h with their columns padded
+ * with zeros to a multiple of 16 (the LSTM's and linear layers' in panels
+ * of 64 columns, see panels()). Every convolution is "valid" (no
+ * padding), so its im2col matrix needs no copy: with tap-major rows (row t
+ * = x[t] | x[t+1] | ... | x[t+taps-1]) row t is the taps * cin floats that
+ * start at frame t, and the product reads the activations themselves with
+ * a leading dimension of cin (rows overlap). The sinc convolution (stride
+ * 10 over the raw waveform) is the same with a leading dimension of 10.
+ *
+ * Windows go through the convolutional front one at a time (15975 x 80
+ * sinc outputs, pooled block by block as they are made), then up to GROUP
+ * windows at once through the LSTM: each layer's input projection is one
+ * product over all their frames, and the recurrence multiplies the states
+ * of all windows of the group at one frame together.
+ *
+ * The sinc filters are computed at load from the file's parameters the
+ * way asteroid-filterbanks' ParamSincFB computes them (float arithmetic in
+ * the same order; sin and cos through double, correctly rounded where
+ * torch's vectorised sinf is within an ulp): measured against PyTorch's
+ * filters(), 94% of the taps are the same bits and the rest within 1.2e-6
+ * (the centre tap is 1).
+ */
+#include "diar_seg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "safetensors.h"
+#include "vad_gemm.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DIAR_X86 1
+#endif
+
+#define WIN WD_DIAR_SEG_WINDOW
+#define N_FRAMES WD_DIAR_SEG_FRAMES
+#define N_CLASSES WD_DIAR_SEG_CLASSES
+#define SINC_TAPS 251
+#define SINC_HALF 125          /* taps left of the centre */
+#define SINC_STRIDE 10
+#define N_SINC 80              /* 40 cosine (even) then 40 sine (odd) filters */
+#define SINC_OUT 15975         /* (160000 - 251) / 10 + 1 */
+#define POOL 3
+#define P1 (SINC_OUT / POOL)   /* 5325 */
+#define CONV_TAPS 5
+#define CH 60                  /* channels of the two convolutions */
+#define CH16 64
+#define C1 (P1 - CONV_TAPS + 1) /* 5321 */
+#define P2 (C1 / POOL)          /* 1773 */
+#define C2 (P2 - CONV_TAPS + 1) /* 1769 */
+_Static_assert(C2 / POOL == N_FRAMES, "589 frames from 160000 samples");
+_Static_assert(SINC_OUT % POOL == 0, "the sinc outputs pool without a remainder");
+#define HID 128
+#define GATES (4 * HID)
+#define BI (2 * HID) /* a bidirectional layer's output */
+#define LAYERS 4
+#define LIN 128
+#define CLS16 16
+#define SLOPE 0.01f  /* leaky ReLU */
+#define NORM_EPS 1e-5 /* InstanceNorm1d */
+#define MIN_LOW_HZ 50.0f
+#define MIN_BAND_HZ 50.0f
+#define NYQUIST 8000.0f
+#define GROUP 8      /* windows through the LSTM together: 2.5 MB of scratch each */
+#define SINC_BLOCK (POOL * 64) /* sinc outputs made, then pooled, at once */
+
+typedef struct {
+  float *w; /* (taps cin) x CH16, k = tap * cin + i */
+  float *b; /* CH16 */
+} conv_t;
+
+typedef struct {
+  size_t in;
+  float *wih;  /* in x GATES, in panels */
+  float *whh;  /* HID x GATES, in panels */
+  float *bias; /* b_ih + b_hh */
+} lstm_dir_t;
+
+struct wd_diar_seg {
+  float wav_w, wav_b;          /* the waveform's instance norm */
+  float *sinc;                 /* SINC_TAPS x N_SINC */
+  float norm_w[3][N_SINC], norm_b[3][N_SINC];
+  conv_t conv[2];
+  lstm_dir_t lstm[LAYERS][2];
+  float *lin_w[2], *lin_b[2];  /* 256 x 128, 128 x 128, in panels */
+  float *cls_w, *cls_b;        /* 128 x CLS16 */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Loading                                                                   */
+
+#define MAX_FILE (64u << 20) /* ours is 5.9 MB */
+#define HINT "scripts/fetch-diarization.sh makes one"
+
+typedef struct {
+  const wd_st_t *st;
+  char *err;
+  size_t err_len;
+} loader_t;
+
+static int get(const loader_t *l, const char *name, size_t n_dims, size_t d0, size_t d1,
+               size_t d2, const float **ret) {
+  const size_t shape[3] = { d0, d1, d2 };
+  return wd_st_f32(l->st, name, n_dims, shape, ret, l->err, l->err_len);
+}
+
+/* dst[k][o] (rows of ld) = src[o][k] for a torch weight of rows x k. */
+static float *transpose(const float *src, size_t rows, size_t k, size_t ld) {
+  float *dst = calloc(k * ld, sizeof(float));
+  if (dst)
+    for (size_t o = 0; o < rows; o++)
+      for (size_t i = 0; i < k; i++)
+        dst[i * ld + o] = src[o * k + i];
+  return dst;
+}
+
+/* The LSTM's and linear layers' weights (N = 512 or 128 columns) are kept
+ * in panels of PANEL columns, each K x PANEL contiguous: k-major rows of
+ * 512 floats are 2 KB apart, a power of two that maps a 16-column slice
+ * of successive rows onto the same few L1 sets, and the products fetched
+ * them from L2 again and again. */
+#define PANEL 64
+_Static_assert(GATES % PANEL == 0 && LIN % PANEL == 0, "whole panels");
+
+static float *panels(const float *src, size_t rows, size_t k) {
+  float *dst = malloc(rows * k * sizeof(float));
+  if (dst)
+    for (size_t o = 0; o < rows; o++)
+      for (size_t i = 0; i < k; i++)
+        dst[(o / PANEL) * k * PANEL + i * PANEL + o % PANEL] = src[o * k + i];
+  return dst;
+}
+
+/* C (M x N, row stride ldc) = A (M x K) times panelled weights (+ bias),
+ * CHUNK rows of A at a time through every panel (8 windows' frames are
+ * 4.8 MB of A, which streamed from L3 once per panel; a chunk stays in
+ * L2). Each row's sums are the same whatever the chunking. */
+#define CHUNK 256
+
+static void gemm_panels(const float *a, size_t lda, const float *w, const float *bias, float *c,
+                        size_t ldc, size_t M, size_t N, size_t K) {
+  for (size_t m = 0; m < M; m += CHUNK) {
+    const size_t rows = M - m < CHUNK ? M - m : CHUNK;
+    for (size_t n = 0; n < N; n += PANEL)
+      wd_vad_gemm(a + m * lda, lda, w + n * K, PANEL, bias ? bias + n : NULL, c + m * ldc + n,
+                  ldc, rows, PANEL, K);
+  }
+}
+
+/* A vector padded with zeros to n16. */
+static float *padded(const float *src, size_t n, size_t n16) {
+  float *dst = calloc(n16, sizeof(float));
+  if (dst)
+    memcpy(dst, src, n * sizeof(float));
+  return dst;
+}
+
+/* The 80 filters of ParamSincFB(80, 251, min_low_hz=50, min_band_hz=50) at
+ * 16 kHz: for each of the 40 bands, low = 50 + |low_hz_|, high = low + 50 +
+ * |band_hz_| clamped to [50, 8000]; over the left half of the taps (n_ =
+ * 2 pi t / 16000 for t = -125..-1, window_ the left half of a Hamming
+ * window) the cosine filter is (sin(high n) - sin(low n)) / (n / 2) *
+ * window, mirrored on the right, 2 (high - low) at the centre; the sine
+ * filter is (cos(low n) - cos(high n)) / (n / 2) * window, mirrored with
+ * its sign flipped, 0 at the centre; every tap then divided by
+ * 2 (high - low). Cosine filters are outputs 0..39, sine filters 40..79. */
+static void sinc_filters(float *dst, const float *low_hz, const float *band_hz, const float *n,
+                         const float *window) {
+  for (size_t f = 0; f < N_SINC / 2; f++) {
+    const float low = MIN_LOW_HZ + fabsf(low_hz[f]);
+    float high = low + MIN_BAND_HZ + fabsf(band_hz[f]);
+    high = high < MIN_LOW_HZ ? MIN_LOW_HZ : high > NYQUIST ? NYQUIST : high;
+    const float band = high - low, scale = 2.0f * band;
+    for (size_t j = 0; j < SINC_HALF; j++) {
+      const float fl = low * n[j], fh = high * n[j], half = n[j] / 2.0f;
+      const float even = (((float)sin(fh) - (float)sin(fl)) / half) * window[j];
+      const float odd = (((float)cos(fl) - (float)cos(fh)) / half) * window[j];
+      const size_t right = SINC_TAPS - 1 - j;
+      dst[j * N_SINC + f] = even / scale;
+      dst[right * N_SINC + f] = even / scale;
+      dst[j * N_SINC + N_SINC / 2 + f] = odd / scale;
+      dst[right * N_SINC + N_SINC / 2 + f] = -odd / scale;
+    }
+    dst[SINC_HALF * N_SINC + f] = scale / scale;
+    dst[SINC_HALF * N_SINC + N_SINC / 2 + f] = 0.0f;
+  }
+}
+
+static int load_lstm(const loader_t *l, wd_diar_seg_t *m) {
+  char name[64];
+  for (size_t layer = 0; layer < LAYERS; layer++)
+    for (size_t d = 0; d < 2; d++) {
+      const char *sfx = d ? "_reverse" : "";
+      const size_t in = layer ? BI : CH;
+      const float *wih, *whh, *bih, *bhh;
+      int rc;
+      snprintf(name, sizeof name, "lstm.weight_ih_l%zu%s", layer, sfx);
+      if ((rc = get(l, name, 2, GATES, in, 0, &wih)))
+        return rc;
+      snprintf(name, sizeof name, "lstm.weight_hh_l%zu%s", layer, sfx);
+      if ((rc = get(l, name, 2, GATES, HID, 0, &whh)))
+        return rc;
+      snprintf(name, sizeof name, "lstm.bias_ih_l%zu%s", layer, sfx);
+      if ((rc = get(l, name, 1, GATES, 0, 0, &bih)))
+        return rc;
+      snprintf(name, sizeof name, "lstm.bias_hh_l%zu%s", layer, sfx);
+      if ((rc = get(l, name, 1, GATES, 0, 0, &bhh)))
+        return rc;
+      lstm_dir_t *ld = &m->lstm[layer][d];
+      ld->in = in;
+      ld->wih = panels(wih, GATES, in);
+      ld->whh = panels(whh, GATES, HID);
+      ld->bias = malloc(GATES * sizeof(float));
+      if (!ld->wih || !ld->whh || !ld->bias)
+        return WD_ENOMEM;
+      for (size_t g = 0; g < GATES; g++)
+        ld->bias[g] = bih[g] + bhh[g];
+    }
+  return 0;
+}
+
+static int load_front(const loader_t *l, wd_diar_seg_t *m) {
+  const float *w, *b, *low, *band, *n, *window;
+  int rc;
+  if ((rc = get(l, "sincnet.wav_norm1d.weight", 1, 1, 0, 0, &w)) ||
+      (rc = get(l, "sincnet.wav_norm1d.bias", 1, 1, 0, 0, &b)))
+    return rc;
+  m->wav_w = w[0], m->wav_b = b[0];
+  if ((rc = get(l, "sincnet.conv1d.0.filterbank.low_hz_", 2, N_SINC / 2, 1, 0, &low)) ||
+      (rc = get(l, "sincnet.conv1d.0.filterbank.band_hz_", 2, N_SINC / 2, 1, 0, &band)) ||
+      (rc = get(l, "sincnet.conv1d.0.filterbank.n_", 2, 1, SINC_HALF, 0, &n)) ||
+      (rc = get(l, "sincnet.conv1d.0.filterbank.window_", 1, SINC_HALF, 0, 0, &window)))
+    return rc;
+  if (!(m->sinc = malloc(SINC_TAPS * N_SINC * sizeof(float))))
+    return WD_ENOMEM;
+  sinc_filters(m->sinc, low, band, n, window);
+  char name[64];
+  for (size_t i = 0; i < 3; i++) {
+    const size_t c = i ? CH : N_SINC;
+    snprintf(name, sizeof name, "sincnet.norm1d.%zu.weight", i);
+    if ((rc = get(l, name, 1, c, 0, 0, &w)))
+      return rc;
+    snprintf(name, sizeof name, "sincnet.norm1d.%zu.bias", i);
+    if ((rc = get(l, name, 1, c, 0, 0, &b)))
+      return rc;
+    memcpy(m->norm_w[i], w, c * sizeof(float));
+    memcpy(m->norm_b[i], b, c * sizeof(float));
+  }
+  for (size_t i = 0; i < 2; i++) {
+    const size_t cin = i ? CH : N_SINC;
+    snprintf(name, sizeof name, "sincnet.conv1d.%zu.weight", i + 1);
+    if ((rc = get(l, name, 3, CH, cin, CONV_TAPS, &w)))
+      return rc;
+    snprintf(name, sizeof name, "sincnet.conv1d.%zu.bias", i + 1);
+    if ((rc = get(l, name, 1, CH, 0, 0, &b)))
+      return rc;
+    conv_t *c = &m->conv[i];
+    c->w = calloc(CONV_TAPS * cin * CH16, sizeof(float));
+    c->b = padded(b, CH, CH16);
+    if (!c->w || !c->b)
+      return WD_ENOMEM;
+    for (size_t o = 0; o < CH; o++)
+      for (size_t k = 0; k < cin; k++)
+        for (size_t tap = 0; tap < CONV_TAPS; tap++)
+          c->w[(tap * cin + k) * CH16 + o] = w[(o * cin + k) * CONV_TAPS + tap];
+  }
+  return 0;
+}
+
+static int load_head(const loader_t *l, wd_diar_seg_t *m) {
+  const float *w, *b;
+  int rc;
+  if ((rc = get(l, "linear.0.weight", 2, LIN, BI, 0, &w)) ||
+      (rc = get(l, "linear.0.bias", 1, LIN, 0, 0, &b)))
+    return rc;
+  m->lin_w[0] = panels(w, LIN, BI);
+  m->lin_b[0] = padded(b, LIN, LIN);
+  if ((rc = get(l, "linear.1.weight", 2, LIN, LIN, 0, &w)) ||
+      (rc = get(l, "linear.1.bias", 1, LIN, 0, 0, &b)))
+    return rc;
+  m->lin_w[1] = panels(w, LIN, LIN);
+  m->lin_b[1] = padded(b, LIN, LIN);
+  if ((rc = get(l, "classifier.weight", 2, N_CLASSES, LIN, 0, &w)) ||
+      (rc = get(l, "classifier.bias", 1, N_CLASSES, 0, 0, &b)))
+    return rc;
+  m->cls_w = transpose(w, N_CLASSES, LIN, CLS16);
+  m->cls_b = padded(b, N_CLASSES, CLS16);
+  if (!m->lin_w[0] || !m->lin_b[0] || !m->lin_w[1] || !m->lin_b[1] || !m->cls_w || !m->cls_b)
+    return WD_ENOMEM;
+  return 0;
+}
+
+int wd_diar_seg_load(const char *path, wd_diar_seg_t **ret, char *err, size_t err_len) {
+  *ret = NULL;
+  wd_st_t *st = NULL;
+  int rc = wd_st_open(path, MAX_FILE, "whisperd-diarization", "1", HINT, &st, err, err_len);
+  if (rc)
+    return rc;
+  const char *model = wd_st_meta(st, "model");
+  if (!model || strcmp(model, "pyannote-segmentation-3.0") != 0) {
+    snprintf(err, err_len, "%s: not a pyannote segmentation-3.0 file (metadata model is %s)",
+             path, model ? model : "missing");
+    wd_st_close(st);
+    return WD_EMODEL;
+  }
+  wd_diar_seg_t *m = calloc(1, sizeof *m);
+  const loader_t l = { st, err, err_len };
+  rc = !m ? WD_ENOMEM : load_front(&l, m);
+  if (!rc)
+    rc = load_lstm(&l, m);
+  if (!rc)
+    rc = load_head(&l, m);
+  wd_st_close(st);
+  if (rc) {
+    wd_diar_seg_free(m);
+    return rc;
+  }
+  *ret = m;
+  return 0;
+}
+
+void wd_diar_seg_free(wd_diar_seg_t *m) {
+  if (!m)
+    return;
+  free(m->sinc);
+  for (size_t i = 0; i < 2; i++) {
+    free(m->conv[i].w), free(m->conv[i].b);
+    free(m->lin_w[i]), free(m->lin_b[i]);
+  }
+  for (size_t l = 0; l < LAYERS; l++)
+    for (size_t d = 0; d < 2; d++)
+      free(m->lstm[l][d].wih), free(m->lstm[l][d].whh), free(m->lstm[l][d].bias);
+  free(m->cls_w), free(m->cls_b);
+  free(m);
+}
+
+unsigned wd_diar_powerset_mask(int cls) {
+  static const unsigned masks[N_CLASSES] = { 0u, 1u, 2u, 4u, 3u, 5u, 6u };
+  return cls >= 0 && cls < N_CLASSES ? masks[cls] : 0u;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The forward pass                                                          */
+
+typedef struct {
+  float *wav;   /* WIN: the normalised waveform */
+  float *sinc;  /* SINC_BLOCK x N_SINC */
+  float *p1;    /* P1 x N_SINC */
+  float *c;     /* C1 x CH16: a convolution's outputs */
+  float *p2;    /* P2 x CH */
+  float *x;     /* GROUP * N_FRAMES x CH: the LSTM's input */
+  float *y[2];  /* GROUP * N_FRAMES x BI: layer outputs, then the head's */
+  float *gates; /* GROUP * N_FRAMES x GATES */
+  float *hc;    /* GROUP x (HID h, HID c, GATES g) */
+} scratch_t;
+
+static void scratch_free(scratch_t *s) {
+  free(s->wav), free(s->sinc), free(s->p1), free(s->c), free(s->p2), free(s->x);
+  free(s->y[0]), free(s->y[1]), free(s->gates), free(s->hc);
+}
+
+static int scratch_new(scratch_t *s, size_t group) {
+  const size_t rows = group * N_FRAMES;
+  *s = (scratch_t){
+    .wav = malloc(WIN * sizeof(float)),
+    .sinc = malloc(SINC_BLOCK * N_SINC * sizeof(float)),
+    .p1 = malloc(P1 * N_SINC * sizeof(float)),
+    .c = malloc(C1 * CH16 * sizeof(float)),
+    .p2 = malloc(P2 * CH * sizeof(float)),
+    .x = malloc(rows * CH * sizeof(float)),
+    .y = { malloc(rows * BI * sizeof(float)), malloc(rows * BI * sizeof(float)) },
+    .gates = malloc(rows * GATES * sizeof(float)),
+    .hc = malloc(group * (2 * HID + GATES) * sizeof(float)),
+  };
+  if (!s->wav || !s->sinc || !s->p1 || !s->c || !s->p2 || !s->x || !s->y[0] || !s->y[1] ||
+      !s->gates || !s->hc) {
+    scratch_free(s);
+    return WD_ENOMEM;
+  }
+  return 0;
+}
+
+static inline float leaky(float x) { return x > 0.0f ? x : x * SLOPE; }
+
+/* InstanceNorm1d(affine) over t rows of c channels (row stride ld), then
+ * the leaky ReLU: per channel, the mean and biased variance over time. */
+static void norm_leaky(float *x, size_t t, size_t c, size_t ld, const float *w, const float *b) {
+  for (size_t k = 0; k < c; k++) {
+    double sum = 0.0, sq = 0.0;
+    for (size_t r = 0; r < t; r++)
+      sum += x[r * ld + k];
+    const double mean = sum / (double)t;
+    for (size_t r = 0; r < t; r++) {
+      const double d = x[r * ld + k] - mean;
+      sq += d * d;
+    }
+    const float inv = (float)(1.0 / sqrt(sq / (double)t + NORM_EPS));
+    const float alpha = inv * w[k], beta = b[k] - (float)mean * alpha;
+    for (size_t r = 0; r < t; r++)
+      x[r * ld + k] = leaky(x[r * ld + k] * alpha + beta);
+  }
+}
+
+/* Max over each 3 rows of in (t_out * 3 rows, row stride ld_in) into out
+ * (t_out x c). */
+static void pool3(const float *in, size_t ld_in, size_t t_out, size_t c, float *out) {
+  for (size_t r = 0; r < t_out; r++) {
+    const float *a = in + 3 * r * ld_in, *b = a + ld_in, *d = b + ld_in;
+    for (size_t k = 0; k < c; k++) {
+      float v = a[k] > b[k] ? a[k] : b[k];
+      out[r * c + k] = v > d[k] ? v : d[k];
+    }
+  }
+}
+
+/* SincNet over one window: x (N_FRAMES x CH). */
+static void front(const wd_diar_seg_t *m, const float *in, scratch_t *s, float *x) {
+  /* the waveform's instance norm (one channel) */
+  double sum = 0.0, sq = 0.0;
+  for (size_t i = 0; i < WIN; i++)
+    sum += in[i];
+  const double mean = sum / WIN;
+  for (size_t i = 0; i < WIN; i++)
+    sq += (in[i] - mean) * (in[i] - mean);
+  const float inv = (float)(1.0 / sqrt(sq / WIN + NORM_EPS));
+  const float alpha = inv * m->wav_w, beta = m->wav_b - (float)mean * alpha;
+  for (size_t i = 0; i < WIN; i++)
+    s->wav[i] = in[i] * alpha + beta;
+  /* the sinc convolution (row t = wav[10 t .. 10 t + 251)), |.|, max-pool */
+  for (size_t r0 = 0; r0 < SINC_OUT; r0 += SINC_BLOCK) {
+    const size_t rows = SINC_OUT - r0 < SINC_BLOCK ? SINC_OUT - r0 : SINC_BLOCK;
+    wd_vad_gemm(s->wav + r0 * SINC_STRIDE, SINC_STRIDE, m->sinc, N_SINC, NULL, s->sinc, N_SINC,
+                rows, N_SINC, SINC_TAPS);
+    for (size_t i = 0; i < rows * N_SINC; i++)
+      s->sinc[i] = fabsf(s->sinc[i]);
+    pool3(s->sinc, N_SINC, rows / POOL, N_SINC, s->p1 + (r0 / POOL) * N_SINC);
+  }
+  norm_leaky(s->p1, P1, N_SINC, N_SINC, m->norm_w[0], m->norm_b[0]);
+  /* conv 80 -> 60, pool, norm; conv 60 -> 60, pool, norm */
+  wd_vad_gemm(s->p1, N_SINC, m->conv[0].w, CH16, m->conv[0].b, s->c, CH16, C1, CH16,
+              CONV_TAPS * N_SINC);
+  pool3(s->c, CH16, P2, CH, s->p2);
+  norm_leaky(s->p2, P2, CH, CH, m->norm_w[1], m->norm_b[1]);
+  wd_vad_gemm(s->p2, CH, m->conv[1].w, CH16, m->conv[1].b, s->c, CH16, C2, CH16,
+              CONV_TAPS * CH);
+  pool3(s->c, CH16, N_FRAMES, CH, x);
+  norm_leaky(x, N_FRAMES, CH, CH, m->norm_w[2], m->norm_b[2]);
+}
+
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* tanh through expf: (1 - e^-2|x|) / (1 + e^-2|x|) with x's sign, within
+ * 9e-8 of tanh (absolute, over every float; the LSTM adds and multiplies its outputs, so
+ * absolute error is what carries). glibc's tanhf goes through expm1f and
+ * was a third of the whole forward pass. */
+static inline float fast_tanh(float x) {
+  const float t = expf(-2.0f * fabsf(x)), y = (1.0f - t) / (1.0f + t);
+  return x < 0.0f ? -y : y;
+}
+
+/* One LSTM cell step for HID units: gx (the input projection with both
+ * biases) + gw (the state's product) are the gates i, f, g, o (PyTorch's
+ * order); c and h updated in place, h also copied to o. */
+typedef void (*cell_fn)(const float *gx, const float *gw, float *c, float *h, float *o);
+
+static void cell_portable(const float *gx, const float *gw, float *c, float *h, float *o) {
+  for (size_t k = 0; k < HID; k++) {
+    const float ig = sigmoid(gx[k] + gw[k]), fg = sigmoid(gx[HID + k] + gw[HID + k]),
+                gg = fast_tanh(gx[2 * HID + k] + gw[2 * HID + k]),
+                og = sigmoid(gx[3 * HID + k] + gw[3 * HID + k]);
+    c[k] = fg * c[k] + ig * gg;
+    h[k] = og * fast_tanh(c[k]);
+    o[k] = h[k];
+  }
+}
+
+#ifdef DIAR_X86
+
+/* e^x, 8 at a time: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts,
+ * so r is exact), e^r by Cephes' expf polynomial, 2^n through the exponent
+ * bits. Within 1.2e-7 relative of e^x (measured over [-87, 88]); x is
+ * clamped to [-87.3, 88] (n stays a normal exponent; sigmoid and tanh are
+ * flat long before). */
+__attribute__((target("avx2,fma"))) static inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                       _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx2,fma"))) static inline __m256 sigmoid8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+/* fast_tanh's formula: sign(x) (1 - t) / (1 + t), t = e^-2|x|. */
+__attribute__((target("avx2,fma"))) static inline __m256 tanh8(__m256 x) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+  const __m256 ax = _mm256_andnot_ps(sign, x);
+  const __m256 t = exp8(_mm256_mul_ps(ax, _mm256_set1_ps(-2.0f)));
+  const __m256 y = _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t));
+  return _mm256_or_ps(y, _mm256_and_ps(sign, x));
+}
+
+__attribute__((target("avx2,fma"))) static void cell_avx2(const float *gx, const float *gw,
+                                                           float *c, float *h, float *o) {
+  for (size_t k = 0; k < HID; k += 8) {
+#define GATE(j)                                                                            \
+  _mm256_add_ps(_mm256_loadu_ps(gx + (j) * HID + k), _mm256_loadu_ps(gw + (j) * HID + k))
+    const __m256 ig = sigmoid8(GATE(0)), fg = sigmoid8(GATE(1)), gg = tanh8(GATE(2)),
+                 og = sigmoid8(GATE(3));
+#undef GATE
+    const __m256 cn = _mm256_add_ps(_mm256_mul_ps(fg, _mm256_loadu_ps(c + k)),
+                                    _mm256_mul_ps(ig, gg));
+    const __m256 hn = _mm256_mul_ps(og, tanh8(cn));
+    _mm256_storeu_ps(c + k, cn);
+    _mm256_storeu_ps(h + k, hn);
+    _mm256_storeu_ps(o + k, hn);
+  }
+}
+#endif
+
+/* The AVX2 cell where vad_gemm runs its AVX2 kernel (so forcing the
+ * portable kernel in the tests runs the portable cell too). */
+static cell_fn pick_cell(void) {
+#ifdef DIAR_X86
+  if (strcmp(wd_vad_gemm_kernel(), "avx2+fma") == 0)
+    return cell_avx2;
+#endif
+  return cell_portable;
+}
+
+/* One direction of one layer over nw windows: in (nw N_FRAMES x d->in),
+ * out columns [dir HID, dir HID + HID) of (nw N_FRAMES x BI). The state of
+ * every window at one frame is one product with W_hh. */
+static void lstm_dir(const lstm_dir_t *d, size_t dir, const float *in, size_t nw, scratch_t *s,
+                     float *out) {
+  const size_t rows = nw * N_FRAMES;
+  const cell_fn cell = pick_cell();
+  gemm_panels(in, d->in, d->wih, d->bias, s->gates, GATES, rows, GATES, d->in);
+  float *h = s->hc, *c = h + nw * HID, *g = c + nw * HID;
+  memset(h, 0, 2 * nw * HID * sizeof(float));
+  for (size_t step = 0; step < N_FRAMES; step++) {
+    const size_t t = dir ? N_FRAMES - 1 - step : step;
+    gemm_panels(h, HID, d->whh, NULL, g, GATES, nw, GATES, HID);
+    for (size_t w = 0; w < nw; w++)
+      cell(s->gates + (w * N_FRAMES + t) * GATES, g + w * GATES, c + w * HID, h + w * HID,
+           out + (w * N_FRAMES + t) * BI + dir * HID);
+  }
+}
+
+/* The LSTM, linear layers and classifier over nw windows whose SincNet
+ * features are in s->x: logp (nw x N_FRAMES x N_CLASSES). */
+static void back(const wd_diar_seg_t *m, size_t nw, scratch_t *s, float *logp) {
+  const size_t rows = nw * N_FRAMES;
+  const float *in = s->x;
+  float *out = s->y[0];
+  for (size_t l = 0; l < LAYERS; l++) {
+    for (size_t d = 0; d < 2; d++)
+      lstm_dir(&m->lstm[l][d], d, in, nw, s, out);
+    in = out;
+    out = out == s->y[0] ? s->y[1] : s->y[0];
+  }
+  /* in: the last layer's outputs (rows x BI); out is free */
+  float *a = out, *b = s->gates;
+  gemm_panels(in, BI, m->lin_w[0], m->lin_b[0], a, LIN, rows, LIN, BI);
+  for (size_t i = 0; i < rows * LIN; i++)
+    a[i] = leaky(a[i]);
+  gemm_panels(a, LIN, m->lin_w[1], m->lin_b[1], b, LIN, rows, LIN, LIN);
+  for (size_t i = 0; i < rows * LIN; i++)
+    b[i] = leaky(b[i]);
+  wd_vad_gemm(b, LIN, m->cls_w, CLS16, m->cls_b, a, CLS16, rows, CLS16, LIN);
+  for (size_t r = 0; r < rows; r++) {
+    const float *z = a + r * CLS16;
+    float mx = z[0];
+    for (size_t k = 1; k < N_CLASSES; k++)
+      mx = z[k] > mx ? z[k] : mx;
+    double sum = 0.0;
+    for (size_t k = 0; k < N_CLASSES; k++)
+      sum += exp((double)(z[k] - mx));
+    const float lse = (float)log(sum);
+    for (size_t k = 0; k < N_CLASSES; k++)
+      logp[r * N_CLASSES + k] = (z[k] - mx) - lse;
+  }
+}
+
+int wd_diar_seg_forward(const wd_diar_seg_t *m, const float *const *windows, size_t n_windows,
+                        float *logp) {
+  if (n_windows == 0)
+    return 0;
+  scratch_t s;
+  const size_t group = n_windows < GROUP ? n_windows : GROUP;
+  int rc = scratch_new(&s, group);
+  if (rc)
+    return rc;
+  for (size_t w0 = 0; w0 < n_windows; w0 += group) {
+    const size_t nw = n_windows - w0 < group ? n_windows - w0 : group;
+    for (size_t w = 0; w < nw; w++)
+      front(m, windows[w0 + w], &s, s.x + w * N_FRAMES * CH);
+    back(m, nw, &s, logp + w0 * N_FRAMES * N_CLASSES);
+  }
+  scratch_free(&s);
+  return 0;
+}
+
+int wd__diar_seg_sincnet(const wd_diar_seg_t *m, const float *window, float *x) {
+  scratch_t s;
+  int rc = scratch_new(&s, 1);
+  if (rc)
+    return rc;
+  front(m, window, &s, x);
+  scratch_free(&s);
+  return 0;
+}
