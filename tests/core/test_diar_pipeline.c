@@ -6,7 +6,9 @@
  * their trunk-frame weights, the speaker count (its rounding half to even),
  * reconstruction (max within a cluster, top-k per frame, ties), the turns
  * (frame middles, renumbering, clipping) and the whole tail of the pipeline
- * on synthetic embeddings of two speakers.
+ * on synthetic embeddings of two speakers; and the count, reconstruction
+ * and turns equal to pyannote's own functions' on synthetic segmentations
+ * (tests/data/diar/make_pipeline_reference.py).
  *
  * The pipeline with the real networks is tests/core/test_diar_run.c.
  */
@@ -314,6 +316,75 @@ WD_TEST(finish_two_synthetic_speakers) {
   WD_CHECK_EQ_INT(r.n_turns, 0);
   wd_diar_result_free(&r);
   wd__diar_acts_free(&a);
+}
+
+/* The speaker count, reconstruction and turns against pyannote's own
+ * functions on the synthetic segmentations of
+ * tests/data/diar/make_pipeline_reference.py (3 speakers, 31 chunks). */
+WD_TEST(pyannote_parity) {
+  FILE *txt = fopen(WD_TEST_DATA_DIR "/diar/pipeline_reference.txt", "r");
+  FILE *bin = fopen(WD_TEST_DATA_DIR "/diar/pipeline_reference.bin", "rb");
+  WD_CHECK(txt && bin);
+  size_t n_samples = 0, n_chunks = 0, n_frames = 0;
+  double step = 0;
+  int k = 0;
+  if (!txt || !bin ||
+      fscanf(txt, "%zu %lf %zu %zu %d ", &n_samples, &step, &n_chunks, &n_frames, &k) != 5) {
+    WD_CHECK(0);
+    if (txt)
+      fclose(txt);
+    if (bin)
+      fclose(bin);
+    return;
+  }
+  wd__diar_geom_t g;
+  wd__diar_geom(n_samples, step, &g);
+  WD_CHECK_EQ_INT(g.n_chunks, n_chunks);
+  WD_CHECK_EQ_INT(g.n_frames, n_frames);
+  uint8_t *act = malloc(n_chunks * FR * 3), *count = malloc(n_frames);
+  uint8_t *bin_k = malloc(n_frames * (size_t)k);
+  int8_t *hard8 = malloc(n_chunks * 3);
+  int *hard = malloc(n_chunks * 3 * sizeof *hard);
+  char *ref_count = malloc(n_frames + 2);
+  WD_CHECK(act && count && bin_k && hard8 && hard && ref_count);
+  if (act && count && bin_k && hard8 && hard && ref_count && g.n_frames == n_frames) {
+    WD_CHECK_EQ_INT(fread(act, 1, n_chunks * FR * 3, bin), n_chunks * FR * 3);
+    WD_CHECK_EQ_INT(fread(hard8, 1, n_chunks * 3, bin), n_chunks * 3);
+    for (size_t i = 0; i < n_chunks * 3; i++)
+      hard[i] = hard8[i];
+    WD_CHECK(fscanf(txt, "%s", ref_count) == 1);
+    WD_CHECK_EQ_INT(wd__diar_count(act, &g, count), 0);
+    size_t count_diff = 0;
+    for (size_t i = 0; i < n_frames; i++)
+      count_diff += count[i] != (uint8_t)(ref_count[i] - '0');
+    WD_CHECK_EQ_INT(count_diff, 0);
+    WD_CHECK_EQ_INT(wd__diar_reconstruct(act, hard, count, &g, k, bin_k), 0);
+    wd_diar_result_t r;
+    WD_CHECK_EQ_INT(wd__diar_turns(bin_k, n_frames, k, (double)n_samples / SR, NULL, &r), 0);
+    double s0, e0;
+    int spk;
+    size_t n_ref = 0;
+    while (fscanf(txt, "%lf %lf %d", &s0, &e0, &spk) == 3) {
+      WD_CHECK(n_ref < r.n_turns);
+      if (n_ref < r.n_turns) {
+        WD_CHECK_NEAR(r.turns[n_ref].start, s0, 1e-9);
+        WD_CHECK_NEAR(r.turns[n_ref].end, e0, 1e-9);
+        WD_CHECK_EQ_INT(r.turns[n_ref].speaker, spk);
+      }
+      n_ref++;
+    }
+    WD_CHECK_EQ_INT(r.n_turns, n_ref);
+    WD_CHECK(n_ref >= 6);
+    wd_diar_result_free(&r);
+  }
+  free(act);
+  free(count);
+  free(bin_k);
+  free(hard8);
+  free(hard);
+  free(ref_count);
+  fclose(txt);
+  fclose(bin);
 }
 
 WD_TEST(params_default) {
