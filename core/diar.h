@@ -9,8 +9,10 @@
  *   models/diar-campplus-zh-en.safetensors    CAM++ zh_en common, 192-d
  *
  * The pipeline over a 16 kHz mono signal:
- *  1. segmentation (diar_seg.h) over 10 s windows every 1 s (the last one
- *     aligned to the end; a signal shorter than a window is zero-padded):
+ *  1. segmentation (diar_seg.h) over 10 s windows every 1 s (as pyannote's
+ *     Inference slides them: where the signal goes on past the last whole
+ *     window, one more starts a step after it, zero-padded; a signal
+ *     shorter than a window is one zero-padded window):
  *     589 frames x 7 powerset classes per window, decoded to the hard
  *     activity of 3 local speakers per frame;
  *  2. one embedding per (window, active local speaker) (diar_campp.h), from
@@ -72,7 +74,10 @@ typedef struct {
 /* Diarizes pcm (n samples, 16 kHz mono, float in [-1, 1]). A signal with no
  * speech gives no turns and 0 speakers. should_stop (may be NULL) is polled
  * between windows: when it returns nonzero the run ends with WD_ECANCELED.
- * 0, WD_ENOMEM, WD_ECANCELED. */
+ * Memory grows with n by about 4 KB per second (each window's activity and
+ * embeddings); the networks' buffers are per batch of windows.
+ * 0, WD_ENOMEM, WD_ECANCELED, WD_EINVAL (step_s not in (0, 10], a
+ * threshold not finite, negative or crossed speaker bounds). */
 int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_params_t *p,
                 int (*should_stop)(void *), void *stop_arg, wd_diar_result_t *out);
 void wd_diar_result_free(wd_diar_result_t *r); /* the arrays; accepts zeroed */

@@ -10,10 +10,19 @@
 
 #include <stddef.h>
 
+/* The most embeddings one call clusters: the distance matrix takes
+ * n (n - 1) / 2 doubles (16 MB here). Callers with more subsample them (the
+ * pipeline, diar.c, clusters an even subsample and assigns every embedding
+ * to the nearest centroid, as pyannote assigns the embeddings it did not
+ * cluster). */
+#define WD_DIAR_CLUSTER_N_MAX 2000
+
 /* labels[i] in 0 .. k-1 for each of the n embeddings (n x dim, row-major;
  * normalized here, on a copy), k returned in *ret_k, clusters numbered in
- * order of their first member. min_k / max_k: 0 for no bound. n == 0 gives
- * k = 0. 0 or WD_ENOMEM. */
+ * order of their first member. min_k / max_k: 0 for no bound, else clamped
+ * to [1, n] (pyannote's set_num_clusters); max_k 1 or n 1 gives one
+ * cluster. n == 0 gives k = 0. 0, WD_ENOMEM, WD_EINVAL (min_k > max_k after
+ * clamping), WD_ERANGE (n > WD_DIAR_CLUSTER_N_MAX or dim 0). */
 int wd_diar_cluster(const float *emb, size_t n, size_t dim, float threshold,
                     int min_cluster_size, int min_k, int max_k, int *labels, int *ret_k);
 

@@ -24,6 +24,11 @@ int wd_cmd_quantize(const wd_config_t *cfg, FILE *out);
 /* `whisperd transcribe FILE...`: the serve engine from the command line;
  * prints each file's transcript in --output-format (txt, srt, vtt, json). */
 int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out);
+/* `whisperd diarize FILE...`: each file's speaker turns (core/diar.h), as
+ * "start end label" lines or, with --rttm, RTTM lines; speakers A, B, ... in
+ * order of first appearance. Needs the diarization networks in the build
+ * (WD_HAVE_DIARIZE, daemon/CMakeLists.txt). */
+int wd_cmd_diarize(const wd_config_t *cfg, FILE *out);
 /* `whisperd serve`: the HTTP daemon under systemd (cmd_serve.c). Returns 0
  * after a clean SIGTERM drain, 1 when start-up failed. */
 int wd_cmd_serve(const wd_config_t *cfg);

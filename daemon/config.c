@@ -191,6 +191,25 @@ static const wd_option_t wd_options[] = {
     "--vad: kept on each side of speech", 0 },
   { "vad-max-speech-s", 0, WD_OPT_STR, OFF(vad_max_speech_s), "0", 0, 0, NULL, "SECONDS",
     "--vad: longer speech is cut at its longest pause (0: no limit)", 0 },
+  { "seg", 0, WD_OPT_STR, OFF(diar_seg), "models/diar-segmentation-3.0.safetensors", 0, 0,
+    NULL, "PATH",
+    "diarize: pyannote segmentation-3.0 weights (scripts/fetch-diarization.sh makes them)", 0 },
+  { "emb", 0, WD_OPT_STR, OFF(diar_emb), "models/diar-campplus-zh-en.safetensors", 0, 0, NULL,
+    "PATH", "diarize: CAM++ speaker-embedding weights (scripts/fetch-diarization.sh makes them)",
+    0 },
+  { "threshold", 0, WD_OPT_STR, OFF(diar_threshold), "", 0, 0, NULL, "X",
+    "diarize: clustering threshold, the cosine distance below which speakers' centroids merge "
+    "(empty: the pipeline's default, core/diar_pipeline.c)", 0 },
+  { "min-cluster-size", 0, WD_OPT_INT, OFF(diar_min_cluster_size), "0", 0, 1000, NULL, "N",
+    "diarize: smaller clusters of embeddings are merged into the nearest larger one (0: the "
+    "pipeline's default)", 0 },
+  { "min-speakers", 0, WD_OPT_INT, OFF(min_speakers), "0", 0, 1000, NULL, "N",
+    "diarize: at least N speakers (0: no bound)", 0 },
+  { "max-speakers", 0, WD_OPT_INT, OFF(max_speakers), "0", 0, 1000, NULL, "N",
+    "diarize: at most N speakers (0: no bound)", 0 },
+  { "rttm", 0, WD_OPT_BOOL, OFF(rttm), "false", 0, 0, NULL, NULL,
+    "diarize: print RTTM lines (SPEAKER file 1 start duration <NA> <NA> label <NA> <NA>) "
+    "instead of start, end and label", 0 },
   { "prefill", 0, WD_OPT_BOOL, OFF(prefill), "true", 0, 0, NULL, NULL,
     "feed each window's prompt in one submit (--no-prefill: a step per token, to compare)",
     0 },
@@ -207,6 +226,7 @@ static const struct {
   { "devices", "", "list the Vulkan devices whisperd can use" },
   { "info", "MODEL", "print a model's hyper-parameters, type and size" },
   { "transcribe", "FILE...", "transcribe audio files with the same engine as serve" },
+  { "diarize", "FILE...", "who spoke when: speaker turns of audio files (pyannote 3.1 with CAM++)" },
   { "convert", "CT2_DIR -o FILE", "write a ggml model file from a CTranslate2 directory" },
   { "quantize", "IN OUT TYPE", "write a model as a ggml file of TYPE (q8_0 q5_0 q5_1 q4_0 q4_1 f16 f32)" },
 };

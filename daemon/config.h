@@ -97,6 +97,13 @@ typedef struct {
   int vad_min_speech_ms, vad_min_silence_ms, vad_speech_pad_ms;
   char *vad_max_speech_s; /* a float; 0 = no limit */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
+  /* diarize (core/diar.h) */
+  char *diar_seg;         /* pyannote segmentation-3.0 weights */
+  char *diar_emb;         /* CAM++ weights */
+  char *diar_threshold;   /* a float; "" = the pipeline's default */
+  int diar_min_cluster_size; /* 0 = the pipeline's default */
+  int min_speakers, max_speakers; /* 0 = no bound */
+  bool rttm;              /* diarize: RTTM lines */
   int seed;
   bool prefill;           /* engine prefill of prompts (benchmarks turn it off) */
   /* where each value came from is kept for the dump */

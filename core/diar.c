@@ -1,0 +1,225 @@
+/*
+ * diar.c - the diarization pipeline's network side (diar.h): loading both
+ * models, running the segmentation over the chunks and CAM++ over each
+ * chunk's speakers, then handing the results to wd__diar_finish
+ * (diar_pipeline.c) for counting, clustering and reconstruction.
+ *
+ * The loop over the signal, BATCH chunks at a time:
+ *  1. the chunks' 10 s windows (pointers into pcm; the last chunk, which
+ *     runs past the end, zero-padded in a buffer of its own) go through
+ *     wd_diar_seg_forward together, and each frame's powerset class is
+ *     decoded into the activity of 3 local speakers;
+ *  2. for each chunk with an active speaker: its fbank and CAM++ trunk are
+ *     computed ONCE, then one embedding per active local speaker is pooled
+ *     from the trunk frames with per-frame weights made from that speaker's
+ *     mask (its frames without overlap; wd__diar_trunk_weights maps the
+ *     589 segmentation frames onto the trunk's ~50 frames per second by
+ *     time). pyannote runs the embedding network once per (chunk, speaker)
+ *     with the mask applied in its pooling; since the mask enters CAM++
+ *     only at the pooling (statistics over frames), everything before it
+ *     is the same for the chunk's speakers, and one trunk pass per chunk
+ *     costs a third of three.
+ * should_stop is polled before each batch and each chunk's embeddings.
+ *
+ * Memory: per batch BATCH x 589 x 7 log-probabilities and one chunk's
+ * fbank (998 x 80) and trunk (499 x 512) floats, reused; per chunk of the
+ * signal what wd__diar_acts_t keeps (about 4 KB per second: diar_pipeline.c).
+ *
+ * Threading: everything on the calling thread; the model is read-only
+ * after loading and may be shared by any number of threads.
+ */
+#include "diar.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diar_campp.h"
+#include "diar_fbank.h"
+#include "diar_internal.h"
+#include "diar_seg.h"
+#include "error.h"
+
+#define BATCH 8 /* chunks per segmentation forward */
+_Static_assert(WD__DIAR_FRAMES == WD_DIAR_SEG_FRAMES, "diar_internal.h's frames");
+_Static_assert(WD__DIAR_LOCAL == WD_DIAR_SEG_SPEAKERS, "diar_internal.h's speakers");
+_Static_assert(WD__DIAR_CHUNK == WD_DIAR_SEG_WINDOW, "diar_internal.h's chunk");
+_Static_assert(WD_DIAR_EMB_DIM == WD_CAMPP_EMB, "diar.h's embedding size");
+
+struct wd_diar {
+  wd_diar_seg_t *seg;
+  wd_campp_t *emb;
+};
+
+int wd_diar_load(const char *seg_path, const char *emb_path, wd_diar_t **ret, char *err,
+                 size_t err_len) {
+  *ret = NULL;
+  wd_diar_t *d = calloc(1, sizeof *d);
+  if (!d)
+    return WD_ENOMEM;
+  int rc = wd_diar_seg_load(seg_path, &d->seg, err, err_len);
+  if (rc == 0)
+    rc = wd_campp_load(emb_path, &d->emb, err, err_len);
+  if (rc < 0) {
+    wd_diar_free(d);
+    return rc;
+  }
+  *ret = d;
+  return 0;
+}
+
+void wd_diar_free(wd_diar_t *d) {
+  if (!d)
+    return;
+  wd_diar_seg_free(d->seg);
+  wd_campp_free(d->emb);
+  free(d);
+}
+
+/* Per-run scratch: reused by every batch and chunk. */
+typedef struct {
+  float *pad;    /* WD__DIAR_CHUNK: the zero-padded last chunk */
+  float *logp;   /* BATCH x 589 x 7 */
+  float *feats;  /* T x 80, T = fbank frames of a chunk */
+  float *hidden; /* T' x 512 */
+  float *w;      /* T' trunk-frame weights */
+  size_t T, T_out;
+} scratch_t;
+
+static void scratch_free(scratch_t *s) {
+  free(s->pad);
+  free(s->logp);
+  free(s->feats);
+  free(s->hidden);
+  free(s->w);
+}
+
+static int scratch_init(scratch_t *s) {
+  memset(s, 0, sizeof *s);
+  s->T = wd_diar_fbank_frames(WD__DIAR_CHUNK);
+  s->T_out = wd_campp_frames(s->T);
+  s->pad = calloc(WD__DIAR_CHUNK, sizeof *s->pad);
+  s->logp = malloc((size_t)BATCH * WD__DIAR_FRAMES * WD_DIAR_SEG_CLASSES * sizeof *s->logp);
+  s->feats = malloc(s->T * WD_DIAR_FBANK_BINS * sizeof *s->feats);
+  s->hidden = malloc(s->T_out * WD_CAMPP_HIDDEN * sizeof *s->hidden);
+  s->w = malloc(s->T_out * sizeof *s->w);
+  if (!s->pad || !s->logp || !s->feats || !s->hidden || !s->w) {
+    scratch_free(s);
+    return WD_ENOMEM;
+  }
+  return 0;
+}
+
+/* The embeddings of chunk c's active local speakers (act: its 589 x 3
+ * activity), from one fbank and trunk pass over its window. */
+static int embed_chunk(const wd_diar_t *d, const float *window, size_t c, scratch_t *s,
+                       wd__diar_acts_t *a) {
+  const uint8_t *act = a->act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
+  uint8_t mask[WD__DIAR_FRAMES];
+  int have_trunk = 0;
+  for (int sp = 0; sp < WD__DIAR_LOCAL; sp++) {
+    const size_t i = c * WD__DIAR_LOCAL + (size_t)sp;
+    const int clean = wd__diar_embed_mask(act, sp, mask);
+    if (clean < 0)
+      continue; /* never active: state stays -1 */
+    if (!have_trunk) {
+      int rc = wd_diar_fbank(window, WD__DIAR_CHUNK, s->feats);
+      if (rc == 0)
+        rc = wd_campp_trunk(d->emb, s->feats, s->T, s->hidden);
+      if (rc < 0)
+        return rc;
+      have_trunk = 1;
+    }
+    wd__diar_trunk_weights(mask, s->T_out, s->w);
+    const int rc = wd_campp_embed(d->emb, s->hidden, s->T_out, s->w, a->emb + i * WD_DIAR_EMB_DIM);
+    if (rc == WD_EINVAL)
+      continue; /* no weight at all (cannot happen for a non-empty mask) */
+    if (rc < 0)
+      return rc;
+    a->state[i] = (double)clean >= WD__DIAR_TRAIN_RATIO * WD__DIAR_FRAMES ? 1 : 0;
+  }
+  return 0;
+}
+
+int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_params_t *p,
+                int (*should_stop)(void *), void *stop_arg, wd_diar_result_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!(p->step_s > 0 && p->step_s <= 10) || !isfinite(p->threshold) || p->min_speakers < 0 ||
+      p->max_speakers < 0)
+    return WD_EINVAL;
+  if (n == 0)
+    return 0;
+  wd__diar_geom_t g;
+  wd__diar_geom(n, (double)p->step_s, &g);
+  wd__diar_acts_t a;
+  scratch_t s;
+  int rc = wd__diar_acts_init(&a, &g);
+  if (rc < 0)
+    return rc;
+  if ((rc = scratch_init(&s)) < 0) {
+    wd__diar_acts_free(&a);
+    return rc;
+  }
+  for (size_t c0 = 0; c0 < g.n_chunks; c0 += BATCH) {
+    if (should_stop && should_stop(stop_arg)) {
+      rc = WD_ECANCELED;
+      goto out;
+    }
+    const size_t nb = g.n_chunks - c0 < BATCH ? g.n_chunks - c0 : BATCH;
+    const float *win[BATCH];
+    for (size_t b = 0; b < nb; b++) {
+      const size_t start = (c0 + b) * g.step;
+      if (start + WD__DIAR_CHUNK <= n) {
+        win[b] = pcm + start;
+      } else { /* the last chunk: what is left, then zeros */
+        const size_t left = start < n ? n - start : 0;
+        memcpy(s.pad, pcm + start, left * sizeof *pcm);
+        memset(s.pad + left, 0, (WD__DIAR_CHUNK - left) * sizeof *pcm);
+        win[b] = s.pad;
+      }
+    }
+    if ((rc = wd_diar_seg_forward(d->seg, win, nb, s.logp)) < 0)
+      goto out;
+    for (size_t b = 0; b < nb; b++) {
+      const size_t c = c0 + b;
+      wd__diar_powerset_decode(s.logp + b * WD__DIAR_FRAMES * WD_DIAR_SEG_CLASSES, WD__DIAR_FRAMES,
+                               a.act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL);
+      if (b > 0 && should_stop && should_stop(stop_arg)) {
+        rc = WD_ECANCELED;
+        goto out;
+      }
+      if ((rc = embed_chunk(d, win[b], c, &s, &a)) < 0)
+        goto out;
+    }
+  }
+  rc = wd__diar_finish(&a, p, out);
+out:
+  scratch_free(&s);
+  wd__diar_acts_free(&a);
+  return rc;
+}
+
+int wd_diar_embed_clip(const wd_diar_t *d, const float *pcm, size_t n, float *emb) {
+  if (n < WD_DIAR_SAMPLE_RATE / 2)
+    return WD_EINVAL;
+  const size_t T = wd_diar_fbank_frames(n), T_out = wd_campp_frames(T);
+  float *feats = malloc(T * WD_DIAR_FBANK_BINS * sizeof *feats);
+  float *hidden = malloc(T_out * WD_CAMPP_HIDDEN * sizeof *hidden);
+  int rc = WD_ENOMEM;
+  if (!feats || !hidden)
+    goto out;
+  if ((rc = wd_diar_fbank(pcm, n, feats)) < 0 ||
+      (rc = wd_campp_trunk(d->emb, feats, T, hidden)) < 0 ||
+      (rc = wd_campp_embed(d->emb, hidden, T_out, NULL, emb)) < 0)
+    goto out;
+  double ss = 0;
+  for (size_t i = 0; i < WD_DIAR_EMB_DIM; i++)
+    ss += (double)emb[i] * emb[i];
+  const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+  for (size_t i = 0; i < WD_DIAR_EMB_DIM; i++)
+    emb[i] = (float)(emb[i] * inv);
+out:
+  free(feats);
+  free(hidden);
+  return rc;
+}

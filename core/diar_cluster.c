@@ -1,0 +1,453 @@
+/*
+ * diar_cluster.c - agglomerative clustering of speaker embeddings (see
+ * diar_cluster.h), as pyannote.audio 4.0.7's AgglomerativeClustering.cluster
+ * (pipelines/clustering.py) does it with speaker-diarization-3.1's settings
+ * (metric "cosine", method "centroid"), set_num_clusters included.
+ *
+ * The steps, each mirroring a piece of pyannote's code:
+ *  1. min_cluster_size = min(min_cluster_size, max(1, round(0.1 n)))
+ *     (Python's round: half to even, as rint());
+ *  2. the embeddings are L2-normalized, so that the euclidean distance
+ *     between two of them is a monotone function of their cosine distance,
+ *     and scipy's linkage(method="centroid", metric="euclidean") builds the
+ *     dendrogram: here the same algorithm as scipy's fast_linkage (Muellner's
+ *     "generic" algorithm: a nearest-neighbour candidate per row of the
+ *     condensed distance matrix, checked against the matrix when it is the
+ *     smallest; the merged cluster takes the larger index, the distances are
+ *     updated by the Lance-Williams formula for centroids), in double;
+ *  3. fcluster(Z, threshold, criterion="distance"): the flat clusters are
+ *     the largest subtrees whose highest merge (over the whole subtree: a
+ *     centroid dendrogram may have inversions) is <= threshold, numbered in
+ *     scipy's depth-first order;
+ *  4. if the number of large clusters (>= min_cluster_size members) is
+ *     outside [min_k, max_k], the dendrogram is cut after a number of merges
+ *     instead of at a height: the merges are tried in order of the distance
+ *     of their height to the threshold, and the first cut that gives the
+ *     wanted number of large clusters (else the closest) is kept;
+ *  5. no large cluster: everything is one cluster; else each small cluster
+ *     goes to the large cluster whose centroid (the mean of its normalized
+ *     members) is closest in cosine distance.
+ * The labels are then renumbered in order of first member (pyannote numbers
+ * them in sorted order of scipy's cluster ids; only the names differ).
+ *
+ * Ties (two exactly equal distances) are broken by the lowest index here;
+ * scipy's heap and numpy's argsort may break them otherwise. Random float
+ * embeddings practically never tie; identical embeddings do (their order
+ * does not change the flat clusters).
+ *
+ * Memory: the condensed distance matrix, n (n - 1) / 2 doubles (16 MB at
+ * WD_DIAR_CLUSTER_N_MAX = 2000), and O(n dim) besides. Time: O(n^2) per
+ * typical run (O(n^3) at worst, as scipy). Thread-safe: no shared state.
+ */
+#include "diar_cluster.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+/* The condensed matrix's index of pair (i, j), i < j < n (scipy's order). */
+static size_t cond_index(size_t n, size_t i, size_t j) {
+  return n * i - i * (i + 1) / 2 + (j - i - 1);
+}
+
+/* Lance-Williams update for centroid linkage (scipy's _centroid): the
+ * euclidean distance from cluster i to the union of x and y, from d(x, i),
+ * d(y, i) and d(x, y). The clamp only guards rounding below zero. */
+static double centroid_update(double d_xi, double d_yi, double d_xy, double nx, double ny) {
+  const double v = ((nx * d_xi * d_xi) + (ny * d_yi * d_yi) - (nx * ny * d_xy * d_xy) / (nx + ny)) /
+                   (nx + ny);
+  return v > 0 ? sqrt(v) : 0;
+}
+
+/* The nearest live cluster y > x of row x: *ret_y = SIZE_MAX when none. */
+static double find_min_dist(size_t n, const double *D, const size_t *size, size_t x,
+                            size_t *ret_y) {
+  double best = INFINITY;
+  size_t by = SIZE_MAX;
+  for (size_t y = x + 1; y < n; y++) {
+    if (size[y] == 0)
+      continue;
+    const double d = D[cond_index(n, x, y)];
+    if (d < best) {
+      best = d;
+      by = y;
+    }
+  }
+  *ret_y = by;
+  return best;
+}
+
+/* Z (n - 1 rows of (id_a, id_b, height, size), ids as scipy's: leaves
+ * 0 .. n-1, merge k is n + k) from the condensed distances D (overwritten).
+ * 0 or WD_ENOMEM. */
+static int centroid_linkage(size_t n, double *D, double *Z) {
+  size_t *size = malloc(n * sizeof *size);
+  size_t *id = malloc(n * sizeof *id);
+  size_t *nb = malloc(n * sizeof *nb);
+  double *md = malloc(n * sizeof *md);
+  int rc = WD_ENOMEM;
+  if (!size || !id || !nb || !md)
+    goto fail;
+  for (size_t i = 0; i < n; i++) {
+    size[i] = 1;
+    id[i] = i;
+  }
+  for (size_t x = 0; x + 1 < n; x++)
+    md[x] = find_min_dist(n, D, size, x, &nb[x]);
+  md[n - 1] = INFINITY;
+  nb[n - 1] = SIZE_MAX;
+  for (size_t k = 0; k + 1 < n; k++) {
+    /* The smallest candidate, checked against the matrix: a stale one (its
+     * neighbour's distance changed) is recomputed and the search repeated.
+     * At most n - k rows can be stale. */
+    size_t x = 0, y = 0;
+    double dist = 0;
+    for (size_t tries = 0; tries < n - k; tries++) {
+      x = SIZE_MAX;
+      dist = INFINITY;
+      for (size_t i = 0; i + 1 < n; i++)
+        if (size[i] && md[i] < dist) {
+          dist = md[i];
+          x = i;
+        }
+      if (x == SIZE_MAX) { /* only infinities left: cannot happen on finite input */
+        rc = WD_EINTERNAL;
+        goto fail;
+      }
+      y = nb[x];
+      if (y != SIZE_MAX && size[y] && dist == D[cond_index(n, x, y)])
+        break;
+      md[x] = find_min_dist(n, D, size, x, &nb[x]);
+      y = nb[x];
+      dist = md[x];
+    }
+    if (y == SIZE_MAX) {
+      rc = WD_EINTERNAL;
+      goto fail;
+    }
+    const size_t nx = size[x], ny = size[y];
+    size_t id_x = id[x], id_y = id[y];
+    if (id_x > id_y) {
+      const size_t t = id_x;
+      id_x = id_y;
+      id_y = t;
+    }
+    Z[4 * k + 0] = (double)id_x;
+    Z[4 * k + 1] = (double)id_y;
+    Z[4 * k + 2] = dist;
+    Z[4 * k + 3] = (double)(nx + ny);
+    size[x] = 0; /* x is dropped, y becomes the union */
+    size[y] = nx + ny;
+    id[y] = n + k;
+    md[x] = INFINITY;
+    for (size_t z = 0; z < n; z++) {
+      if (size[z] == 0 || z == y)
+        continue;
+      const double dzx = D[z < x ? cond_index(n, z, x) : cond_index(n, x, z)];
+      double *dzy = &D[z < y ? cond_index(n, z, y) : cond_index(n, y, z)];
+      *dzy = centroid_update(dzx, *dzy, dist, (double)nx, (double)ny);
+    }
+    /* Rows that pointed at x now point at y (a guess, checked when used);
+     * rows before y whose distance to the union is below their candidate
+     * take it. */
+    for (size_t z = 0; z < x; z++)
+      if (size[z] && nb[z] == x)
+        nb[z] = y;
+    for (size_t z = 0; z < y; z++) {
+      if (size[z] == 0)
+        continue;
+      const double d = D[cond_index(n, z, y)];
+      if (d < md[z]) {
+        nb[z] = y;
+        md[z] = d;
+      }
+    }
+    if (y + 1 < n) {
+      size_t z;
+      const double d = find_min_dist(n, D, size, y, &z);
+      if (z != SIZE_MAX) {
+        nb[y] = z;
+        md[y] = d;
+      }
+    }
+  }
+  rc = 0;
+fail:
+  free(size);
+  free(id);
+  free(nb);
+  free(md);
+  return rc;
+}
+
+/* Scratch of fcluster_distance for n leaves. */
+typedef struct {
+  double *maxd;  /* n - 1: the highest merge in each merge's subtree */
+  size_t *stack; /* 2 n: nodes still to visit (at most one per leaf, plus one) */
+} fc_work_t;
+
+/* scipy's fcluster(Z, t, criterion="distance"): flat[i] in 0 .. k-1 for
+ * each leaf, in scipy's numbering (depth first from the root, first child
+ * first); returns k. */
+static size_t fcluster_distance(size_t n, const double *Z, double t, int *flat,
+                                const fc_work_t *work) {
+  double *maxd = work->maxd;
+  size_t *stack = work->stack;
+  for (size_t k = 0; k + 1 < n; k++) {
+    double m = Z[4 * k + 2];
+    for (int c = 0; c < 2; c++) {
+      const size_t ch = (size_t)Z[4 * k + c];
+      if (ch >= n && maxd[ch - n] > m)
+        m = maxd[ch - n];
+    }
+    maxd[k] = m;
+  }
+  /* Depth-first from the root: a node whose subtree stays under t is one
+   * cluster (all its leaves); else its children are visited, first one
+   * first. The stack holds node ids; a cluster's leaves are labelled by a
+   * second walk of the same stack. */
+  size_t k_flat = 0, sp = 0;
+  stack[sp++] = 2 * n - 2;
+  while (sp > 0) {
+    const size_t node = stack[--sp];
+    if (node < n) {
+      flat[node] = (int)k_flat++;
+      continue;
+    }
+    if (maxd[node - n] <= t) {
+      /* Label all leaves below node with one id. */
+      const size_t base = sp;
+      stack[sp++] = node;
+      while (sp > base) {
+        const size_t m = stack[--sp];
+        if (m < n) {
+          flat[m] = (int)k_flat;
+        } else {
+          stack[sp++] = (size_t)Z[4 * (m - n) + 1];
+          stack[sp++] = (size_t)Z[4 * (m - n) + 0];
+        }
+      }
+      k_flat++;
+      continue;
+    }
+    stack[sp++] = (size_t)Z[4 * (node - n) + 1]; /* popped second */
+    stack[sp++] = (size_t)Z[4 * (node - n) + 0]; /* popped first */
+  }
+  return k_flat;
+}
+
+/* Counts each flat cluster's members into counts[0 .. k-1]; returns how
+ * many have at least min_size. */
+static size_t count_large(const int *flat, size_t n, size_t k, size_t min_size, size_t *counts) {
+  memset(counts, 0, k * sizeof *counts);
+  for (size_t i = 0; i < n; i++)
+    counts[flat[i]]++;
+  size_t large = 0;
+  for (size_t c = 0; c < k; c++)
+    large += counts[c] >= min_size;
+  return large;
+}
+
+static size_t absdiff(size_t a, size_t b) {
+  return a > b ? a - b : b - a;
+}
+
+/* Step 4: with Zi = Z whose heights are 0, 1, 2, ... (a cut "after merge
+ * i"), the cut closest to num_k large clusters, tried in order of
+ * |height - threshold| (numpy's argsort, lowest index first on ties; the
+ * argsort here is a stable insertion into order[]). Leaves flat / k and
+ * returns the number of large clusters. */
+static size_t search_cut(size_t n, const double *Z, double *Zi, double threshold,
+                         size_t min_size, size_t num_k, int *flat, size_t *k, size_t large,
+                         size_t *counts, const fc_work_t *work, size_t *order) {
+  for (size_t i = 0; i + 1 < n; i++) {
+    memcpy(&Zi[4 * i], &Z[4 * i], 4 * sizeof *Zi);
+    Zi[4 * i + 2] = (double)i;
+  }
+  for (size_t i = 0; i + 1 < n; i++) {
+    const double key = fabs(Z[4 * i + 2] - threshold);
+    size_t j = i;
+    while (j > 0 && fabs(Z[4 * order[j - 1] + 2] - threshold) > key) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = i;
+  }
+  size_t best_it = n - 1, best_large = 1;
+  int found = 0;
+  for (size_t r = 0; r + 1 < n; r++) {
+    const size_t it = order[r];
+    if ((size_t)Z[4 * it + 3] < min_size)
+      continue; /* this merge cannot change the number of large clusters */
+    *k = fcluster_distance(n, Zi, (double)it, flat, work);
+    large = count_large(flat, n, *k, min_size, counts);
+    if (absdiff(large, num_k) < absdiff(best_large, num_k)) {
+      best_it = it;
+      best_large = large;
+    }
+    if (large == num_k) {
+      found = 1;
+      break;
+    }
+  }
+  if (!found && best_large != num_k) {
+    /* pyannote's last resort re-applies the best cut (n - 1: one cluster);
+     * when nothing was tried at all the threshold's cut stays, as there. */
+    *k = fcluster_distance(n, Zi, (double)best_it, flat, work);
+    large = count_large(flat, n, *k, min_size, counts);
+  }
+  return large;
+}
+
+int wd_diar_cluster(const float *emb, size_t n, size_t dim, float threshold,
+                    int min_cluster_size, int min_k, int max_k, int *labels, int *ret_k) {
+  *ret_k = 0;
+  if (n == 0)
+    return 0;
+  if (n > WD_DIAR_CLUSTER_N_MAX || dim == 0)
+    return WD_ERANGE;
+  /* pyannote's set_num_clusters: bounds clamped to [1, n]; equal bounds fix
+   * the number. */
+  const size_t lo = (size_t)(min_k > 0 ? ((size_t)min_k < n ? (size_t)min_k : n) : 1);
+  const size_t hi = (size_t)(max_k > 0 ? ((size_t)max_k < n ? (size_t)max_k : n) : n);
+  if (lo > hi)
+    return WD_EINVAL;
+  if (hi < 2 || n == 1) { /* nothing to cluster (pyannote does not call cluster()) */
+    for (size_t i = 0; i < n; i++)
+      labels[i] = 0;
+    *ret_k = 1;
+    return 0;
+  }
+  size_t num_k = lo == hi ? lo : 0; /* 0: not fixed */
+  const double rounded = rint(0.1 * (double)n);
+  size_t min_size = rounded > 1 ? (size_t)rounded : 1;
+  if (min_cluster_size < 1)
+    min_cluster_size = 1;
+  if ((size_t)min_cluster_size < min_size)
+    min_size = (size_t)min_cluster_size;
+
+  int rc = WD_ENOMEM;
+  const size_t n_pairs = n * (n - 1) / 2;
+  double *x = malloc(n * dim * sizeof *x);          /* normalized embeddings */
+  double *D = malloc(n_pairs * sizeof *D);          /* condensed distances */
+  double *Z = malloc(4 * (n - 1) * sizeof *Z);      /* the dendrogram */
+  double *Zi = malloc(4 * (n - 1) * sizeof *Zi);    /* heights replaced by ranks */
+  fc_work_t work = { malloc(n * sizeof(double)), malloc(2 * n * sizeof(size_t)) };
+  size_t *order = malloc(n * sizeof *order);
+  size_t *counts = malloc(n * sizeof *counts);
+  int *flat = malloc(n * sizeof *flat);
+  double *cent = NULL;
+  size_t *cl_large = NULL;
+  if (!x || !D || !Z || !Zi || !work.maxd || !work.stack || !order || !counts || !flat)
+    goto fail;
+  for (size_t i = 0; i < n; i++) {
+    double ss = 0;
+    for (size_t d = 0; d < dim; d++)
+      ss += (double)emb[i * dim + d] * (double)emb[i * dim + d];
+    const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0; /* a zero vector stays zero */
+    for (size_t d = 0; d < dim; d++)
+      x[i * dim + d] = (double)emb[i * dim + d] * inv;
+  }
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      double ss = 0;
+      for (size_t d = 0; d < dim; d++) {
+        const double diff = x[i * dim + d] - x[j * dim + d];
+        ss += diff * diff;
+      }
+      D[cond_index(n, i, j)] = sqrt(ss);
+    }
+  rc = centroid_linkage(n, D, Z);
+  if (rc < 0)
+    goto fail;
+
+  size_t k = fcluster_distance(n, Z, (double)threshold, flat, &work);
+  size_t large = count_large(flat, n, k, min_size, counts);
+  if (large < lo)
+    num_k = lo;
+  else if (large > hi)
+    num_k = hi;
+  if (num_k && large != num_k)
+    large = search_cut(n, Z, Zi, (double)threshold, min_size, num_k, flat, &k, large, counts,
+                       &work, order);
+
+  if (large == 0) {
+    for (size_t i = 0; i < n; i++)
+      labels[i] = 0;
+    *ret_k = 1;
+    rc = 0;
+    goto fail;
+  }
+  if (large < k) {
+    /* Step 5: centroids (means of the normalized members) of every flat
+     * cluster; each small one joins the large one of least cosine
+     * distance (the first on ties, as numpy's argmin). */
+    cent = calloc(k * dim, sizeof *cent);
+    cl_large = malloc(k * sizeof *cl_large);
+    if (!cent || !cl_large) {
+      rc = WD_ENOMEM;
+      goto fail;
+    }
+    for (size_t i = 0; i < n; i++)
+      for (size_t d = 0; d < dim; d++)
+        cent[(size_t)flat[i] * dim + d] += x[i * dim + d];
+    for (size_t c = 0; c < k; c++) {
+      double ss = 0;
+      for (size_t d = 0; d < dim; d++) {
+        cent[c * dim + d] /= (double)counts[c];
+        ss += cent[c * dim + d] * cent[c * dim + d];
+      }
+      /* Cosine distance needs only the direction: normalize once here. */
+      const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+      for (size_t d = 0; d < dim; d++)
+        cent[c * dim + d] *= inv;
+    }
+    for (size_t s = 0; s < k; s++) {
+      cl_large[s] = s;
+      if (counts[s] >= min_size)
+        continue;
+      double best = INFINITY;
+      for (size_t c = 0; c < k; c++) {
+        if (counts[c] < min_size)
+          continue;
+        double dot = 0;
+        for (size_t d = 0; d < dim; d++)
+          dot += cent[s * dim + d] * cent[c * dim + d];
+        if (1.0 - dot < best) {
+          best = 1.0 - dot;
+          cl_large[s] = c;
+        }
+      }
+    }
+    for (size_t i = 0; i < n; i++)
+      flat[i] = (int)cl_large[flat[i]];
+  }
+  /* Renumber in order of first member. */
+  for (size_t c = 0; c < n; c++)
+    order[c] = SIZE_MAX;
+  size_t next = 0;
+  for (size_t i = 0; i < n; i++) {
+    const size_t f = (size_t)flat[i];
+    if (order[f] == SIZE_MAX)
+      order[f] = next++;
+    labels[i] = (int)order[f];
+  }
+  *ret_k = (int)next;
+  rc = 0;
+fail:
+  free(x);
+  free(D);
+  free(Z);
+  free(Zi);
+  free(work.maxd);
+  free(work.stack);
+  free(order);
+  free(counts);
+  free(flat);
+  free(cent);
+  free(cl_large);
+  return rc;
+}

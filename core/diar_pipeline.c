@@ -1,0 +1,492 @@
+/*
+ * diar_pipeline.c - the parts of the diarization pipeline (diar.h) that
+ * need no network: the chunk and frame geometry, powerset decoding, the
+ * embedding masks and their mapping onto CAM++'s trunk frames, the speaker
+ * count, clustering and assignment, reconstruction and the turns; plus the
+ * parameters' defaults and the result's release. diar.c runs the networks
+ * and hands their outputs (wd__diar_acts_t) to wd__diar_finish.
+ *
+ * The reference throughout is pyannote.audio 4.0.7 as configured by
+ * speaker-diarization-3.1 (pipelines/speaker_diarization.py,
+ * pipelines/utils/diarization.py, core/inference.py, utils/signal.py,
+ * pipelines/clustering.py); each function names the piece it mirrors.
+ *
+ * One deviation: pyannote pads the clusters with silent extra "speakers"
+ * when the per-frame count exceeds the number of clusters (one cluster,
+ * two overlapping voices), which then get the overlapped frames and no
+ * embedding. Here the count is capped at the number of clusters instead: a
+ * speaker without a centroid could be neither named nor matched to a known
+ * speaker.
+ *
+ * Memory: O(duration): per chunk (one per step_s) its activity, 589 x 3
+ * bytes, and 3 embeddings of 192 floats (4.1 KB per second of signal at the
+ * 1 s step); per aggregated frame (59 per second) a count byte and the
+ * clusters' sums. Clustering is bounded by WD_DIAR_CLUSTER_N_MAX.
+ * Thread-safe: no shared state.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diar.h"
+#include "diar_cluster.h"
+#include "diar_internal.h"
+#include "error.h"
+
+/* Defaults. threshold and min_cluster_size are speaker-diarization-3.1's
+ * (pyannote/speaker-diarization-3.1 config.yaml), which were tuned for
+ * WeSpeaker's ResNet34 embeddings: they are the starting point only and
+ * are to be tuned for CAM++ by the evaluation (issue #41); this is the one
+ * place they are set. */
+#define WD__DIAR_DEFAULT_THRESHOLD 0.7045654963945799f
+#define WD__DIAR_DEFAULT_MIN_CLUSTER_SIZE 12
+#define WD__DIAR_DEFAULT_STEP_S 1.0f /* 3.1: segmentation step 0.1 x 10 s */
+
+void wd_diar_params_default(wd_diar_params_t *p) {
+  p->threshold = WD__DIAR_DEFAULT_THRESHOLD;
+  p->min_cluster_size = WD__DIAR_DEFAULT_MIN_CLUSTER_SIZE;
+  p->min_speakers = 0;
+  p->max_speakers = 0;
+  p->step_s = WD__DIAR_DEFAULT_STEP_S;
+}
+
+void wd_diar_result_free(wd_diar_result_t *r) {
+  if (!r)
+    return;
+  free(r->turns);
+  free(r->centroids);
+  r->turns = NULL;
+  r->centroids = NULL;
+  r->n_turns = 0;
+  r->n_speakers = 0;
+}
+
+/* ---- geometry (Inference.slide, Inference.aggregate) ---- */
+
+void wd__diar_geom(size_t n, double step_s, wd__diar_geom_t *g) {
+  double st = rint(step_s * WD_DIAR_SAMPLE_RATE); /* Python's round(step * sr) */
+  g->n_samples = n;
+  g->step = st >= 1 ? (size_t)st : 1;
+  g->step_s = step_s;
+  /* Whole chunks, then a zero-padded last one where the signal goes on
+   * past them (or is shorter than a chunk). */
+  const size_t whole = n >= WD__DIAR_CHUNK ? 1 + (n - WD__DIAR_CHUNK) / g->step : 0;
+  const int has_last = n < WD__DIAR_CHUNK || (n - WD__DIAR_CHUNK) % g->step > 0;
+  g->n_chunks = whole + (size_t)has_last;
+  /* closest_frame(chunks' end + half a frame) + 1 */
+  const double end = 10.0 + (double)(g->n_chunks - 1) * step_s;
+  g->n_frames = (size_t)rint(end / WD__DIAR_FRAME_STEP_S) + 1;
+}
+
+size_t wd__diar_chunk_frame(const wd__diar_geom_t *g, size_t c) {
+  return (size_t)rint((double)c * g->step_s / WD__DIAR_FRAME_STEP_S);
+}
+
+/* ---- segmentation outputs ---- */
+
+/* diar_seg.h's classes: {}, {0}, {1}, {2}, {0,1}, {0,2}, {1,2} (the same
+ * table as wd_diar_powerset_mask, kept here so that this file links
+ * without the network). */
+static const uint8_t k_powerset[7] = { 0x0, 0x1, 0x2, 0x4, 0x3, 0x5, 0x6 };
+
+void wd__diar_powerset_decode(const float *logp, size_t n, uint8_t *act) {
+  for (size_t f = 0; f < n; f++) {
+    const float *l = logp + 7 * f;
+    int best = 0;
+    for (int c = 1; c < 7; c++)
+      if (l[c] > l[best])
+        best = c;
+    for (int s = 0; s < WD__DIAR_LOCAL; s++)
+      act[WD__DIAR_LOCAL * f + (size_t)s] = (uint8_t)((k_powerset[best] >> s) & 1u);
+  }
+}
+
+/* get_embeddings(exclude_overlap=True): clean frames are those where no
+ * other local speaker is active. */
+int wd__diar_embed_mask(const uint8_t *act, int s, uint8_t *mask) {
+  int active = 0, clean = 0;
+  for (size_t f = 0; f < WD__DIAR_FRAMES; f++) {
+    const uint8_t *a = act + WD__DIAR_LOCAL * f;
+    const int on = a[s] != 0;
+    active += on;
+    clean += on && a[0] + a[1] + a[2] == 1;
+  }
+  if (active == 0)
+    return -1;
+  const int use_clean = clean > WD__DIAR_MIN_CLEAN;
+  for (size_t f = 0; f < WD__DIAR_FRAMES; f++) {
+    const uint8_t *a = act + WD__DIAR_LOCAL * f;
+    mask[f] = (uint8_t)(a[s] && (!use_clean || a[0] + a[1] + a[2] == 1));
+  }
+  return clean;
+}
+
+/* ---- the trunk-frame mapping ---- */
+
+/* Centres in samples of the chunk: segmentation frame f at 270 f + 495.5
+ * (the middle of its 991-sample receptive field), trunk frame j at
+ * 320 j + 200 (fbank frame 2 j's middle). */
+size_t wd__diar_trunk_to_seg(size_t j) {
+  const double f = rint(((double)(320 * j) + 200.0 - 495.5) / 270.0);
+  return f <= 0 ? 0 : f >= WD__DIAR_FRAMES - 1 ? WD__DIAR_FRAMES - 1 : (size_t)f;
+}
+
+size_t wd__diar_seg_to_trunk(size_t f, size_t T_out) {
+  const double j = rint(((double)(270 * f) + 495.5 - 200.0) / 320.0);
+  return j <= 0 ? 0 : j >= (double)(T_out - 1) ? T_out - 1 : (size_t)j;
+}
+
+void wd__diar_trunk_weights(const uint8_t *mask, size_t T_out, float *w) {
+  /* The nearest trunk frame grows with f, so the segmentation frames of
+   * each trunk frame are a contiguous run, walked once. */
+  size_t f = 0;
+  for (size_t j = 0; j < T_out; j++) {
+    unsigned on = 0, cnt = 0;
+    while (f < WD__DIAR_FRAMES && wd__diar_seg_to_trunk(f, T_out) == j) {
+      on += mask[f];
+      cnt++;
+      f++;
+    }
+    w[j] = cnt ? (float)on / (float)cnt : (float)mask[wd__diar_trunk_to_seg(j)];
+  }
+}
+
+/* ---- speaker count (SpeakerDiarizationMixin.speaker_count) ---- */
+
+int wd__diar_count(const uint8_t *act, const wd__diar_geom_t *g, uint8_t *count) {
+  /* float32 sums, as pyannote's aggregate: small integers, exact. */
+  float *sum = calloc(2 * g->n_frames, sizeof *sum);
+  if (!sum)
+    return WD_ENOMEM;
+  float *cover = sum + g->n_frames;
+  for (size_t c = 0; c < g->n_chunks; c++) {
+    const size_t f0 = wd__diar_chunk_frame(g, c);
+    const uint8_t *a = act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
+    for (size_t f = 0; f < WD__DIAR_FRAMES && f0 + f < g->n_frames; f++) {
+      sum[f0 + f] += (float)(a[3 * f] + a[3 * f + 1] + a[3 * f + 2]);
+      cover[f0 + f] += 1.0f;
+    }
+  }
+  /* The mean over the covering chunks, rounded half to even (np.rint);
+   * frames no chunk covers count 0 (missing=0). */
+  for (size_t i = 0; i < g->n_frames; i++)
+    count[i] = cover[i] > 0 ? (uint8_t)rintf(sum[i] / cover[i]) : 0;
+  free(sum);
+  return 0;
+}
+
+/* ---- reconstruction (reconstruct + to_diarization) ---- */
+
+int wd__diar_reconstruct(const uint8_t *act, const int *hard, const uint8_t *count,
+                         const wd__diar_geom_t *g, int k, uint8_t *binary) {
+  const size_t K = k > 0 ? (size_t)k : 0;
+  memset(binary, 0, g->n_frames * K);
+  if (K == 0)
+    return 0;
+  float *sum = calloc(g->n_frames * K, sizeof *sum); /* (n_frames, k) */
+  if (!sum)
+    return WD_ENOMEM;
+  for (size_t c = 0; c < g->n_chunks; c++) {
+    const size_t f0 = wd__diar_chunk_frame(g, c);
+    const uint8_t *a = act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
+    const int *h = hard + WD__DIAR_LOCAL * c;
+    for (size_t f = 0; f < WD__DIAR_FRAMES && f0 + f < g->n_frames; f++) {
+      /* Each cluster present in the chunk adds the max of its local
+       * speakers, once: at its first local speaker. */
+      for (int s = 0; s < WD__DIAR_LOCAL; s++) {
+        if (h[s] < 0 || h[s] >= k)
+          continue;
+        int first = 1;
+        uint8_t m = 0;
+        for (int t = 0; t < WD__DIAR_LOCAL; t++)
+          if (h[t] == h[s]) {
+            first &= t >= s;
+            if (a[3 * f + (size_t)t] > m)
+              m = a[3 * f + (size_t)t];
+          }
+        if (first)
+          sum[(f0 + f) * K + (size_t)h[s]] += (float)m;
+      }
+    }
+  }
+  /* Each frame: the count[i] clusters of highest sum, the lower first on
+   * ties (np.argsort(-x) of a short row: insertion sort, stable). */
+  for (size_t i = 0; i < g->n_frames; i++) {
+    const size_t want = count[i] < K ? count[i] : K;
+    const float *r = sum + i * K;
+    uint8_t *b = binary + i * K;
+    for (size_t n = 0; n < want; n++) {
+      size_t best = K;
+      for (size_t kk = 0; kk < K; kk++)
+        if (!b[kk] && (best == K || r[kk] > r[best]))
+          best = kk;
+      b[best] = 1;
+    }
+  }
+  free(sum);
+  return 0;
+}
+
+/* ---- turns (to_annotation: Binarize onset = offset = 0.5) ---- */
+
+static double frame_middle(size_t i) {
+  return (double)i * WD__DIAR_FRAME_STEP_S + 0.5 * WD__DIAR_FRAME_DUR_S;
+}
+
+static int turn_cmp(const void *pa, const void *pb) {
+  const wd_diar_turn_t *a = pa, *b = pb;
+  if (a->start != b->start)
+    return a->start < b->start ? -1 : 1;
+  if (a->speaker != b->speaker)
+    return a->speaker < b->speaker ? -1 : 1;
+  return (a->end > b->end) - (a->end < b->end);
+}
+
+/* Appends [start, end) clipped to [0, end_s] when something is left. */
+static int turn_add(wd_diar_turn_t **t, size_t *n, size_t *cap, double start, double end,
+                    int spk, double end_s) {
+  if (end > end_s)
+    end = end_s;
+  if (start < 0)
+    start = 0;
+  if (!(end > start))
+    return 0;
+  if (*n == *cap) {
+    const size_t nc = *cap ? 2 * *cap : 64;
+    wd_diar_turn_t *g = realloc(*t, nc * sizeof *g);
+    if (!g)
+      return WD_ENOMEM;
+    *t = g;
+    *cap = nc;
+  }
+  (*t)[(*n)++] = (wd_diar_turn_t){ .start = start, .end = end, .speaker = spk };
+  return 0;
+}
+
+int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
+                   const float *centroids, wd_diar_result_t *out) {
+  memset(out, 0, sizeof *out);
+  const size_t K = k > 0 ? (size_t)k : 0;
+  if (K == 0 || n_frames == 0)
+    return 0;
+  wd_diar_turn_t *t = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  for (size_t kk = 0; kk < K && rc == 0; kk++) {
+    int on = binary[kk] != 0;
+    size_t start = 0;
+    for (size_t i = 1; i < n_frames && rc == 0; i++) {
+      const int y = binary[i * K + kk] != 0;
+      if (on && !y) {
+        rc = turn_add(&t, &n, &cap, frame_middle(start), frame_middle(i), (int)kk, end_s);
+        on = 0;
+      } else if (!on && y) {
+        start = i;
+        on = 1;
+      }
+    }
+    if (on && rc == 0)
+      rc = turn_add(&t, &n, &cap, frame_middle(start), frame_middle(n_frames - 1), (int)kk,
+                    end_s);
+  }
+  int *order = malloc(K * sizeof *order); /* cluster -> speaker, -1: no turn */
+  if (rc < 0 || !order) {
+    free(t);
+    free(order);
+    return WD_ENOMEM;
+  }
+  qsort(t, n, sizeof *t, turn_cmp);
+  for (size_t kk = 0; kk < K; kk++)
+    order[kk] = -1;
+  int n_spk = 0;
+  for (size_t i = 0; i < n; i++)
+    if (order[t[i].speaker] < 0)
+      order[t[i].speaker] = n_spk++;
+  for (size_t i = 0; i < n; i++)
+    t[i].speaker = order[t[i].speaker];
+  qsort(t, n, sizeof *t, turn_cmp); /* speakers' numbers changed the ties' order */
+  if (centroids && n_spk > 0) {
+    out->centroids = malloc((size_t)n_spk * WD_DIAR_EMB_DIM * sizeof *out->centroids);
+    if (!out->centroids) {
+      free(t);
+      free(order);
+      return WD_ENOMEM;
+    }
+    for (size_t kk = 0; kk < K; kk++) {
+      if (order[kk] < 0)
+        continue;
+      const float *src = centroids + kk * WD_DIAR_EMB_DIM;
+      float *dst = out->centroids + (size_t)order[kk] * WD_DIAR_EMB_DIM;
+      double ss = 0;
+      for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
+        ss += (double)src[d] * src[d];
+      const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+      for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
+        dst[d] = (float)(src[d] * inv);
+    }
+  }
+  free(order);
+  out->turns = t;
+  out->n_turns = n;
+  out->n_speakers = n_spk;
+  return 0;
+}
+
+/* ---- after the networks ---- */
+
+int wd__diar_acts_init(wd__diar_acts_t *a, const wd__diar_geom_t *g) {
+  const size_t n = g->n_chunks;
+  *a = (wd__diar_acts_t){ .g = *g };
+  a->act = calloc(n * WD__DIAR_FRAMES * WD__DIAR_LOCAL, 1);
+  a->emb = calloc(n * WD__DIAR_LOCAL * WD_DIAR_EMB_DIM, sizeof *a->emb);
+  a->state = malloc(n * WD__DIAR_LOCAL);
+  if (!a->act || !a->emb || !a->state) {
+    wd__diar_acts_free(a);
+    return WD_ENOMEM;
+  }
+  memset(a->state, -1, n * WD__DIAR_LOCAL);
+  return 0;
+}
+
+void wd__diar_acts_free(wd__diar_acts_t *a) {
+  free(a->act);
+  free(a->emb);
+  free(a->state);
+  a->act = NULL;
+  a->emb = NULL;
+  a->state = NULL;
+}
+
+/* The clusters' centroids (k x 192: the mean of their clustered
+ * embeddings, BaseClustering.assign_embeddings) and every embedded
+ * (chunk, speaker)'s cluster: the centroid of least cosine distance, the
+ * first on ties (np.argmax); hard[i] = -2 for inactive ones. */
+static void assign(const wd__diar_acts_t *a, const size_t *train, const int *labels,
+                   size_t n_train, int k, float *cent, int *hard) {
+  const size_t K = (size_t)k, D = WD_DIAR_EMB_DIM, n = a->g.n_chunks * WD__DIAR_LOCAL;
+  double acc[WD_DIAR_EMB_DIM];
+  for (size_t kk = 0; kk < K; kk++) {
+    size_t cnt = 0;
+    memset(acc, 0, sizeof acc);
+    for (size_t i = 0; i < n_train; i++) {
+      if ((size_t)labels[i] != kk)
+        continue;
+      for (size_t d = 0; d < D; d++)
+        acc[d] += a->emb[train[i] * D + d];
+      cnt++;
+    }
+    for (size_t d = 0; d < D; d++)
+      cent[kk * D + d] = cnt ? (float)(acc[d] / (double)cnt) : 0.0f;
+  }
+  double *cn = malloc(K * sizeof *cn); /* centroid norms; NULL: plain dots */
+  for (size_t kk = 0; cn && kk < K; kk++) {
+    double ss = 0;
+    for (size_t d = 0; d < D; d++)
+      ss += (double)cent[kk * D + d] * cent[kk * D + d];
+    cn[kk] = ss > 0 ? sqrt(ss) : 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (a->state[i] < 0) {
+      hard[i] = -2;
+      continue;
+    }
+    int best = 0;
+    double best_sim = -INFINITY;
+    for (size_t kk = 0; kk < K; kk++) {
+      double dot = 0;
+      for (size_t d = 0; d < D; d++)
+        dot += (double)a->emb[i * D + d] * cent[kk * D + d];
+      const double sim = cn ? dot / cn[kk] : dot; /* the embedding's own norm is common */
+      if (sim > best_sim) {
+        best_sim = sim;
+        best = (int)kk;
+      }
+    }
+    hard[i] = best;
+  }
+  free(cn);
+}
+
+int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar_result_t *out) {
+  memset(out, 0, sizeof *out);
+  if (p->min_speakers > 0 && p->max_speakers > 0 && p->min_speakers > p->max_speakers)
+    return WD_EINVAL;
+  const wd__diar_geom_t *g = &a->g;
+  const size_t n = g->n_chunks * WD__DIAR_LOCAL, D = WD_DIAR_EMB_DIM;
+  int rc = WD_ENOMEM, k = 0;
+  uint8_t *count = malloc(g->n_frames);
+  size_t *train = malloc((n ? n : 1) * sizeof *train);
+  int *hard = malloc((n ? n : 1) * sizeof *hard);
+  float *temb = NULL, *cent = NULL;
+  int *labels = NULL;
+  uint8_t *binary = NULL;
+  if (!count || !train || !hard)
+    goto fail;
+  if ((rc = wd__diar_count(a->act, g, count)) < 0)
+    goto fail;
+  uint8_t max_count = 0;
+  for (size_t i = 0; i < g->n_frames; i++)
+    if (count[i] > max_count)
+      max_count = count[i];
+  if (max_count == 0) { /* no speech anywhere */
+    rc = 0;
+    goto fail;
+  }
+
+  /* The clustered embeddings: an even subsample of at most N_MAX. */
+  size_t n_all = 0, n_train = 0;
+  for (size_t i = 0; i < n; i++)
+    if (a->state[i] == 1)
+      train[n_all++] = i;
+  n_train = n_all < WD_DIAR_CLUSTER_N_MAX ? n_all : WD_DIAR_CLUSTER_N_MAX;
+  for (size_t i = 0; i < n_train; i++)
+    train[i] = train[i * n_all / n_train]; /* i * n_all / n_train >= i: in place */
+  rc = WD_ENOMEM;
+  labels = malloc((n_train ? n_train : 1) * sizeof *labels);
+  temb = malloc((n_train ? n_train : 1) * D * sizeof *temb);
+  if (!labels || !temb)
+    goto fail;
+  if (n_train == 0) {
+    /* Nothing long enough to cluster: one speaker, its centroid the mean
+     * of whatever was embedded (pyannote's would be NaN). */
+    for (size_t i = 0; i < n; i++)
+      if (a->state[i] == 0)
+        train[n_train++] = i;
+    free(labels);
+    labels = calloc(n_train ? n_train : 1, sizeof *labels);
+    if (!labels)
+      goto fail;
+    k = 1;
+  } else {
+    for (size_t i = 0; i < n_train; i++)
+      memcpy(temb + i * D, a->emb + train[i] * D, D * sizeof *temb);
+    rc = wd_diar_cluster(temb, n_train, D, p->threshold, p->min_cluster_size, p->min_speakers,
+                         p->max_speakers, labels, &k);
+    if (rc < 0)
+      goto fail;
+  }
+  rc = WD_ENOMEM;
+  cent = malloc((size_t)k * D * sizeof *cent);
+  binary = malloc(g->n_frames * (size_t)k);
+  if (!cent || !binary)
+    goto fail;
+  assign(a, train, labels, n_train, k, cent, hard);
+
+  /* The count capped at max_speakers (as pyannote) and at k (see the top). */
+  for (size_t i = 0; i < g->n_frames; i++)
+    if (p->max_speakers > 0 && count[i] > p->max_speakers)
+      count[i] = (uint8_t)p->max_speakers;
+  if ((rc = wd__diar_reconstruct(a->act, hard, count, g, k, binary)) < 0)
+    goto fail;
+  rc = wd__diar_turns(binary, g->n_frames, k, (double)g->n_samples / WD_DIAR_SAMPLE_RATE, cent,
+                      out);
+fail:
+  free(count);
+  free(train);
+  free(hard);
+  free(temb);
+  free(cent);
+  free(labels);
+  free(binary);
+  return rc;
+}
