@@ -333,7 +333,7 @@ int wd_diar_cluster(const float *emb, size_t n, size_t dim, float threshold,
   const size_t n_pairs = n * (n - 1) / 2;
   double *x = malloc(n * dim * sizeof *x);          /* normalized embeddings */
   double *D = malloc(n_pairs * sizeof *D);          /* condensed distances */
-  double *Z = malloc(4 * (n - 1) * sizeof *Z);      /* the dendrogram */
+  double *Z = calloc(4 * (n - 1), sizeof *Z);       /* the dendrogram */
   double *Zi = malloc(4 * (n - 1) * sizeof *Zi);    /* heights replaced by ranks */
   fc_work_t work = { malloc(n * sizeof(double)), malloc(2 * n * sizeof(size_t)) };
   size_t *order = malloc(n * sizeof *order);
