@@ -9,20 +9,29 @@
  *     runs past the end, zero-padded in a buffer of its own) go through
  *     wd_diar_seg_forward together, and each frame's powerset class is
  *     decoded into the activity of 3 local speakers;
- *  2. for each chunk with an active speaker: its fbank and CAM++ trunk are
- *     computed ONCE, then one embedding per active local speaker is pooled
- *     from the trunk frames with per-frame weights made from that speaker's
+ *  2. for each chunk with an active speaker, one embedding per active
+ *     local speaker, pooled (wd_campp_embed) from the CAM++ trunk frames of
+ *     the chunk's window with per-frame weights made from that speaker's
  *     mask (its frames without overlap; wd__diar_trunk_weights maps the
- *     589 segmentation frames onto the trunk's ~50 frames per second by
+ *     589 segmentation frames onto the trunk's 50 frames per second by
  *     time). pyannote runs the embedding network once per (chunk, speaker)
- *     with the mask applied in its pooling; since the mask enters CAM++
- *     only at the pooling (statistics over frames), everything before it
- *     is the same for the chunk's speakers, and one trunk pass per chunk
- *     costs a third of three.
+ *     with the mask applied in its pooling. The mask enters CAM++ only at
+ *     the pooling, so the trunk (95 % of the network's work) need not run
+ *     per speaker, nor per chunk: with 10 s windows every second it would
+ *     see each second of audio ten times (2.5 s of CPU per 10 s of audio
+ *     measured, 80 % of it the trunk). It runs once over the signal
+ *     instead, in blocks of 10 s (BLOCK_SAMPLES) each computed with 1 s of
+ *     the neighbouring audio on both sides (MARGIN_SAMPLES) so that no kept
+ *     frame sees a block edge's zero padding; a chunk's window takes its
+ *     499 frames from the (at most two) blocks it spans (trunk_ring_t). The
+ *     trunk's normalizations (the fbank's mean, CAM++'s context means) then
+ *     span a block with its margins instead of the chunk's window: the
+ *     evaluation (tests/bench/diar_eval.py) measures what that costs.
  * should_stop is polled before each batch and each chunk's embeddings.
  *
- * Memory: per batch BATCH x 589 x 7 log-probabilities and one chunk's
- * fbank (998 x 80) and trunk (499 x 512) floats, reused; per chunk of the
+ * Memory: per batch BATCH x 589 x 7 log-probabilities, one block's fbank
+ * (1199 x 80) and trunk (600 x 512) floats, RING blocks of kept trunk
+ * frames (500 x 512 each) and a chunk's window of them (499 x 512); per chunk of the
  * signal what wd__diar_acts_t keeps (about 4 KB per second: diar_pipeline.c).
  *
  * Threading: everything on the calling thread; the model is read-only
@@ -41,6 +50,20 @@
 #include "error.h"
 
 #define BATCH 8 /* chunks per segmentation forward */
+
+/* The trunk's blocks. A trunk frame stands for 320 samples (the fbank's
+ * 160-sample hop, then the TDNN's stride 2): global trunk frame j starts
+ * at sample 320 j. Block b keeps global frames [500 b, 500 b + 500), which
+ * it computes from samples [BLOCK_SAMPLES b - MARGIN_SAMPLES,
+ * BLOCK_SAMPLES (b + 1) + BLOCK_TAIL + MARGIN_SAMPLES) (clipped to the
+ * signal): BLOCK_TAIL makes the 500th frame's fbank frames whole. */
+#define FRAME_SAMPLES 320
+#define BLOCK_SAMPLES 160000
+#define BLOCK_FRAMES (BLOCK_SAMPLES / FRAME_SAMPLES)
+#define BLOCK_TAIL 240
+#define MARGIN_SAMPLES 16000
+#define RING 3 /* blocks kept: a chunk spans two, and chunks come in order */
+_Static_assert(MARGIN_SAMPLES % FRAME_SAMPLES == 0, "a margin of whole frames");
 _Static_assert(WD__DIAR_FRAMES == WD_DIAR_SEG_FRAMES, "diar_internal.h's frames");
 _Static_assert(WD__DIAR_LOCAL == WD_DIAR_SEG_SPEAKERS, "diar_internal.h's speakers");
 _Static_assert(WD__DIAR_CHUNK == WD_DIAR_SEG_WINDOW, "diar_internal.h's chunk");
@@ -80,40 +103,101 @@ void wd_diar_free(wd_diar_t *d) {
 typedef struct {
   float *pad;    /* WD__DIAR_CHUNK: the zero-padded last chunk */
   float *logp;   /* BATCH x 589 x 7 */
-  float *feats;  /* T x 80, T = fbank frames of a chunk */
-  float *hidden; /* T' x 512 */
-  float *w;      /* T' trunk-frame weights */
-  size_t T, T_out;
+  float *feats;  /* a block's fbank: at most T_blk x 80 */
+  float *bhid;   /* a block's trunk: at most wd_campp_frames(T_blk) x 512 */
+  float *ring;   /* RING x BLOCK_FRAMES x 512: the kept frames of blocks ring_b[] */
+  long ring_b[RING];
+  float *hidden; /* a chunk's window of trunk frames: T_out x 512 */
+  float *w;      /* T_out trunk-frame weights */
+  size_t T_blk, T_out;
 } scratch_t;
 
 static void scratch_free(scratch_t *s) {
   free(s->pad);
   free(s->logp);
   free(s->feats);
+  free(s->bhid);
+  free(s->ring);
   free(s->hidden);
   free(s->w);
 }
 
 static int scratch_init(scratch_t *s) {
   memset(s, 0, sizeof *s);
-  s->T = wd_diar_fbank_frames(WD__DIAR_CHUNK);
-  s->T_out = wd_campp_frames(s->T);
+  s->T_blk = wd_diar_fbank_frames(BLOCK_SAMPLES + BLOCK_TAIL + 2 * MARGIN_SAMPLES);
+  s->T_out = wd_campp_frames(wd_diar_fbank_frames(WD__DIAR_CHUNK));
+  for (int r = 0; r < RING; r++)
+    s->ring_b[r] = -1;
   s->pad = calloc(WD__DIAR_CHUNK, sizeof *s->pad);
   s->logp = malloc((size_t)BATCH * WD__DIAR_FRAMES * WD_DIAR_SEG_CLASSES * sizeof *s->logp);
-  s->feats = malloc(s->T * WD_DIAR_FBANK_BINS * sizeof *s->feats);
+  s->feats = malloc(s->T_blk * WD_DIAR_FBANK_BINS * sizeof *s->feats);
+  s->bhid = malloc(wd_campp_frames(s->T_blk) * WD_CAMPP_HIDDEN * sizeof *s->bhid);
+  s->ring = malloc((size_t)RING * BLOCK_FRAMES * WD_CAMPP_HIDDEN * sizeof *s->ring);
   s->hidden = malloc(s->T_out * WD_CAMPP_HIDDEN * sizeof *s->hidden);
   s->w = malloc(s->T_out * sizeof *s->w);
-  if (!s->pad || !s->logp || !s->feats || !s->hidden || !s->w) {
+  if (!s->pad || !s->logp || !s->feats || !s->bhid || !s->ring || !s->hidden || !s->w) {
     scratch_free(s);
     return WD_ENOMEM;
   }
   return 0;
 }
 
+/* Block b's kept trunk frames into its ring slot (zeros for frames past
+ * the signal, or all of them when the block's audio is too short for the
+ * trunk). */
+static int block_trunk(const wd_diar_t *d, const float *pcm, size_t n, long b, scratch_t *s) {
+  float *dst = s->ring + (size_t)(b % RING) * BLOCK_FRAMES * WD_CAMPP_HIDDEN;
+  const size_t lo = (size_t)b * BLOCK_SAMPLES;
+  const size_t s0 = lo > MARGIN_SAMPLES ? lo - MARGIN_SAMPLES : 0;
+  size_t s1 = lo + BLOCK_SAMPLES + BLOCK_TAIL + MARGIN_SAMPLES;
+  s1 = s1 < n ? s1 : n;
+  memset(dst, 0, (size_t)BLOCK_FRAMES * WD_CAMPP_HIDDEN * sizeof *dst);
+  s->ring_b[b % RING] = b;
+  const size_t T = s1 > s0 ? wd_diar_fbank_frames(s1 - s0) : 0;
+  if (T < 4)
+    return 0; /* a few ms of audio: nothing to pool from */
+  int rc = wd_diar_fbank(pcm + s0, s1 - s0, s->feats);
+  if (rc == 0)
+    rc = wd_campp_trunk(d->emb, s->feats, T, s->bhid);
+  if (rc < 0)
+    return rc;
+  /* Block frame i starts at sample s0 + 320 i; global frame 500 b + k at
+   * lo + 320 k: k = i - (lo - s0) / 320. */
+  const size_t skip = (lo - s0) / FRAME_SAMPLES, To = wd_campp_frames(T);
+  for (size_t k = 0; k < BLOCK_FRAMES && skip + k < To; k++)
+    memcpy(dst + k * WD_CAMPP_HIDDEN, s->bhid + (skip + k) * WD_CAMPP_HIDDEN,
+           WD_CAMPP_HIDDEN * sizeof *dst);
+  return 0;
+}
+
+/* s->hidden: the T_out trunk frames of the window starting at sample
+ * start (its nearest whole frame), from the blocks it spans. */
+static int window_trunk(const wd_diar_t *d, const float *pcm, size_t n, size_t start,
+                        scratch_t *s) {
+  const size_t j0 = (start + FRAME_SAMPLES / 2) / FRAME_SAMPLES;
+  for (size_t k = 0; k < s->T_out;) {
+    const size_t j = j0 + k;
+    const long b = (long)(j / BLOCK_FRAMES);
+    if (s->ring_b[b % RING] != b) {
+      const int rc = block_trunk(d, pcm, n, b, s);
+      if (rc < 0)
+        return rc;
+    }
+    const size_t off = j % BLOCK_FRAMES;
+    size_t run = BLOCK_FRAMES - off;
+    run = run < s->T_out - k ? run : s->T_out - k;
+    memcpy(s->hidden + k * WD_CAMPP_HIDDEN,
+           s->ring + ((size_t)(b % RING) * BLOCK_FRAMES + off) * WD_CAMPP_HIDDEN,
+           run * WD_CAMPP_HIDDEN * sizeof *s->hidden);
+    k += run;
+  }
+  return 0;
+}
+
 /* The embeddings of chunk c's active local speakers (act: its 589 x 3
- * activity), from one fbank and trunk pass over its window. */
-static int embed_chunk(const wd_diar_t *d, const float *window, size_t c, scratch_t *s,
-                       wd__diar_acts_t *a) {
+ * activity), pooled from the window's trunk frames. */
+static int embed_chunk(const wd_diar_t *d, const float *pcm, size_t n, size_t start, size_t c,
+                       scratch_t *s, wd__diar_acts_t *a) {
   const uint8_t *act = a->act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
   uint8_t mask[WD__DIAR_FRAMES];
   int have_trunk = 0;
@@ -123,9 +207,7 @@ static int embed_chunk(const wd_diar_t *d, const float *window, size_t c, scratc
     if (clean < 0)
       continue; /* never active: state stays -1 */
     if (!have_trunk) {
-      int rc = wd_diar_fbank(window, WD__DIAR_CHUNK, s->feats);
-      if (rc == 0)
-        rc = wd_campp_trunk(d->emb, s->feats, s->T, s->hidden);
+      const int rc = window_trunk(d, pcm, n, start, s);
       if (rc < 0)
         return rc;
       have_trunk = 1;
@@ -133,7 +215,7 @@ static int embed_chunk(const wd_diar_t *d, const float *window, size_t c, scratc
     wd__diar_trunk_weights(mask, s->T_out, s->w);
     const int rc = wd_campp_embed(d->emb, s->hidden, s->T_out, s->w, a->emb + i * WD_DIAR_EMB_DIM);
     if (rc == WD_EINVAL)
-      continue; /* no weight at all (cannot happen for a non-empty mask) */
+      continue; /* no weight at all (the speaker's frames all past the signal) */
     if (rc < 0)
       return rc;
     a->state[i] = (double)clean >= WD__DIAR_TRAIN_RATIO * WD__DIAR_FRAMES ? 1 : 0;
@@ -188,7 +270,7 @@ int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_pa
         rc = WD_ECANCELED;
         goto out;
       }
-      if ((rc = embed_chunk(d, win[b], c, &s, &a)) < 0)
+      if ((rc = embed_chunk(d, pcm, n, c * g.step, c, &s, &a)) < 0)
         goto out;
     }
   }
