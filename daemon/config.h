@@ -96,6 +96,9 @@ typedef struct {
   char *vad_threshold;    /* a float */
   int vad_min_speech_ms, vad_min_silence_ms, vad_speech_pad_ms;
   char *vad_max_speech_s; /* a float; 0 = no limit */
+  bool diarize;           /* transcribe: speaker labels (core/diar.h) */
+  char *diar_seg_model;   /* pyannote segmentation-3.0, converted */
+  char *diar_emb_model;   /* CAM++ zh_en, converted */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
   int seed;
   bool prefill;           /* engine prefill of prompts (benchmarks turn it off) */
