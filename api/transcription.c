@@ -910,6 +910,10 @@ static void diar_task(void *arg) {
                        t, &r);
   for (int k = 0; k < t->n_known && rc == 0; k++)
     rc = wd_diar_embed_clip(t->m->diar, t->known_pcm[k], t->known_n[k], emb[k]);
+  /* Stopped by the job's deadline: the 504 a job past it gets. */
+  const double limit_s = t->s->o.job_timeout_s;
+  if (rc == WD_ECANCELED && limit_s > 0 && wd_now_s() - t->t_start > limit_s)
+    rc = WD_ETIMEDOUT;
   free(t->diar_pcm);
   t->diar_pcm = NULL;
   for (int k = 0; k < t->n_known; k++) {
