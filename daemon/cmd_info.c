@@ -36,9 +36,7 @@ static const char *wd_info_languages(int32_t n_vocab) {
   }
 }
 
-/* Whether serve would diarize: both networks loaded as it loads them
- * (a few tens of MiB read; nothing run). */
-static void wd_info_diarization(const wd_config_t *cfg, FILE *out) {
+void wd_cmd_print_diarization(const wd_config_t *cfg, FILE *out) {
   wd_diar_t *d = NULL;
   char msg[512] = "";
   const int rc = wd_diar_load(cfg->diar_seg_model, cfg->diar_emb_model, &d, msg, sizeof msg);
@@ -252,7 +250,7 @@ int wd_cmd_info(const wd_config_t *cfg, FILE *out) {
     return 1;
   }
   wd_info_print(path, is_dir, m, out);
-  wd_info_diarization(cfg, out);
+  wd_cmd_print_diarization(cfg, out);
   wd_info_plan(cfg, m, out);
   wd_model_free(m);
   return 0;

@@ -16,6 +16,10 @@
 int wd_cmd_devices(const wd_config_t *cfg, FILE *out);
 /* `whisperd info MODEL`: hyper-parameters, name, tensor types, parameters, memory. */
 int wd_cmd_info(const wd_config_t *cfg, FILE *out);
+/* "diarization: available (...)" or "...: unavailable: why": whether serve
+ * would diarize, both networks loaded as it loads them (a few tens of MiB
+ * read, nothing run). For `info` and `devices` (cmd_info.c). */
+void wd_cmd_print_diarization(const wd_config_t *cfg, FILE *out);
 /* `whisperd convert CT2_DIR -o FILE`: write a ggml file (via FILE.tmp + rename). */
 int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
 /* `whisperd quantize IN OUT TYPE`: write IN as a ggml file of weight type
