@@ -21,6 +21,7 @@ import base64
 import io
 import os
 import re
+import time
 import wave
 
 import pytest
@@ -357,3 +358,19 @@ def test_stream_raw_events(diar):
     for i, e in enumerate(evs[:-1]):
         assert e["type"] == "transcript.text.segment" and e["id"] == f"seg_{i}", e
         assert set(e) == {"type", "id", "start", "end", "speaker", "text"}, e
+
+
+def test_clients_leaving_mid_diarization(diar):
+    """Clients that hang up while their transcription and diarization run
+    (plain and streamed): the daemon stays healthy, counts no job left, and
+    the next request is answered in full."""
+    leavers = [wd_api.Background(diar.port, path=SAMPLE, response_format="diarized_json"),
+               wd_api.Background(diar.port, path=SAMPLE, response_format="diarized_json",
+                                 stream="true")]
+    time.sleep(0.5)
+    for b in leavers:
+        b.close()
+    wd_api.wait_counts(diar.port, lambda c: not c["running"] and not c["queued"],
+                       what="the hung-up jobs ended")
+    wd_api.assert_healthy(diar)
+    assert check_diarized(sample_diarized(diar))
