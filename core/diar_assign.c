@@ -105,11 +105,17 @@ static void word_speakers(const wd_diar_result_t *r, int n_spk, const wd_segment
       spk[i] = major;
 }
 
-/* Appends a piece; takes text. 0 or WD_ENOMEM (text freed). */
+/* Appends a piece; takes text. A piece without text (Whisper's empty
+ * segments: nothing was said there) is dropped: it has nobody to name.
+ * 0 or WD_ENOMEM (text freed). */
 static int push(wd_diar_segs_t *out, int *cap, double start, double end, int speaker,
                 char *text) {
   if (!text)
     return WD_ENOMEM;
+  if (text[strspn(text, " \t\n\r")] == '\0') {
+    free(text);
+    return 0;
+  }
   if (out->n_segs == *cap) {
     const int nc = *cap ? *cap * 2 : 16;
     wd_diar_seg_t *g = realloc(out->segs, (size_t)nc * sizeof *g);

@@ -14,7 +14,7 @@
  * joined exactly (Whisper's leading spaces kept); an uncut segment keeps its
  * own text. Pieces start at their first word (the first piece at the
  * segment's start) and end at their last (the last piece at the segment's
- * end).
+ * end). Segments without text (white space at most) are left out.
  *
  * With no turns at all (a diarization that found no speech, or none run)
  * every segment is given to one speaker, "A": the transcript still has text,

@@ -207,6 +207,18 @@ WD_TEST(no_turns_is_one_speaker_a) {
   WD_CHECK_EQ_INT(d.n_segs, 2);
   wd_diar_segs_free(&d);
   wd_transcript_free(&t);
+  /* Segments without text are left out (Whisper's empty ones). */
+  wd_transcript_t blank = { .n_segments = 2, .duration = 3.0 };
+  blank.segments = calloc(2, sizeof *blank.segments);
+  make_seg(&blank.segments[0], 0, 0.0, 1.0, NULL, 0, " ");
+  make_seg(&blank.segments[1], 1, 1.0, 2.0, NULL, 0, " Yes.");
+  finish(&blank);
+  WD_CHECK_EQ_INT(wd_diar_assign(&blank, NULL, &d), 0);
+  WD_CHECK_EQ_INT(d.n_segs, 1);
+  if (d.n_segs == 1)
+    WD_CHECK_EQ_STR(d.segs[0].text, " Yes.");
+  wd_diar_segs_free(&d);
+  wd_transcript_free(&blank);
   wd_transcript_t empty = { 0 };
   WD_CHECK_EQ_INT(wd_diar_assign(&empty, NULL, &d), 0);
   WD_CHECK_EQ_INT(d.n_segs, 0);
