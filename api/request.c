@@ -33,6 +33,9 @@ typedef enum {
   F_INCLUDE,      /* include: an array, like timestamp_granularities */
   F_CHUNKING,     /* chunking_strategy, whole ("auto" or a JSON object) */
   F_CHUNKING_KEY, /* chunking_strategy[key]: the SDKs' flattened object */
+  F_DIARIZE,      /* whisperd's own: diarize=true */
+  F_KNOWN_NAMES,  /* known_speaker_names[]: an array */
+  F_KNOWN_REFS,   /* known_speaker_references[]: an array of data URLs */
 } wd_field_t;
 
 /*
@@ -45,6 +48,7 @@ static wd_field_t field_of(const char *name) {
     { "language", F_LANGUAGE }, { "prompt", F_PROMPT },
     { "response_format", F_RESPONSE_FORMAT }, { "temperature", F_TEMPERATURE },
     { "stream", F_STREAM },     { "chunking_strategy", F_CHUNKING },
+    { "diarize", F_DIARIZE },
   };
   for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++)
     if (strcmp(name, scalars[i].name) == 0)
@@ -54,6 +58,7 @@ static wd_field_t field_of(const char *name) {
     return F_CHUNKING_KEY;
   static const struct { const char *name; wd_field_t f; } arrays[] = {
     { "timestamp_granularities", F_TIMESTAMP_GRANULARITIES }, { "include", F_INCLUDE },
+    { "known_speaker_names", F_KNOWN_NAMES }, { "known_speaker_references", F_KNOWN_REFS },
   };
   for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++) {
     const size_t n = strlen(arrays[a].name);
@@ -86,6 +91,9 @@ static const char *field_name(wd_field_t f) {
   case F_INCLUDE: return "include";
   case F_CHUNKING:
   case F_CHUNKING_KEY: return "chunking_strategy";
+  case F_DIARIZE: return "diarize";
+  case F_KNOWN_NAMES: return "known_speaker_names";
+  case F_KNOWN_REFS: return "known_speaker_references";
   default: return NULL;
   }
 }
@@ -128,6 +136,7 @@ static int parse_format(const char *s, wd_format_t *ret) {
   static const struct { const char *name; wd_format_t f; } names[] = {
     { "json", WD_FMT_JSON }, { "text", WD_FMT_TEXT },        { "srt", WD_FMT_SRT },
     { "vtt", WD_FMT_VTT },   { "verbose_json", WD_FMT_VERBOSE_JSON },
+    { "diarized_json", WD_FMT_DIARIZED_JSON },
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(s, names[i].name) == 0) {
@@ -156,6 +165,13 @@ typedef struct {
   int gran_seen;      /* timestamp_granularities parts, empty ones included */
   char *bad_gran;     /* the first value that is neither segment nor word */
   char *bad_include;  /* the first include value other than logprobs */
+  char *diarize;
+  /* known_speaker_names[] and known_speaker_references[] as sent, the
+   * first WD_DIAR_MAX_KNOWN of each kept; n_*: how many came. */
+  char *names[WD_DIAR_MAX_KNOWN];
+  int n_names;
+  const wd_multipart_part_t *refs[WD_DIAR_MAX_KNOWN];
+  int n_refs;
 } wd_raw_t;
 
 static void raw_clear(wd_raw_t *r) {
@@ -166,6 +182,9 @@ static void raw_clear(wd_raw_t *r) {
   json_decref(r->cs_keys);
   free(r->bad_gran);
   free(r->bad_include);
+  free(r->diarize);
+  for (int i = 0; i < WD_DIAR_MAX_KNOWN; i++)
+    free(r->names[i]);
 }
 
 /* One pass over the parts: the file, copies of the text fields. */
@@ -267,6 +286,20 @@ static int collect(const wd_multipart_t *form, wd_request_t *r, wd_raw_t *raw,
       free(v);
       break;
     }
+    case F_DIARIZE:
+      rc = set_text(&raw->diarize, p, 1);
+      break;
+    case F_KNOWN_NAMES:
+      /* Every item counts, an empty one too: the counts must match. */
+      if (raw->n_names < WD_DIAR_MAX_KNOWN && !(raw->names[raw->n_names] = value_dup(p, 1)))
+        rc = WD_ENOMEM;
+      raw->n_names++;
+      break;
+    case F_KNOWN_REFS:
+      if (raw->n_refs < WD_DIAR_MAX_KNOWN)
+        raw->refs[raw->n_refs] = p;
+      raw->n_refs++;
+      break;
     case F_OTHER:
       break;
     }
@@ -385,12 +418,154 @@ out:
   return rc;
 }
 
+/* One base64 digit's value, or -1. */
+static int b64_digit(unsigned char c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+' || c == '-') /* the URL-safe alphabet too */
+    return 62;
+  if (c == '/' || c == '_')
+    return 63;
+  return -1;
+}
+
+/* Standard (or URL-safe) base64, padded or not, into a malloc'd buffer.
+ * WD_EFORMAT for anything else, WD_ENOMEM. */
+static int b64_decode(const char *s, size_t n, uint8_t **ret, size_t *ret_len) {
+  while (n > 0 && s[n - 1] == '=')
+    n--;
+  if (n % 4 == 1)
+    return WD_EFORMAT;
+  uint8_t *out = malloc(n / 4 * 3 + 3);
+  if (!out)
+    return WD_ENOMEM;
+  size_t k = 0;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int d = b64_digit((unsigned char)s[i]);
+    if (d < 0) {
+      free(out);
+      return WD_EFORMAT;
+    }
+    acc = (acc << 6) | (uint32_t)d;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[k++] = (uint8_t)(acc >> bits);
+      acc &= (1u << bits) - 1;
+    }
+  }
+  *ret = out;
+  *ret_len = k;
+  return 0;
+}
+
+/* A data URL "data:[<mime>][;params];base64,<data>" into its bytes. The
+ * MIME type is not checked: the audio decoder sniffs the bytes, as it does
+ * the file's. WD_EFORMAT, WD_ENOMEM. */
+static int data_url_decode(const wd_multipart_part_t *p, uint8_t **ret, size_t *ret_len) {
+  const char *s = (const char *)p->data;
+  size_t n = p->len;
+  s = wd_py_strip(s, n, &n);
+  if (n < 5 || strncasecmp(s, "data:", 5) != 0)
+    return WD_EFORMAT;
+  const char *comma = memchr(s, ',', n);
+  if (!comma)
+    return WD_EFORMAT;
+  const size_t head = (size_t)(comma - s);
+  if (head < 12 || strncasecmp(comma - 7, ";base64", 7) != 0)
+    return WD_EFORMAT;
+  const size_t body = n - head - 1;
+  if (body == 0)
+    return WD_EFORMAT;
+  return b64_decode(comma + 1, body, ret, ret_len);
+}
+
+/* known_speaker_names[] and known_speaker_references[]: counts, names,
+ * data URLs (their audio is checked once decoded, transcription.c). */
+static int parse_known(wd_request_t *r, const wd_raw_t *raw, wd_api_error_t *err) {
+  if (raw->n_names == 0 && raw->n_refs == 0)
+    return 0;
+  if (!r->diarize)
+    return wd_api_error_set(err, 400, raw->n_names ? "known_speaker_names"
+                                                   : "known_speaker_references",
+                            "invalid_value",
+                            "known_speaker_names and known_speaker_references need speaker "
+                            "diarization: response_format 'diarized_json' or model "
+                            "'" WD_REQUEST_DIARIZE_MODEL "'.");
+  if (raw->n_names > WD_DIAR_MAX_KNOWN || raw->n_refs > WD_DIAR_MAX_KNOWN)
+    return wd_api_error_set(err, 400, raw->n_names > WD_DIAR_MAX_KNOWN
+                                          ? "known_speaker_names"
+                                          : "known_speaker_references",
+                            "array_above_max_length",
+                            "Invalid '%s': array too long. Expected an array with maximum "
+                            "length %d, but got an array with length %d instead.",
+                            raw->n_names > WD_DIAR_MAX_KNOWN ? "known_speaker_names"
+                                                             : "known_speaker_references",
+                            WD_DIAR_MAX_KNOWN,
+                            raw->n_names > WD_DIAR_MAX_KNOWN ? raw->n_names : raw->n_refs);
+  if (raw->n_names != raw->n_refs)
+    return wd_api_error_set(err, 400, raw->n_names < raw->n_refs ? "known_speaker_names"
+                                                                 : "known_speaker_references",
+                            "invalid_value",
+                            "known_speaker_names and known_speaker_references must have the "
+                            "same length: got %d names and %d references.",
+                            raw->n_names, raw->n_refs);
+  for (int i = 0; i < raw->n_names; i++) {
+    const char *name = raw->names[i];
+    const size_t len = strlen(name);
+    int bad = len == 0 || len > 64;
+    /* A label goes into WebVTT voice spans and SRT lines as it is. */
+    for (size_t k = 0; k < len && !bad; k++)
+      bad = (unsigned char)name[k] < 0x20 || name[k] == 0x7f || name[k] == '<' ||
+            name[k] == '>' || name[k] == '&';
+    for (size_t k = 0; k < len && !bad;) {
+      const long l = wd_utf8_seq((const unsigned char *)name + k, len - k);
+      bad = l <= 0;
+      k += l > 0 ? (size_t)l : 0;
+    }
+    if (bad)
+      return wd_api_error_set(err, 400, "known_speaker_names", "invalid_value",
+                              "Invalid 'known_speaker_names[%d]': a name must be 1 to 64 "
+                              "characters of UTF-8 without control characters, '<', '>' or "
+                              "'&'.", i);
+    for (int j = 0; j < i; j++)
+      if (strcmp(raw->names[j], name) == 0)
+        return wd_api_error_set(err, 400, "known_speaker_names", "invalid_value",
+                                "Invalid 'known_speaker_names[%d]': '%.64s' is given twice.", i,
+                                name);
+  }
+  for (int i = 0; i < raw->n_refs; i++) {
+    const int rc = data_url_decode(raw->refs[i], &r->known_refs[i], &r->known_ref_lens[i]);
+    if (rc == WD_ENOMEM)
+      return oom(err);
+    if (rc < 0)
+      return wd_api_error_set(err, 400, "known_speaker_references", "invalid_value",
+                              "Invalid 'known_speaker_references[%d]': expected a data URL of "
+                              "audio, 'data:<mime type>;base64,<the file in base64>'.", i);
+    r->n_known = i + 1;
+    if (!(r->known_names[i] = strdup(raw->names[i])))
+      return oom(err);
+  }
+  return 0;
+}
+
 static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *models,
                     int n_models, wd_api_error_t *err) {
   const int transcribe = r->task == WD_REQUEST_TRANSCRIBE;
   int mi = 0;
   while (mi < n_models && !model_known(&models[mi], r->model))
     mi++;
+  /* OpenAI's diarizing model: the first model serves it, diarizing (unless
+   * a served model is called that itself). */
+  const int diarize_model = transcribe && strcmp(r->model, WD_REQUEST_DIARIZE_MODEL) == 0;
+  if (mi == n_models && diarize_model && n_models > 0)
+    mi = 0;
   if (mi == n_models)
     return wd_api_error_set(err, 404, NULL, "model_not_found",
                             "The model `%.200s` does not exist or you do not have access to it.",
@@ -398,16 +573,27 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *mo
   const wd_request_model_t *m = &models[mi];
   r->model_idx = mi;
   r->format = WD_FMT_JSON;
-  if (raw->format) {
-    if (strcmp(raw->format, "diarized_json") == 0)
-      return wd_api_error_set(err, 400, "response_format", "unsupported_value",
-                              "response_format 'diarized_json' needs a diarization model; this "
-                              "server has none. Use json, text, srt, verbose_json or vtt.");
-    if (parse_format(raw->format, &r->format) < 0)
-      return wd_api_error_set(err, 400, "response_format", "invalid_value",
-                              "'%.64s' is not one of ['json', 'text', 'srt', 'verbose_json', "
-                              "'vtt'] - 'response_format'", raw->format);
-  }
+  if (raw->format && parse_format(raw->format, &r->format) < 0)
+    return wd_api_error_set(err, 400, "response_format", "invalid_value",
+                            "'%.64s' is not one of ['json', 'text', 'srt', 'verbose_json', "
+                            "'vtt', 'diarized_json'] - 'response_format'", raw->format);
+  int diarize_field = 0;
+  if (raw->diarize && parse_bool(raw->diarize, &diarize_field) < 0)
+    return wd_api_error_set(err, 400, "diarize", "invalid_type",
+                            "Invalid value for 'diarize': expected true or false, got '%.64s'.",
+                            raw->diarize);
+  r->diarize = r->format == WD_FMT_DIARIZED_JSON || diarize_model || diarize_field;
+  if (r->format == WD_FMT_DIARIZED_JSON && !transcribe)
+    return wd_api_error_set(err, 400, "response_format", "unsupported_value",
+                            "response_format 'diarized_json' is for transcriptions; "
+                            "translations cannot diarize.");
+  if (r->diarize && r->format == WD_FMT_VERBOSE_JSON)
+    return wd_api_error_set(err, 400, "response_format", "unsupported_value",
+                            "response_format 'verbose_json' is not compatible with speaker "
+                            "diarization; use 'diarized_json' (or json, text, srt, vtt).");
+  if (r->diarize && !transcribe)
+    return wd_api_error_set(err, 400, "diarize", "unsupported_value",
+                            "Translations cannot diarize.");
   if (raw->temperature) {
     char *end = NULL;
     const double t = strtod(raw->temperature, &end);
@@ -427,6 +613,12 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *mo
   if (raw->bad_include)
     return wd_api_error_set(err, 400, "include", "invalid_value",
                             "'%.64s' is not one of ['logprobs'] - 'include'", raw->bad_include);
+  if (r->logprobs && r->diarize)
+    return wd_api_error_set(err, 400, "include", "unsupported_value",
+                            "include 'logprobs' is not supported with speaker diarization.");
+  rc = parse_known(r, raw, err);
+  if (rc)
+    return rc;
   if (r->logprobs && r->format != WD_FMT_JSON && r->format != WD_FMT_VERBOSE_JSON)
     return wd_api_error_set(err, 400, "include", "invalid_value",
                             "include 'logprobs' requires response_format 'json' or "
@@ -495,6 +687,10 @@ void wd_request_clear(wd_request_t *r) {
   free(r->model);
   free(r->language);
   free(r->prompt);
+  for (int i = 0; i < WD_DIAR_MAX_KNOWN; i++) {
+    free(r->known_names[i]);
+    free(r->known_refs[i]);
+  }
   memset(r, 0, sizeof *r);
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "api_error.h"
+#include "diar_assign.h"
 #include "multipart.h"
 #include "render.h"
 #include "tokenizer.h"
@@ -61,7 +62,27 @@ typedef struct {
     double threshold;          /* server_vad's, OpenAI's defaults when absent */
     int prefix_padding_ms, silence_duration_ms;
   } chunking;
+  /* Speaker diarization (issue #41): response_format diarized_json, model
+   * gpt-4o-transcribe-diarize (served by the first model, with diarization
+   * on; then text, srt and vtt carry speaker labels too), or whisperd's own
+   * diarize=true field. */
+  int diarize;
+  /* known_speaker_names[] and known_speaker_references[] (data URLs of
+   * audio, decoded from base64 here; their length is checked after the
+   * audio decode, which is not this module's): n_known pairs. */
+  int n_known;
+  char *known_names[WD_DIAR_MAX_KNOWN];
+  uint8_t *known_refs[WD_DIAR_MAX_KNOWN]; /* the audio file's bytes, owned */
+  size_t known_ref_lens[WD_DIAR_MAX_KNOWN];
 } wd_request_t;
+
+/* The model name OpenAI diarizes with; accepted whatever the served models
+ * are called, and served by the first one with diarization on. */
+#define WD_REQUEST_DIARIZE_MODEL "gpt-4o-transcribe-diarize"
+
+/* A known speaker's reference clip: at least and at most these seconds. */
+#define WD_REQUEST_KNOWN_MIN_S 1.2
+#define WD_REQUEST_KNOWN_MAX_S 10.0
 
 /*
  * Reads and validates a request. On success fills *ret (release it with

@@ -593,7 +593,9 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
     rc = fail(err, err_len, rc, "cannot start the hang-up watcher: %s", wd_strerror(rc));
     goto fail;
   }
-  /* One decode per connection at most: max_connections bounds the tasks. */
+  /* One decode per connection at most: max_connections bounds the tasks
+   * (a diarized request's diarization is a second task of its connection;
+   * when the queue is full it runs on the decode task's own thread). */
   if ((rc = wd_taskq_new(o->decode_threads > 0 ? o->decode_threads : WD_DECODE_THREADS_DEFAULT,
                          o->max_connections > 0 ? o->max_connections : 1024, "wd-decode",
                          &s->decoders)) < 0) {

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "diar.h"
 #include "tokenizer.h"
 #include "vad.h"
 #include "workers.h"
@@ -89,6 +90,12 @@ typedef struct {
   const wd_vad_model_t *vad;
   const wd_vad_params_t *vad_params;
   int vad_default;
+  /* Speaker diarization (core/diar.h) for requests that ask for it
+   * (diarized_json, gpt-4o-transcribe-diarize, diarize=true), run on the
+   * decode threads beside the transcription; NULL when the server has
+   * none: those requests are answered 400. */
+  const wd_diar_t *diar;
+  const wd_diar_params_t *diar_params;
   const char *label;         /* the model's name, for the per-worker metrics */
   void (*on_retire)(void *ud); /* wd_server_replace: the model is no longer used */
   void *retire_ud;

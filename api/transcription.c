@@ -35,6 +35,21 @@
  * the MHD thread queues its task and suspends under t->mu, so the task's
  * resume (under t->mu too) always follows the suspend.
  *
+ * Speaker diarization (a request with req.diarize). The decode thread
+ * that decoded the upload also decodes the known speakers' reference clips
+ * (400 for one that is not 1.2-10 s of audio), submits the transcription
+ * (with word timestamps: they decide where a segment is cut) and then
+ * pushes the diarization (wd_diar_run, and the references' embeddings) as
+ * a task of its own on the same decode threads, so that it runs beside the
+ * transcription on the worker; it rides on the transcription's admission
+ * (the audio budget counted the upload's seconds once). t->diar_pending is
+ * set under t->mu before the job is submitted, so that on_done, however
+ * early, sees it: the request is answered (or its stream finished) only
+ * when both have ended (ready_locked). The diarization polls
+ * diar_should_stop between windows: the client gone, the transcription
+ * failed or cancelled, or the job's deadline passed. Attribution and
+ * rendering (cheap: milliseconds) run on the MHD thread, as every render.
+ *
  * The hang-up watch is registered under the same lock right after
  * suspending and removed right before resuming, so the watcher never
  * polls a connection that MHD may close and whose fd may be reused.
@@ -55,6 +70,8 @@
 
 #include "audio.h"
 #include "clock.h"
+#include "diar.h"
+#include "diar_assign.h"
 #include "error.h"
 #include "log.h"
 #include "taskq.h"
@@ -148,6 +165,23 @@ struct wd_transcription {
   int decode_rc;
   char decode_msg[256];
 
+  /* Diarization (req.diarize; see the header comment). diarize is set by
+   * the MHD thread before the decode; diar_pcm and the references' samples
+   * belong to the decode thread, then to the diarization task. */
+  int diarize;
+  float *diar_pcm;           /* (diar_n) the upload, 16 kHz mono */
+  size_t diar_n;
+  float *known_pcm[WD_DIAR_MAX_KNOWN]; /* (known_n[k]) each reference clip */
+  size_t known_n[WD_DIAR_MAX_KNOWN];
+  int n_known;
+  int has_diar_err;          /* decode thread: a reference refused (diar_err) */
+  wd_api_error_t diar_err;
+  /* Under mu. */
+  int diar_pending;          /* the diarization has not ended */
+  int diar_rc;
+  wd_diar_result_t diar;     /* its result (diar_rc 0) */
+  float known_emb[WD_DIAR_MAX_KNOWN][WD_DIAR_EMB_DIM]; /* the references' embeddings */
+
   /* The server's list of jobs in flight: under s->mu. */
   wd_transcription_t *live_prev, *live_next;
   int in_live;
@@ -162,6 +196,10 @@ static void tr_unref(wd_transcription_t *t) {
   /* Last reference: nobody else can see t. It never touches the server
    * here, which may already be gone when the job's reference is last. */
   wd_transcript_free(&t->result);
+  wd_diar_result_free(&t->diar);
+  free(t->diar_pcm);
+  for (int k = 0; k < WD_DIAR_MAX_KNOWN; k++)
+    free(t->known_pcm[k]);
   wd_served_release(t->rec);
   if (t->has_req)
     wd_request_clear(&t->req);
@@ -470,10 +508,69 @@ static void live_remove(wd_transcription_t *t) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* The request can be answered: its job ended, and so did its
+ * diarization, unless the job failed (then nothing waits for that). Under
+ * t->mu. */
+static int ready_locked(const wd_transcription_t *t) {
+  return t->done && (t->rc < 0 || !t->diarize || !t->diar_pending);
+}
+
+/* Appends the stream's transcript.text.done event (and [DONE]) for a
+ * finished transcript. Under t->mu. */
+static void ev_done_locked(wd_transcription_t *t) {
+  size_t n = 0;
+  const char *text = t->result.text ? wd_py_strip(t->result.text, strlen(t->result.text), &n)
+                                    : "";
+  json_t *tj = json_text(text, n);
+  /* OpenAI's done event carries usage as tokens (its SDKs type it so):
+   * the prompt's text tokens and the audio's encoder positions (50 a
+   * second, 1,500 a window) in, the tokens decoded (timestamps
+   * included, as in segments[].tokens) out. */
+  long out_tokens = 0;
+  for (int i = 0; i < t->result.n_segments; i++)
+    out_tokens += t->result.segments[i].n_tokens;
+  const long audio_tokens = (long)ceil(t->audio_s * WD_API_AUDIO_TOKENS_PER_S);
+  const long in_tokens = audio_tokens + t->n_prompt;
+  json_t *usage = json_pack("{s:s, s:I, s:{s:I, s:I}, s:I, s:I}", "type", "tokens",
+                            "input_tokens", (json_int_t)in_tokens, "input_token_details",
+                            "text_tokens", (json_int_t)t->n_prompt, "audio_tokens",
+                            (json_int_t)audio_tokens, "output_tokens",
+                            (json_int_t)out_tokens, "total_tokens",
+                            (json_int_t)(in_tokens + out_tokens));
+  json_t *ev = NULL;
+  if (tj && usage) /* "o" steals both, on failure too */
+    ev = json_pack("{s:s, s:o, s:o}", "type", "transcript.text.done", "text", tj, "usage",
+                   usage);
+  else {
+    json_decref(tj);
+    json_decref(usage);
+  }
+  if (ev && t->logprobs) {
+    json_t *lp = wd_render_logprobs(t->result.segments, t->result.n_segments, t->m->tok);
+    if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
+      json_decref(ev);
+      ev = NULL;
+    }
+  }
+  ev_append(t, ev, NULL);
+  json_decref(ev);
+  ev_append(t, NULL, "[DONE]");
+}
+
+/* Appends an error event for a job (or a diarization) that failed with
+ * rc. Under t->mu. */
+static void ev_error_locked(wd_transcription_t *t, int rc) {
+  wd_api_error_t e;
+  wd_api_error_from_job(&e, rc, 0, t->s->o.job_timeout_s, 0);
+  char *body = wd_api_error_json(&e);
+  if (body)
+    ev_append(t, NULL, body);
+  free(body);
+}
+
 /* Worker thread: the job ended. */
 static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   wd_transcription_t *t = ud;
-  wd_server_t *s = t->s;
   pthread_mutex_lock(&t->mu);
   t->done = 1;
   t->rc = rc;
@@ -482,61 +579,83 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
     t->result = *tr;
     memset(tr, 0, sizeof *tr);
   }
-  if (t->stream) {
-    if (rc == 0) {
-      size_t n = 0;
-      const char *text = t->result.text ? wd_py_strip(t->result.text, strlen(t->result.text),
-                                                         &n) : "";
-      json_t *tj = json_text(text, n);
-      /* OpenAI's done event carries usage as tokens (its SDKs type it so):
-       * the prompt's text tokens and the audio's encoder positions (50 a
-       * second, 1,500 a window) in, the tokens decoded (timestamps
-       * included, as in segments[].tokens) out. */
-      long out_tokens = 0;
-      for (int i = 0; i < t->result.n_segments; i++)
-        out_tokens += t->result.segments[i].n_tokens;
-      const long audio_tokens = (long)ceil(t->audio_s * WD_API_AUDIO_TOKENS_PER_S);
-      const long in_tokens = audio_tokens + t->n_prompt;
-      json_t *usage = json_pack("{s:s, s:I, s:{s:I, s:I}, s:I, s:I}", "type", "tokens",
-                                "input_tokens", (json_int_t)in_tokens, "input_token_details",
-                                "text_tokens", (json_int_t)t->n_prompt, "audio_tokens",
-                                (json_int_t)audio_tokens, "output_tokens",
-                                (json_int_t)out_tokens, "total_tokens",
-                                (json_int_t)(in_tokens + out_tokens));
-      json_t *ev = NULL;
-      if (tj && usage) /* "o" steals both, on failure too */
-        ev = json_pack("{s:s, s:o, s:o}", "type", "transcript.text.done", "text", tj, "usage",
-                       usage);
-      else {
-        json_decref(tj);
-        json_decref(usage);
-      }
-      if (ev && t->logprobs) {
-        json_t *lp = wd_render_logprobs(t->result.segments, t->result.n_segments, t->m->tok);
-        if (!lp || json_object_set_new(ev, "logprobs", lp) < 0) {
-          json_decref(ev);
-          ev = NULL;
-        }
-      }
-      ev_append(t, ev, NULL);
-      json_decref(ev);
-      ev_append(t, NULL, "[DONE]");
-    } else {
-      wd_api_error_t e;
-      wd_api_error_from_job(&e, rc, 0, s->o.job_timeout_s, 0);
-      char *body = wd_api_error_json(&e);
-      if (body)
-        ev_append(t, NULL, body);
-      free(body);
-    }
+  /* A diarized stream's events come once the diarization has ended too
+   * (diar_stream_locked, from the SSE reader). */
+  if (t->stream && !(t->diarize && rc == 0)) {
+    if (rc == 0)
+      ev_done_locked(t);
+    else
+      ev_error_locked(t, rc);
     t->ev_finished = 1;
     wd_transcript_free(&t->result);
   }
-  if (!t->decoding)
+  if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
   live_remove(t);
   tr_unref(t);
+}
+
+/* The diarized segments of a finished request and their labels (known
+ * speakers' names where their references matched, letters otherwise).
+ * *labels gets d->n_speakers malloc'd strings in a malloc'd array. Any
+ * thread, once ready_locked holds (nothing writes result or diar then). */
+static int diar_prepare(wd_transcription_t *t, wd_diar_segs_t *d, char ***ret_labels) {
+  *ret_labels = NULL;
+  int rc = wd_diar_assign(&t->result, &t->diar, d);
+  if (rc < 0)
+    return rc;
+  int *known = NULL;
+  const int n_spk = t->diar.n_speakers;
+  if (t->n_known > 0 && n_spk > 0) {
+    if (!(known = malloc((size_t)n_spk * sizeof *known))) {
+      wd_diar_segs_free(d);
+      return WD_ENOMEM;
+    }
+    wd_diar_match_known(t->diar.centroids, n_spk, &t->known_emb[0][0], t->n_known,
+                        WD_DIAR_KNOWN_MIN_COS, known);
+  }
+  char **labels = calloc((size_t)d->n_speakers + 1, sizeof *labels);
+  rc = labels ? wd_diar_labels(d, known, (const char *const *)t->req.known_names, labels)
+              : WD_ENOMEM;
+  free(known);
+  if (rc < 0) {
+    free(labels);
+    wd_diar_segs_free(d);
+    return rc;
+  }
+  *ret_labels = labels;
+  return 0;
+}
+
+static void diar_labels_release(char **labels, int n) {
+  wd_diar_labels_free(labels, n);
+  free(labels);
+}
+
+/* A diarized stream, both halves ended: a transcript.text.segment event
+ * per diarized segment in time order, then transcript.text.done (or the
+ * error event). Under t->mu (the SSE reader's). */
+static void diar_stream_locked(wd_transcription_t *t) {
+  int rc = t->diar_rc;
+  if (rc == 0) {
+    wd_diar_segs_t d;
+    char **labels = NULL;
+    rc = diar_prepare(t, &d, &labels);
+    if (rc == 0) {
+      for (int i = 0; i < d.n_segs; i++)
+        ev_segment(t, d.segs[i].start, d.segs[i].end, d.segs[i].text,
+                   labels[d.segs[i].speaker]);
+      diar_labels_release(labels, d.n_speakers);
+      wd_diar_segs_free(&d);
+    }
+  }
+  if (rc == 0)
+    ev_done_locked(t);
+  else
+    ev_error_locked(t, rc);
+  t->ev_finished = 1;
+  wd_transcript_free(&t->result);
 }
 
 /* The transcript as the response, or the job's error. */
@@ -554,12 +673,33 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
     snprintf(t->result.language, sizeof t->result.language, "en");
   char *text = NULL;
   const char *task = t->task == WD_REQUEST_TRANSLATE ? "translate" : "transcribe";
-  const int r =
-      t->logprobs ? wd_render_with_logprobs(&t->result, t->format, task, t->verbose_parts,
+  if (t->diarize) {
+    pthread_mutex_lock(&t->mu); /* ready: nothing writes these now; the lock for the reader */
+    const int drc = t->diar_rc;
+    pthread_mutex_unlock(&t->mu);
+    if (drc < 0) {
+      wd_transcript_free(&t->result);
+      wd_api_error_t e;
+      wd_api_error_from_job(&e, drc, 0, s->o.job_timeout_s, wd__server_retry_after(t->m));
+      if (drc != WD_ECANCELED)
+        wd_log_warning("api: diarization failed: %s (%s)", wd_strerror(drc), wd_err_name(drc));
+      return answer_error(t, &e);
+    }
+  }
+  wd_diar_segs_t d = { 0 };
+  char **labels = NULL;
+  int r = t->diarize ? diar_prepare(t, &d, &labels) : 0;
+  if (r == 0)
+    r = t->diarize ? wd_render_diarized(&t->result, &d, (const char *const *)labels, t->format,
+                                        task, &text)
+      : t->logprobs ? wd_render_with_logprobs(&t->result, t->format, task, t->verbose_parts,
                                             t->m->tok, &text)
       : t->format == WD_FMT_VERBOSE_JSON
           ? wd_render_verbose_json(&t->result, task, t->verbose_parts, &text)
           : wd_render(&t->result, t->format, task, &text);
+  if (labels)
+    diar_labels_release(labels, d.n_speakers);
+  wd_diar_segs_free(&d);
   wd_transcript_free(&t->result);
   if (r < 0) {
     wd_api_error_t e;
@@ -593,6 +733,12 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
       t->ev_off = t->ev_len = 0;
     pthread_mutex_unlock(&t->mu);
     return (ssize_t)n;
+  }
+  if (!t->ev_finished && t->diarize && t->done && t->rc == 0 && ready_locked(t)) {
+    /* Both halves of a diarized stream ended: its events, then read on. */
+    diar_stream_locked(t);
+    pthread_mutex_unlock(&t->mu);
+    return sse_read(cls, pos, buf, max);
   }
   if (t->ev_finished) {
     pthread_mutex_unlock(&t->mu);
@@ -639,11 +785,13 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   p.decode.translate = t->task == WD_REQUEST_TRANSLATE;
   p.decode.prompt = t->prompt;
   p.decode.n_prompt = t->n_prompt;
-  p.decode.word_timestamps = req->timestamps_word;
+  /* Diarization cuts segments where their words change speaker. */
+  p.decode.word_timestamps = req->timestamps_word || t->diarize;
   p.timeout_s = s->o.job_timeout_s;
   p.cb.ud = t;
   p.cb.on_done = on_done;
-  p.cb.on_segment = t->stream ? on_segment : NULL;
+  /* A diarized stream sends its segments once they are attributed. */
+  p.cb.on_segment = t->stream && !t->diarize ? on_segment : NULL;
 
   /* The job's reference and the in-flight entry exist before submit:
    * on_done may run before submit returns. */
@@ -665,6 +813,11 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   if (t->m->vad_params)
     vp = *t->m->vad_params;
   const wd_vad_model_t *vad = t->m->vad_default ? t->m->vad : NULL;
+  /* A diarized request without chunking_strategy is taken as "auto" (as
+   * OpenAI's diarizing model asks for it), when the server has a VAD. */
+  const int chunked = req->chunking.set || (t->diarize && t->m->vad);
+  if (chunked)
+    vad = t->m->vad;
   if (req->chunking.set) {
     vad = t->m->vad;
     if (!req->chunking.is_auto) {
@@ -677,7 +830,7 @@ static int submit_job(wd_transcription_t *t, int16_t *pcm, size_t n) {
   uint64_t id = 0;
   /* chunking_strategy: the speech in chunks of up to 30 s, decoded side by
    * side (chunk_job.h); --vad alone: the sequential filter (vad_job.h). */
-  const int rc = req->chunking.set ? wd_chunk_submit(t->m->workers, vad, &vp, pcm, n, &p, &id)
+  const int rc = chunked ? wd_chunk_submit(t->m->workers, vad, &vp, pcm, n, &p, &id)
                                    : wd_vad_submit(t->m->workers, vad, &vp, pcm, n, &p, &id);
   if (rc < 0) {
     live_remove(t);
@@ -711,8 +864,9 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
     pthread_mutex_unlock(&t->mu);
     return start_stream(t);
   }
-  if (t->done) {
-    /* The worker finished first: answer now, never suspend. */
+  if (ready_locked(t)) {
+    /* The worker (and the diarization) finished first: answer now, never
+     * suspend. */
     const int jrc = t->rc;
     pthread_mutex_unlock(&t->mu);
     return answer_result(t, jrc);
@@ -728,6 +882,117 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
 static int decode_room(void *ud, double seconds) {
   const wd_transcription_t *t = ud;
   return wd_workers_has_room(t->m->workers, seconds) ? 0 : WD_EBUSY;
+}
+
+/* The diarization's stop test, polled between its windows: the client
+ * left, the transcription failed (or was cancelled), or the job's
+ * deadline passed. */
+static int diar_should_stop(void *ud) {
+  wd_transcription_t *t = ud;
+  const double limit_s = t->s->o.job_timeout_s;
+  if (limit_s > 0 && wd_now_s() - t->t_start > limit_s)
+    return 1;
+  pthread_mutex_lock(&t->mu);
+  const int stop = t->conn_gone || (t->done && t->rc < 0);
+  pthread_mutex_unlock(&t->mu);
+  return stop;
+}
+
+/* A decode thread: the request's diarization and its known speakers'
+ * embeddings, beside its transcription on the worker. Holds a reference
+ * to t. */
+static void diar_task(void *arg) {
+  wd_transcription_t *t = arg;
+  wd_diar_result_t r = { 0 };
+  float emb[WD_DIAR_MAX_KNOWN][WD_DIAR_EMB_DIM];
+  const double t0 = wd_now_s();
+  int rc = wd_diar_run(t->m->diar, t->diar_pcm, t->diar_n, t->m->diar_params, diar_should_stop,
+                       t, &r);
+  for (int k = 0; k < t->n_known && rc == 0; k++)
+    rc = wd_diar_embed_clip(t->m->diar, t->known_pcm[k], t->known_n[k], emb[k]);
+  /* Stopped by the job's deadline: the 504 a job past it gets. */
+  const double limit_s = t->s->o.job_timeout_s;
+  if (rc == WD_ECANCELED && limit_s > 0 && wd_now_s() - t->t_start > limit_s)
+    rc = WD_ETIMEDOUT;
+  free(t->diar_pcm);
+  t->diar_pcm = NULL;
+  for (int k = 0; k < t->n_known; k++) {
+    free(t->known_pcm[k]);
+    t->known_pcm[k] = NULL;
+  }
+  if (rc == 0)
+    wd_log_debug("api: diarized %.1f s of audio in %.0f ms: %d speakers, %zu turns",
+                 (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, (wd_now_s() - t0) * 1e3,
+                 r.n_speakers, r.n_turns);
+  pthread_mutex_lock(&t->mu);
+  t->diar_rc = rc;
+  if (rc == 0) {
+    t->diar = r;
+    memcpy(t->known_emb, emb, sizeof emb);
+  } else {
+    wd_diar_result_free(&r);
+  }
+  t->diar_pending = 0;
+  if (!t->decoding && ready_locked(t))
+    resume_locked(t);
+  pthread_mutex_unlock(&t->mu);
+  tr_unref(t);
+}
+
+/* Decode thread, a diarized request: its samples as floats for the
+ * diarization, and each known speaker's reference decoded and checked
+ * (1.2 to 10 s of audio, else t->diar_err). 0, or WD_EINVAL with
+ * t->diar_err set, or WD_ENOMEM. */
+static int diar_prepare_audio(wd_transcription_t *t, const int16_t *pcm, size_t n) {
+  wd_server_t *s = t->s;
+  for (int k = 0; k < t->req.n_known; k++) {
+    const wd_audio_opts_t o = { .max_seconds = 60, .timeout_s = s->o.decode_timeout_s };
+    int16_t *ref = NULL;
+    size_t rn = 0;
+    char msg[256] = "";
+    const int rc = wd_audio_decode(t->req.known_refs[k], t->req.known_ref_lens[k], &o, &ref, &rn,
+                                   msg, sizeof msg);
+    free(t->req.known_refs[k]); /* the bytes are no longer needed */
+    t->req.known_refs[k] = NULL;
+    const double secs = (double)rn / WD_AUDIO_SAMPLE_RATE;
+    if (rc == WD_ENOMEM) {
+      free(ref);
+      return WD_ENOMEM;
+    }
+    if (rc < 0 || secs < WD_REQUEST_KNOWN_MIN_S || secs > WD_REQUEST_KNOWN_MAX_S) {
+      free(ref);
+      t->has_diar_err = 1;
+      if (rc < 0 && rc != WD_ETOOBIG)
+        wd_api_error_set(&t->diar_err, 400, "known_speaker_references", "invalid_value",
+                         "Invalid 'known_speaker_references[%d]': the audio could not be "
+                         "decoded (%.200s).", k, msg[0] ? msg : wd_strerror(rc));
+      else
+        wd_api_error_set(&t->diar_err, 400, "known_speaker_references", "invalid_value",
+                         "Invalid 'known_speaker_references[%d]': each reference must be "
+                         "between %.1f and %.0f seconds of audio; this one is %s%.2f s.", k,
+                         WD_REQUEST_KNOWN_MIN_S, WD_REQUEST_KNOWN_MAX_S,
+                         rc == WD_ETOOBIG ? "over " : "", rc == WD_ETOOBIG ? 60.0 : secs);
+      return WD_EINVAL;
+    }
+    float *f = malloc(rn * sizeof *f);
+    if (!f) {
+      free(ref);
+      return WD_ENOMEM;
+    }
+    for (size_t i = 0; i < rn; i++)
+      f[i] = (float)ref[i] / 32768.0f;
+    free(ref);
+    t->known_pcm[k] = f;
+    t->known_n[k] = rn;
+    t->n_known = k + 1;
+  }
+  if (!(t->diar_pcm = malloc(n * sizeof *t->diar_pcm)))
+    return WD_ENOMEM;
+  /* As openai/whisper's load_audio scales s16 (and the VAD reads it). */
+  for (size_t i = 0; i < n; i++)
+    t->diar_pcm[i] = (float)pcm[i] / 32768.0f;
+  t->diar_n = n;
+  return 0;
 }
 
 /* A decode thread: the upload to samples, then back to the MHD thread.
@@ -762,22 +1027,43 @@ static void decode_task(void *arg) {
   /* From here the job counts in the worker's queue, not as a decode (the
    * task itself may stay on the thread a little longer). */
   atomic_fetch_sub(&t->s->n_decoding, 1);
+  int diar_go = 0;
   if (rc == 0 && n >= WD_AUDIO_SAMPLE_RATE / 10) {
     t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
-    submit_rc = submit_job(t, pcm, n);
-    pcm = NULL;
-    submitted = 1;
+    const int prc = t->diarize ? diar_prepare_audio(t, pcm, n) : 0;
+    if (prc == 0) {
+      /* Pending before the submit: on_done may run before it returns. */
+      pthread_mutex_lock(&t->mu);
+      t->diar_pending = t->diarize;
+      pthread_mutex_unlock(&t->mu);
+      submit_rc = submit_job(t, pcm, n);
+      pcm = NULL;
+      submitted = 1;
+      diar_go = t->diarize && submit_rc == 0;
+    } else if (prc == WD_ENOMEM && !t->has_diar_err) {
+      t->has_diar_err = 1;
+      wd_api_error_set(&t->diar_err, 500, NULL, NULL, "The server ran out of memory.");
+    }
   }
   pthread_mutex_lock(&t->mu);
   t->decoded = 1;
   t->decoding = 0;
   t->decode_rc = rc;
   t->submit_rc = submitted ? submit_rc : 1; /* 1: not submitted */
+  if (!diar_go)
+    t->diar_pending = 0;
   free(pcm); /* not submitted */
   t->n_pcm = n;
   memcpy(t->decode_msg, msg, sizeof msg);
   resume_locked(t);
   pthread_mutex_unlock(&t->mu);
+  if (diar_go) {
+    /* Its own task on the decode threads, beside the transcription; when
+     * their queue is full, here (this is one of them too). */
+    atomic_fetch_add(&t->refs, 1);
+    if (wd_taskq_push(s->decoders, diar_task, t) < 0)
+      diar_task(t);
+  }
   tr_unref(t);
 }
 
@@ -899,6 +1185,18 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
                      "Silero VAD model (its operator can fetch one with scripts/fetch-vad.sh).");
     return answer_error(t, &e);
   }
+  if (req.diarize && !t->m->diar) {
+    const int fmt = req.format == WD_FMT_DIARIZED_JSON;
+    const int alias = strcmp(req.model, WD_REQUEST_DIARIZE_MODEL) == 0;
+    wd_request_clear(&req);
+    wd_multipart_free(form);
+    wd_api_error_set(&e, 400, fmt ? "response_format" : alias ? "model" : "diarize",
+                     "diarization_unavailable",
+                     "Speaker diarization needs its two models, and this server has none "
+                     "(its operator can fetch them with scripts/fetch-diarization.sh).");
+    return answer_error(t, &e);
+  }
+  t->diarize = req.diarize;
   t->format = req.format;
   /* OpenAI: segments unless only words were asked for; words when asked. */
   t->verbose_parts = (req.timestamps_segment || !req.timestamps_word ? WD_RENDER_SEGMENTS : 0u) |
@@ -983,6 +1281,8 @@ static enum MHD_Result on_decoded(wd_transcription_t *t) {
     wd_api_error_from_audio(&e, rc, t->decode_msg, s->o.max_audio_s);
     return answer_error(t, &e);
   }
+  if (t->has_diar_err) /* a known speaker's reference refused: nothing submitted */
+    return answer_error(t, &t->diar_err);
   if (submit_rc > 0) { /* not submitted: what decoding gives, not what a header says */
     t->audio_s = (double)n / WD_AUDIO_SAMPLE_RATE;
     wd_api_error_set(&e, 400, "file", "audio_too_short",
@@ -1017,12 +1317,12 @@ enum MHD_Result wd_transcription_handle(wd_transcription_t *t, const char *data,
   case PH_DECODING:
     return on_decoded(t);
   case PH_WAITING: {
-    /* Resumed by on_done. */
+    /* Resumed by on_done (or the diarization's end). */
     pthread_mutex_lock(&t->mu);
-    const int done = t->done, rc = t->rc;
+    const int done = ready_locked(t), rc = t->rc;
     pthread_mutex_unlock(&t->mu);
     if (!done) {
-      /* Cannot happen: only on_done resumes a waiting request. */
+      /* Cannot happen: only a ready request is resumed while waiting. */
       wd_log_error("api: waiting request resumed without a result");
       return MHD_NO;
     }

@@ -21,6 +21,7 @@ int wd_format_parse(const char *s, wd_format_t *ret) {
   static const struct { const char *name; wd_format_t f; } names[] = {
     { "text", WD_FMT_TEXT }, { "txt", WD_FMT_SEGMENTS }, { "srt", WD_FMT_SRT },
     { "vtt", WD_FMT_VTT },   { "json", WD_FMT_JSON },    { "verbose_json", WD_FMT_VERBOSE_JSON },
+    { "diarized_json", WD_FMT_DIARIZED_JSON },
   };
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (s && strcmp(s, names[i].name) == 0) {
@@ -348,4 +349,128 @@ int wd_render_with_logprobs(const wd_transcript_t *t, wd_format_t fmt, const cha
   if (fmt != WD_FMT_JSON && fmt != WD_FMT_VERBOSE_JSON)
     return WD_EINVAL;
   return render_json(t, fmt == WD_FMT_VERBOSE_JSON, task, verbose_flags, tok, ret_text);
+}
+
+/* The top-level "text": stripped, repaired. */
+static json_t *top_text(const wd_transcript_t *t) {
+  size_t n = 0;
+  const char *text = t->text ? wd_py_strip(t->text, strlen(t->text), &n) : "";
+  return json_text(text, n);
+}
+
+static int render_diarized_json(const wd_transcript_t *t, const wd_diar_segs_t *d,
+                                const char *const *labels, const char *task, char **ret) {
+  json_t *segs = json_array();
+  for (int i = 0; segs && i < d->n_segs; i++) {
+    const wd_diar_seg_t *g = &d->segs[i];
+    char id[32];
+    snprintf(id, sizeof id, "seg_%d", i);
+    const char *who = labels[g->speaker];
+    json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:o?, s:o?}", "type", "transcript.text.segment",
+                          "id", id, "start", g->start, "end", g->end, "speaker",
+                          json_text(who, strlen(who)), "text",
+                          json_text(g->text ? g->text : "", g->text ? strlen(g->text) : 0));
+    if (!o || json_array_append_new(segs, o) < 0) {
+      json_decref(segs);
+      segs = NULL;
+    }
+  }
+  json_t *root =
+      segs ? json_pack("{s:s, s:f, s:o?, s:o, s:{s:s, s:I}}", "task", task ? task : "transcribe",
+                       "duration", t->duration, "text", top_text(t), "segments", segs, "usage",
+                       "type", "duration", "seconds",
+                       (json_int_t)wd_render_usage_seconds(t->duration))
+           : NULL;
+  char *s = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+  json_decref(root);
+  if (!s)
+    return WD_ENOMEM;
+  *ret = s;
+  return 0;
+}
+
+int wd_render_diarized(const wd_transcript_t *t, const wd_diar_segs_t *d,
+                       const char *const *labels, wd_format_t fmt, const char *task,
+                       char **ret_text) {
+  if (fmt == WD_FMT_DIARIZED_JSON)
+    return render_diarized_json(t, d, labels, task, ret_text);
+  if (fmt == WD_FMT_JSON)
+    return wd_render(t, fmt, task, ret_text);
+  wd_sb_t b = { 0 };
+  const char sep = fmt == WD_FMT_SRT ? ',' : '.';
+  if (fmt == WD_FMT_VTT)
+    sb_printf(&b, "WEBVTT\n\n");
+  for (int i = 0; i < d->n_segs; i++) {
+    const wd_diar_seg_t *g = &d->segs[i];
+    const char *who = labels[g->speaker];
+    const char *text = g->text ? g->text : "";
+    switch (fmt) {
+    case WD_FMT_TEXT: {
+      size_t n = 0;
+      const char *s = wd_py_strip(text, strlen(text), &n);
+      const int same = i > 0 && d->segs[i - 1].speaker == g->speaker;
+      if (n == 0)
+        break;
+      if (same && b.len > 0 && b.s[b.len - 1] == '\n') {
+        b.len--; /* the turn goes on: this text on the same line */
+        sb_put(&b, " ", 1);
+      } else {
+        sb_put(&b, who, strlen(who));
+        sb_put(&b, ": ", 2);
+      }
+      sb_put(&b, s, n);
+      sb_put(&b, "\n", 1);
+      break;
+    }
+    case WD_FMT_SEGMENTS:
+      sb_printf(&b, "[");
+      sb_time(&b, g->start, '.');
+      sb_printf(&b, " --> ");
+      sb_time(&b, g->end, '.');
+      sb_printf(&b, "]  ");
+      sb_put(&b, who, strlen(who));
+      sb_put(&b, ": ", 2);
+      sb_cue_text(&b, text);
+      sb_printf(&b, "\n");
+      break;
+    case WD_FMT_SRT:
+    case WD_FMT_VTT:
+      if (fmt == WD_FMT_SRT)
+        sb_printf(&b, "%d\n", i + 1);
+      sb_time(&b, g->start, sep);
+      sb_printf(&b, " --> ");
+      sb_time(&b, g->end, sep);
+      sb_printf(&b, "\n");
+      if (fmt == WD_FMT_SRT) {
+        sb_put(&b, who, strlen(who));
+        sb_put(&b, ": ", 2);
+      } else {
+        sb_put(&b, "<v ", 3);
+        sb_put(&b, who, strlen(who));
+        sb_put(&b, ">", 1);
+      }
+      sb_cue_text(&b, text);
+      sb_printf(&b, "\n\n");
+      break;
+    default:
+      free(b.s);
+      return WD_EINVAL;
+    }
+  }
+  if (fmt == WD_FMT_TEXT && b.len == 0)
+    sb_put(&b, "\n", 1); /* as wd_render's text: one line, empty */
+  if (b.err || !b.s) {
+    free(b.s);
+    if (b.err)
+      return WD_ENOMEM;
+    b.s = calloc(1, 1);
+    if (!b.s)
+      return WD_ENOMEM;
+  }
+  char *fixed = wd_render_utf8_dup(b.s, b.len);
+  free(b.s);
+  if (!fixed)
+    return WD_ENOMEM;
+  *ret_text = fixed;
+  return 0;
 }

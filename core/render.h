@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "decode.h"
+#include "diar_assign.h"
 #include "tokenizer.h"
 
 typedef enum {
@@ -19,9 +20,12 @@ typedef enum {
   WD_FMT_VTT,
   WD_FMT_JSON,          /* {"text": ...} */
   WD_FMT_VERBOSE_JSON,  /* task, language, duration, text, segments */
+  WD_FMT_DIARIZED_JSON, /* OpenAI's TranscriptionDiarized: task, duration, text,
+                         * segments with speakers (wd_render_diarized only) */
 } wd_format_t;
 
-/* Parses "text", "txt" (segments), "srt", "vtt", "json", "verbose_json". */
+/* Parses "text", "txt" (segments), "srt", "vtt", "json", "verbose_json",
+ * "diarized_json". */
 int wd_format_parse(const char *s, wd_format_t *ret);
 
 /*
@@ -59,6 +63,25 @@ json_t *wd_render_logprobs(const wd_segment_t *segs, int n, const wd_tokenizer_t
  * after the text. */
 int wd_render_with_logprobs(const wd_transcript_t *t, wd_format_t fmt, const char *task,
                             unsigned verbose_flags, const wd_tokenizer_t *tok, char **ret_text);
+
+/*
+ * A diarized transcript (t's text and duration, d's segments, labels[k] the
+ * label of d's speaker k):
+ *   WD_FMT_DIARIZED_JSON  {"task", "duration", "text", "segments": [{"type":
+ *                         "transcript.text.segment", "id": "seg_N", "start",
+ *                         "end", "speaker", "text"}], "usage"}, as OpenAI's
+ *                         TranscriptionDiarized;
+ *   WD_FMT_TEXT           one line per turn ("A: text"; consecutive segments
+ *                         of one speaker share a line);
+ *   WD_FMT_SEGMENTS       "[start --> end]  A: text" per segment;
+ *   WD_FMT_SRT            cues "A: text";
+ *   WD_FMT_VTT            cues "<v A>text" (WebVTT voice spans);
+ *   WD_FMT_JSON           {"text", "usage"} as wd_render (no place for speakers).
+ * Other formats: WD_EINVAL. Text is repaired to UTF-8 as wd_render does.
+ */
+int wd_render_diarized(const wd_transcript_t *t, const wd_diar_segs_t *d,
+                       const char *const *labels, wd_format_t fmt, const char *task,
+                       char **ret_text);
 
 /* The whole seconds `usage` reports for a duration: ceil, at least 0. */
 long wd_render_usage_seconds(double duration_s);

@@ -1,6 +1,7 @@
 /*
  * cmd_devices.c - `whisperd devices`: what Vulkan devices are visible and
- * which one the engine would pick, and the native CPU engine (--device cpu).
+ * which one the engine would pick, and the native CPU engine (--device cpu);
+ * and whether speaker diarization (CPU only) is available.
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -86,5 +87,6 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   char summary[256];
   const int n_all = wd_device_choose_list(&all, 1, dcs, WD_DEVICES_MAX, summary, sizeof summary);
   fprintf(out, "all: %s\n", n_all == 1 ? dcs[0].why : summary);
+  wd_cmd_print_diarization(cfg, out); /* on the CPU, beside any engine */
   return 0;
 }

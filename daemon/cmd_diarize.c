@@ -2,8 +2,8 @@
  * cmd_diarize.c - `whisperd diarize FILE...`: who spoke when, per file.
  *
  * Each file is decoded as uploads are (core/audio.h: any format, 16 kHz
- * mono) and diarized on this thread (core/diar.h) with the models of --seg
- * and --emb and the bounds of --threshold, --min-cluster-size,
+ * mono) and diarized on this thread (core/diar.h) with the models of
+ * --diar-seg-model and --diar-emb-model and the bounds of --threshold, --min-cluster-size,
  * --min-speakers and --max-speakers. Speakers are labelled A, B, ... (Z,
  * then AA, AB, ...) in order of first appearance. The output is one line per
  * turn, in time order:
@@ -126,7 +126,7 @@ int wd_cmd_diarize(const wd_config_t *cfg, FILE *out) {
     return 2;
   char err[512] = "";
   wd_diar_t *d = NULL;
-  const int rc = wd_diar_load(cfg->diar_seg, cfg->diar_emb, &d, err, sizeof err);
+  const int rc = wd_diar_load(cfg->diar_seg_model, cfg->diar_emb_model, &d, err, sizeof err);
   if (rc < 0) {
     wd_log_error("diarize: %s%s", err[0] ? err : wd_strerror(rc),
                  rc == WD_ENOENT ? " (scripts/fetch-diarization.sh fetches the models)" : "");

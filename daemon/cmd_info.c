@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "cpu_engine.h"
 #include "device.h"
+#include "diar.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -33,6 +34,19 @@ static const char *wd_info_languages(int32_t n_vocab) {
   case 51865: return "multilingual, 99 languages";
   default: return "multilingual, 100 languages";
   }
+}
+
+void wd_cmd_print_diarization(const wd_config_t *cfg, FILE *out) {
+  wd_diar_t *d = NULL;
+  char msg[512] = "";
+  const int rc = wd_diar_load(cfg->diar_seg_model, cfg->diar_emb_model, &d, msg, sizeof msg);
+  if (rc == 0)
+    fprintf(out, "diarization:     available (%s, %s)\n", cfg->diar_seg_model,
+            cfg->diar_emb_model);
+  else
+    fprintf(out, "diarization:     unavailable: %s%s\n", msg[0] ? msg : wd_strerror(rc),
+            rc == WD_ENOENT ? " (scripts/fetch-diarization.sh fetches the models)" : "");
+  wd_diar_free(d);
 }
 
 static void wd_info_print(const char *path, bool is_dir, const wd_model_t *m, FILE *out) {
@@ -236,6 +250,7 @@ int wd_cmd_info(const wd_config_t *cfg, FILE *out) {
     return 1;
   }
   wd_info_print(path, is_dir, m, out);
+  wd_cmd_print_diarization(cfg, out);
   wd_info_plan(cfg, m, out);
   wd_model_free(m);
   return 0;

@@ -5,6 +5,11 @@
  * --max-batch at once); each transcript is printed in the order the files
  * were given, under a "==> FILE <==" label when there are several. On a
  * terminal, stderr shows the audio seconds done of the total while they run.
+ *
+ * --diarize: while the worker transcribes, this thread diarizes the files
+ * one after the other (core/diar.h), then each transcript is attributed to
+ * its speakers (core/diar_assign.h) and printed with their labels: "A: "
+ * in txt and srt, <v A> in vtt, OpenAI's diarized_json for json.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,6 +21,8 @@
 #include "commands.h"
 #include "decode.h"
 #include "decode_cfg.h"
+#include "diar.h"
+#include "diar_assign.h"
 #include "clock.h"
 #include "error.h"
 #include "log.h"
@@ -30,6 +37,10 @@ typedef struct {
   int submitted, done, rc;
   double done_s, total_s;
   wd_transcript_t t;
+  float *pcm;           /* --diarize: the samples, until diarized (main thread) */
+  size_t n;
+  int diar_rc;
+  wd_diar_result_t diar;
 } wd_file_job_t;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -69,6 +80,15 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
     return rc;
   }
   f->total_s = (double)n / WD_AUDIO_SAMPLE_RATE;
+  if (cfg->diarize) {
+    if (!(f->pcm = malloc((n ? n : 1) * sizeof *f->pcm))) {
+      free(pcm);
+      return WD_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+      f->pcm[i] = (float)pcm[i] / 32768.0f;
+    f->n = n;
+  }
   wd_job_params_t p = { .cb = { .ud = f, .on_segment = on_segment, .on_done = on_done } };
   p.decode = *opts;
   const wd_vad_params_t *vp = NULL;
@@ -88,6 +108,25 @@ static int submit_file(wd_runtime_t *rt, const wd_config_t *cfg, const wd_decode
                  rc == WD_ERANGE   ? "--beam-size or --best-of is larger than --max-batch"
                  : rc == WD_EINVAL ? "the model cannot decode with these options"
                                    : wd_strerror(rc));
+  return rc;
+}
+
+/* f's transcript attributed to its diarization's speakers, labelled A, B,
+ * ... in order of first appearance, rendered as fmt. */
+static int render_diarized(const wd_file_job_t *f, wd_format_t fmt, const char *task,
+                           char **ret) {
+  wd_diar_segs_t d;
+  int rc = wd_diar_assign(&f->t, &f->diar, &d);
+  if (rc < 0)
+    return rc;
+  char **labels = calloc((size_t)d.n_speakers + 1, sizeof *labels);
+  rc = labels ? wd_diar_labels(&d, NULL, NULL, labels) : WD_ENOMEM;
+  if (rc == 0)
+    rc = wd_render_diarized(&f->t, &d, (const char *const *)labels, fmt, task, ret);
+  if (labels)
+    wd_diar_labels_free(labels, d.n_speakers);
+  free(labels);
+  wd_diar_segs_free(&d);
   return rc;
 }
 
@@ -127,8 +166,8 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   }
   wd_format_t fmt;
   const char *fs = cfg->output_format;
-  if (strcmp(fs, "json") == 0)
-    fs = "verbose_json"; /* the CLI's json is OpenAI's verbose_json shape */
+  if (strcmp(fs, "json") == 0) /* the CLI's json is OpenAI's verbose_json shape, or */
+    fs = cfg->diarize ? "diarized_json" : "verbose_json"; /* diarized_json's */
   if (wd_format_parse(fs, &fmt) < 0) {
     wd_log_error("transcribe: unknown output format '%s'", cfg->output_format);
     return 2;
@@ -146,6 +185,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
   int32_t *prompt = NULL, *prefix = NULL;
   wd_runtime_t *rt = NULL;
   wd_runtime_vad_t vad = { 0 };
+  wd_runtime_diar_t diar = { 0 };
   FILE *dst = out;
   int status = 1;
   const double t0 = wd_now_s();
@@ -153,6 +193,17 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
       wd_runtime_open(cfg, cfg->max_batch, n_files, 0, &vad, &rt, err, sizeof err) < 0) {
     wd_log_error("transcribe: %s", err);
     goto out;
+  }
+  if (cfg->diarize) {
+    if (wd_runtime_diar_load(cfg, &diar, err, sizeof err) < 0) {
+      wd_log_error("transcribe: %s", err);
+      goto out;
+    }
+    if (!diar.model) {
+      wd_log_error("transcribe: --diarize: %s", diar.why);
+      goto out;
+    }
+    opts.word_timestamps = 1; /* they decide where a segment changes speaker */
   }
   wd_log_info("transcribe: model '%s' (%s) on %s ready in %.0f ms", cfg->model,
               wd_model_name(wd_runtime_model(rt)), wd_runtime_device(rt),
@@ -202,6 +253,15 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
     else
       jobs[i].submitted = 1;
   }
+  /* --diarize: each file here, beside the worker's transcriptions. */
+  for (int i = 0; i < n_files && cfg->diarize; i++) {
+    wd_file_job_t *f = &jobs[i];
+    if (!f->submitted)
+      continue;
+    f->diar_rc = wd_diar_run(diar.model, f->pcm, f->n, &diar.params, NULL, NULL, &f->diar);
+    free(f->pcm);
+    f->pcm = NULL;
+  }
   const int tty = isatty(STDERR_FILENO);
   double audio_s = 0;
   for (int i = 0; i < n_files; i++) {
@@ -215,7 +275,14 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
       continue;
     }
     char *text = NULL;
-    if (wd_render(&f->t, fmt, opts.translate ? "translate" : "transcribe", &text) < 0) {
+    const char *task = opts.translate ? "translate" : "transcribe";
+    if (cfg->diarize && f->diar_rc < 0) {
+      wd_log_error("transcribe: '%s': diarization failed: %s", f->path, wd_strerror(f->diar_rc));
+      status = 1;
+      continue;
+    }
+    if (cfg->diarize ? render_diarized(f, fmt, task, &text) < 0
+                     : wd_render(&f->t, fmt, task, &text) < 0) {
       wd_log_error("transcribe: '%s': rendering failed", f->path);
       status = 1;
       continue;
@@ -223,7 +290,7 @@ int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out) {
     if (n_files > 1)
       fprintf(dst, "%s==> %s <==\n", i > 0 ? "\n" : "", f->path);
     fputs(text, dst);
-    if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON)
+    if (fmt == WD_FMT_JSON || fmt == WD_FMT_VERBOSE_JSON || fmt == WD_FMT_DIARIZED_JSON)
       fputc('\n', dst);
     fflush(dst);
     free(text);
@@ -239,8 +306,12 @@ out:
     status = 1;
   wd_runtime_close(rt);
   wd_runtime_vad_free(&vad);
-  for (int i = 0; i < n_files; i++)
+  wd_runtime_diar_free(&diar);
+  for (int i = 0; i < n_files; i++) {
     wd_transcript_free(&jobs[i].t);
+    wd_diar_result_free(&jobs[i].diar);
+    free(jobs[i].pcm);
+  }
   free(jobs);
   free(prompt);
   free(prefix);

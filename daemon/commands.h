@@ -16,6 +16,10 @@
 int wd_cmd_devices(const wd_config_t *cfg, FILE *out);
 /* `whisperd info MODEL`: hyper-parameters, name, tensor types, parameters, memory. */
 int wd_cmd_info(const wd_config_t *cfg, FILE *out);
+/* "diarization: available (...)" or "...: unavailable: why": whether serve
+ * would diarize, both networks loaded as it loads them (a few tens of MiB
+ * read, nothing run). For `info` and `devices` (cmd_info.c). */
+void wd_cmd_print_diarization(const wd_config_t *cfg, FILE *out);
 /* `whisperd convert CT2_DIR -o FILE`: write a ggml file (via FILE.tmp + rename). */
 int wd_cmd_convert(const wd_config_t *cfg, FILE *out);
 /* `whisperd quantize IN OUT TYPE`: write IN as a ggml file of weight type
@@ -26,8 +30,7 @@ int wd_cmd_quantize(const wd_config_t *cfg, FILE *out);
 int wd_cmd_transcribe(const wd_config_t *cfg, FILE *out);
 /* `whisperd diarize FILE...`: each file's speaker turns (core/diar.h), as
  * "start end label" lines or, with --rttm, RTTM lines; speakers A, B, ... in
- * order of first appearance. Needs the diarization networks in the build
- * (WD_HAVE_DIARIZE, daemon/CMakeLists.txt). */
+ * order of first appearance. */
 int wd_cmd_diarize(const wd_config_t *cfg, FILE *out);
 /* `whisperd serve`: the HTTP daemon under systemd (cmd_serve.c). Returns 0
  * after a clean SIGTERM drain, 1 when start-up failed. */

@@ -96,10 +96,11 @@ typedef struct {
   char *vad_threshold;    /* a float */
   int vad_min_speech_ms, vad_min_silence_ms, vad_speech_pad_ms;
   char *vad_max_speech_s; /* a float; 0 = no limit */
+  bool diarize;           /* transcribe: speaker labels (core/diar.h) */
+  char *diar_seg_model;   /* pyannote segmentation-3.0, converted */
+  char *diar_emb_model;   /* CAM++ zh_en, converted */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
-  /* diarize (core/diar.h) */
-  char *diar_seg;         /* pyannote segmentation-3.0 weights */
-  char *diar_emb;         /* CAM++ weights */
+  /* diarize (core/diar.h; the models are diar_seg_model and diar_emb_model) */
   char *diar_threshold;   /* a float; "" = the pipeline's default */
   int diar_min_cluster_size; /* 0 = the pipeline's default */
   int min_speakers, max_speakers; /* 0 = no bound */

@@ -42,12 +42,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(cmd, "transcribe") == 0) {
     status = wd_cmd_transcribe(&cfg, stdout);
   } else if (strcmp(cmd, "diarize") == 0) {
-#ifdef WD_HAVE_DIARIZE
     status = wd_cmd_diarize(&cfg, stdout);
-#else
-    wd_log_error("diarize: this build has no diarization networks");
-    status = 2;
-#endif
   } else if (strcmp(cmd, "serve") == 0) {
     status = wd_cmd_serve(&cfg);
   } else {

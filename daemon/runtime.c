@@ -226,6 +226,37 @@ int wd_runtime_vad_load(const wd_config_t *cfg, wd_runtime_vad_t *v, char *err, 
   return 0;
 }
 
+int wd_runtime_diar_load(const wd_config_t *cfg, wd_runtime_diar_t *d, char *err,
+                         size_t err_len) {
+  memset(d, 0, sizeof *d);
+  wd_diar_params_default(&d->params);
+  char msg[512] = "";
+  const int rc = wd_diar_load(cfg->diar_seg_model, cfg->diar_emb_model, &d->model, msg,
+                              sizeof msg);
+  if (rc == WD_ENOENT || rc == WD_EUNSUP) {
+    snprintf(d->why, sizeof d->why, "%s%s", msg[0] ? msg : wd_strerror(rc),
+             rc == WD_ENOENT ? " (scripts/fetch-diarization.sh fetches the models)" : "");
+    wd_log_info("diarization: unavailable: %s; requests for it are answered 400", d->why);
+    d->model = NULL;
+    return 0;
+  }
+  if (rc < 0) {
+    snprintf(err, err_len, "--diar-seg-model/--diar-emb-model: %s",
+             msg[0] ? msg : wd_strerror(rc));
+    d->model = NULL;
+    return rc;
+  }
+  wd_log_info("diarization: available: pyannote segmentation-3.0 from %s, CAM++ from %s "
+              "(response_format diarized_json, model " "gpt-4o-transcribe-diarize)",
+              cfg->diar_seg_model, cfg->diar_emb_model);
+  return 0;
+}
+
+void wd_runtime_diar_free(wd_runtime_diar_t *d) {
+  wd_diar_free(d->model);
+  d->model = NULL;
+}
+
 void wd_runtime_vad_free(wd_runtime_vad_t *v) {
   wd_vad_model_free(v->model);
   v->model = NULL;

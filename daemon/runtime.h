@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "diar.h"
 #include "model.h"
 #include "vad.h"
 #include "workers.h"
@@ -33,6 +34,25 @@ typedef struct {
  * there: requests' chunking_strategy) and the --vad-* parameters. */
 int wd_runtime_vad_load(const wd_config_t *cfg, wd_runtime_vad_t *v, char *err, size_t err_len);
 void wd_runtime_vad_free(wd_runtime_vad_t *v);
+
+/* The process's speaker diarization (core/diar.h): both networks, loaded
+ * once at start when both files are there, shared by every model (read-only
+ * after loading). model is NULL when diarization is unavailable: a file
+ * absent, or this build without the pipeline (WD_EUNSUP); requests that ask
+ * for it are then answered 400. */
+typedef struct {
+  wd_diar_t *model;
+  wd_diar_params_t params;
+  char why[256];            /* model NULL: why, for `info` and the log */
+} wd_runtime_diar_t;
+
+/* Loads cfg->diar_seg_model and cfg->diar_emb_model when present (logged
+ * either way). A present file that is not ours fails (err set), as a bad
+ * --vad-model does; an absent one, or a build without the pipeline, leaves
+ * model NULL and returns 0. */
+int wd_runtime_diar_load(const wd_config_t *cfg, wd_runtime_diar_t *d, char *err,
+                         size_t err_len);
+void wd_runtime_diar_free(wd_runtime_diar_t *d);
 
 /* Loads cfg->model, builds an engine for max_batch sequences (and as many
  * audio slots) on each device cfg->devices resolves to (logging what it

@@ -58,6 +58,7 @@ struct wd_serve_models {
   pthread_mutex_t mu;       /* guards retired: the retire callback runs on any thread */
   loaded_t *retired;
   wd_runtime_vad_t vad;     /* one Silero VAD, lent to every load */
+  wd_runtime_diar_t diar;   /* one diarization, lent to every load */
   /* loading on demand (--models-memory, --models-idle-s); a slot whose
    * cur has no runtime is offered, not loaded */
   double budget_mib, idle_s;
@@ -211,6 +212,8 @@ static loaded_t *load(wd_serve_models_t *sv, const wd_config_t *cfg, int slot, c
     .on_retire = on_retire, .retire_ud = l,
   };
   l->sm.vad = wd_runtime_vad(l->rt, &l->sm.vad_params, &l->sm.vad_default);
+  l->sm.diar = sv->diar.model;
+  l->sm.diar_params = &sv->diar.params;
   wd_log_info("serve: model %s on %s loaded in %.0f ms", wd_model_name(m),
               wd_runtime_device(l->rt), (wd_now_s() - t0) * 1e3);
   return l;
@@ -279,6 +282,8 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
   const char *more[WD_SERVER_MAX_MODELS + 1];
   const int n_more = split_list(paths, more, WD_SERVER_MAX_MODELS);
   int rc = wd_runtime_vad_load(cfg, &sv->vad, err, err_len);
+  if (rc == 0)
+    rc = wd_runtime_diar_load(cfg, &sv->diar, err, err_len);
   if (rc == 0 && n_more >= WD_SERVER_MAX_MODELS) {
     snprintf(err, err_len, "--models: at most %d models beside --model",
              WD_SERVER_MAX_MODELS - 1);
@@ -552,6 +557,7 @@ void wd_serve_models_close(wd_serve_models_t *sv) {
   for (int k = 0; k < WD_SERVER_MAX_MODELS; k++)
     free(sv->path[k]);
   wd_runtime_vad_free(&sv->vad); /* after every load that borrowed it */
+  wd_runtime_diar_free(&sv->diar);
   free(sv->alias_buf);
   pthread_mutex_destroy(&sv->mu);
   free(sv);

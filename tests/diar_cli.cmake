@@ -1,13 +1,11 @@
 # `whisperd diarize` end to end (issue #41): pyannote's two-speaker
 # sample.wav gives RTTM lines of speakers A and B, and no third; with
-# --max-speakers 1 only A. Built where the diarization networks are
-# (WD_DIAR_NETS, core/CMakeLists.txt); skipped (77) without the model files
+# --max-speakers 1 only A. Skipped (77) without the model files
 # (scripts/fetch-diarization.sh).
-if(WD_DIAR_NETS)
   set(WD_DIAR_CLI_CHECK [=[
 seg="$1/models/diar-segmentation-3.0.safetensors"; emb="$1/models/diar-campplus-zh-en.safetensors"
 [ -f "$seg" ] && [ -f "$emb" ] || exit 77
-out=$("$0" diarize --seg "$seg" --emb "$emb" --rttm $2 "$1/tests/data/audio/diar/sample.wav") || exit 1
+out=$("$0" diarize --diar-seg-model "$seg" --diar-emb-model "$emb" --rttm $2 "$1/tests/data/audio/diar/sample.wav") || exit 1
 printf '%s\n' "$out"
 echo "$out" | grep -q '^SPEAKER sample 1 [0-9.]* [0-9.]* <NA> <NA> A <NA> <NA>$' || exit 1
 if [ -z "$2" ]; then echo "$out" | grep -q ' B <NA>' || exit 1; fi
@@ -22,4 +20,3 @@ exit 0
                    "--max-speakers=1")
   set_tests_properties(cli_diarize_sample cli_diarize_max_speakers PROPERTIES
     LABELS "cli;unit" TIMEOUT 300 SKIP_RETURN_CODE 77)
-endif()

@@ -45,7 +45,7 @@ def test_unknown_model(daemon, model):
     check_error(r, 404, param=(None, "model"), code="model_not_found")
 
 
-@pytest.mark.parametrize("fmt", ["xml", "diarized_json", "JSON"])
+@pytest.mark.parametrize("fmt", ["xml", "diarised_json", "JSON"])
 def test_bad_response_format(daemon, fmt):
     r = post_audio(daemon.port, response_format=fmt)
     check_error(r, 400, param="response_format")

@@ -182,13 +182,130 @@ WD_TEST(response_format_values) {
     wd_request_clear(&r);
     wd_multipart_free(g_form.form);
   }
-  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json", "file", NULL), T,
-             &english, 400, "response_format", NULL, "diarization");
   parse_fail(KV("model", "whisper-1", "response_format", "txt", "file", NULL), T, &english, 400,
              "response_format", "invalid_value",
-             "'txt' is not one of ['json', 'text', 'srt', 'verbose_json', 'vtt']");
+             "'txt' is not one of ['json', 'text', 'srt', 'verbose_json', 'vtt', "
+             "'diarized_json']");
   parse_fail(KV("model", "whisper-1", "response_format", "JSON", "file", NULL), T, &english, 400,
              "response_format", NULL, "'JSON'");
+}
+
+/* A data URL of `bytes` in base64 ("RIFF" -> "UklGRg=="). */
+#define REF_RIFF "data:audio/wav;base64,UklGRg=="
+
+WD_TEST(diarization) {
+  wd_request_t r;
+  /* diarized_json diarizes, with any served model's name. */
+  if (parse_ok(KV("model", "whisper-1", "response_format", "diarized_json", "file", NULL), T,
+               &english, &r) == 0) {
+    WD_CHECK_EQ_INT(r.format, WD_FMT_DIARIZED_JSON);
+    WD_CHECK_EQ_INT(r.diarize, 1);
+    WD_CHECK_EQ_INT(r.n_known, 0);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  /* OpenAI's diarizing model: served by the first model, json by default,
+   * diarizing; text, srt, vtt too. */
+  static const char *const fmts[] = { "json", "text", "srt", "vtt" };
+  for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+    if (parse_ok(KV("model", "gpt-4o-transcribe-diarize", "response_format", fmts[i], "file",
+                    NULL), T, &english, &r) == 0) {
+      WD_CHECK_EQ_INT(r.diarize, 1);
+      WD_CHECK_EQ_INT(r.model_idx, 0);
+      WD_CHECK_EQ_STR(r.model, "gpt-4o-transcribe-diarize");
+    }
+    wd_request_clear(&r);
+    wd_multipart_free(g_form.form);
+  }
+  /* whisperd's own diarize=true; false and absent do not diarize. */
+  if (parse_ok(KV("model", "tiny.en", "diarize", "true", "response_format", "vtt", "file", NULL),
+               T, &english, &r) == 0)
+    WD_CHECK_EQ_INT(r.diarize, 1);
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  if (parse_ok(KV("model", "tiny.en", "diarize", "false", "file", NULL), T, &english, &r) == 0)
+    WD_CHECK_EQ_INT(r.diarize, 0);
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  parse_fail(KV("model", "tiny.en", "diarize", "maybe", "file", NULL), T, &english, 400,
+             "diarize", "invalid_type", "'maybe'");
+  parse_fail(KV("model", "gpt-4o-transcribe-diarize", "response_format", "verbose_json", "file",
+                NULL), T, &english, 400, "response_format", NULL, "diarized_json");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json", "file", NULL), TR,
+             &multi, 400, "response_format", NULL, "translations");
+  /* The alias is for transcriptions only. */
+  parse_fail(KV("model", "gpt-4o-transcribe-diarize", "file", NULL), TR, &multi, 404, NULL,
+             "model_not_found", "gpt-4o-transcribe-diarize");
+  parse_fail(KV("model", "gpt-4o-transcribe-diarize", "include[]", "logprobs", "file", NULL), T,
+             &english, 400, "include", NULL, "diarization");
+}
+
+WD_TEST(known_speakers) {
+  wd_request_t r;
+  /* Two pairs, as the SDK sends them (repeated [] fields); base64 decoded. */
+  if (parse_ok(KV("model", "whisper-1", "response_format", "diarized_json",
+                  "known_speaker_names[]", "agent", "known_speaker_names[]", "customer",
+                  "known_speaker_references[]", REF_RIFF, "known_speaker_references[]",
+                  "data:audio/mpeg;codecs=mp3;base64,AAEC/w", "file", NULL), T, &english,
+               &r) == 0) {
+    WD_CHECK_EQ_INT(r.n_known, 2);
+    WD_CHECK_EQ_STR(r.known_names[0], "agent");
+    WD_CHECK_EQ_STR(r.known_names[1], "customer");
+    WD_CHECK_EQ_INT(r.known_ref_lens[0], 4);
+    WD_CHECK(r.known_refs[0] && memcmp(r.known_refs[0], "RIFF", 4) == 0);
+    WD_CHECK_EQ_INT(r.known_ref_lens[1], 4);
+    WD_CHECK(r.known_refs[1] && memcmp(r.known_refs[1], "\x00\x01\x02\xff", 4) == 0);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  /* Counts; param: the shorter list. */
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_names[]", "agent", "file", NULL), T, &english, 400,
+             "known_speaker_references", "invalid_value", "got 1 names and 0 references");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_references[]", REF_RIFF, "file", NULL), T, &english, 400,
+             "known_speaker_names", "invalid_value", "same length");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_names[]", "a", "known_speaker_names[]", "b",
+                "known_speaker_references[]", REF_RIFF, "file", NULL), T, &english, 400,
+             "known_speaker_references", "invalid_value", "got 2 names and 1 references");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_names[]", "a", "known_speaker_names[]", "b",
+                "known_speaker_names[]", "c", "known_speaker_names[]", "d",
+                "known_speaker_names[]", "e", "file", NULL), T, &english, 400,
+             "known_speaker_names", "array_above_max_length", "maximum length 4");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_references[]", REF_RIFF, "known_speaker_references[]", REF_RIFF,
+                "known_speaker_references[]", REF_RIFF, "known_speaker_references[]", REF_RIFF,
+                "known_speaker_references[]", REF_RIFF, "file", NULL), T, &english, 400,
+             "known_speaker_references", "array_above_max_length", "got an array with length 5");
+  /* Without diarization. */
+  parse_fail(KV("model", "whisper-1", "known_speaker_names[]", "a",
+                "known_speaker_references[]", REF_RIFF, "file", NULL), T, &english, 400,
+             "known_speaker_names", NULL, "diarization");
+  /* Names: empty, too long, markup, repeated. */
+  static const char *const bad_names[] = { "", "<b>", "a&b", "tab\there",
+                                           "0123456789012345678901234567890123456789012345678901"
+                                           "234567890123456789" };
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++)
+    parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                  "known_speaker_names[]", bad_names[i], "known_speaker_references[]", REF_RIFF,
+                  "file", NULL), T, &english, 400, "known_speaker_names", "invalid_value",
+               "known_speaker_names[0]");
+  parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                "known_speaker_names[]", "x", "known_speaker_names[]", "x",
+                "known_speaker_references[]", REF_RIFF, "known_speaker_references[]", REF_RIFF,
+                "file", NULL), T, &english, 400, "known_speaker_names", "invalid_value",
+             "given twice");
+  /* References that are not base64 data URLs. */
+  static const char *const bad_refs[] = { "http://example.com/a.wav", "data:audio/wav,RIFF",
+                                          "data:audio/wav;base64,", "data:audio/wav;base64,U$lG",
+                                          "data:;base64,U", "UklGRg==" };
+  for (size_t i = 0; i < sizeof bad_refs / sizeof bad_refs[0]; i++)
+    parse_fail(KV("model", "whisper-1", "response_format", "diarized_json",
+                  "known_speaker_names[]", "a", "known_speaker_references[]", bad_refs[i],
+                  "file", NULL), T, &english, 400, "known_speaker_references", "invalid_value",
+               "known_speaker_references[0]");
 }
 
 WD_TEST(temperature_values) {

@@ -491,7 +491,7 @@ WD_TEST(before_attach_health_ready_metrics) {
   /* Attached but not yet warmed up: audio works, /ready still says no. */
   if (!g_tok)
     g_tok = th_tokenizer(51865);
-  const wd_server_model_t m = { fake_group(), g_tok, 1, g_names, 2, 0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL };
+  const wd_server_model_t m = { fake_group(), g_tok, 1, g_names, 2, 0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   wd_server_attach(s, &m);
   r = th_request(port, "GET", "/ready", NULL, NULL, 0);
   WD_CHECK_EQ_INT(r.status, 503);
@@ -764,8 +764,9 @@ WD_TEST(bad_requests) {
   check_error(&r, 404, "model_not_found",
               "The model `whisper-9` does not exist or you do not have access to it.");
   th_resp_free(&r);
+  /* No diarization models: 400 naming the script that fetches them. */
   r = post_form(s, "/v1/audio/transcriptions", "whisper-1", F("response_format", "diarized_json"));
-  check_error(&r, 400, NULL, "diarization");
+  check_error(&r, 400, "diarization_unavailable", "scripts/fetch-diarization.sh");
   th_resp_free(&r);
   r = post_form(s, "/v1/audio/transcriptions", "whisper-1",
                 F("timestamp_granularities[]", "word"));
@@ -871,7 +872,7 @@ WD_TEST(english_only_model) {
   static wd_tokenizer_t *en;
   if (!en)
     en = th_tokenizer(51864);
-  const wd_server_model_t m = { fake_group(), en, 0, g_names, 2, 0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL };
+  const wd_server_model_t m = { fake_group(), en, 0, g_names, 2, 0, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   wd_server_attach(s, &m);
   fake_set(FAKE_OK, 0);
   th_resp_t r = post_form(s, "/v1/audio/translations", "whisper-1", NULL);

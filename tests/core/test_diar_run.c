@@ -8,8 +8,7 @@
  *
  * Needs models/diar-segmentation-3.0.safetensors and
  * models/diar-campplus-zh-en.safetensors (scripts/fetch-diarization.sh);
- * skips without them. Built only where the networks are in the tree
- * (WD_DIAR_NETS, core/CMakeLists.txt).
+ * skips without them.
  */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,0 +1,376 @@
+"""Speaker diarization (issue #41) through the official OpenAI Python SDK
+and raw multipart against the real daemon: response_format diarized_json
+(TranscriptionDiarized), model gpt-4o-transcribe-diarize with the other
+formats' labels (text and srt "A: ", vtt <v A>), known_speaker_names[] and
+known_speaker_references[], chunking_strategy, stream=true (one
+transcript.text.segment event per diarized segment in time order, then
+transcript.text.done), and every refusal with its param.
+
+Two daemons: one started without the diarization models (the 400 naming
+scripts/fetch-diarization.sh, and the checks the form alone decides; these
+always run), and one with them (models/diar-*.safetensors from
+scripts/fetch-diarization.sh; its tests skip when the daemon reports
+diarization unavailable: the files absent, or a build without the
+pipeline).
+
+Audio: tests/data/audio/diar/sample.wav, pyannote.audio's 30 s real
+two-speaker recording (its sample.rttm: speaker90 speaks first, at 6.69 s;
+speaker91 from 7.55 s), and jfk.wav (one voice).
+"""
+import base64
+import io
+import os
+import re
+import time
+import wave
+
+import pytest
+
+import wd_api
+from wd_api import JFK_WAV, check_error, post_audio, sse_events, stop_daemon
+
+openai = pytest.importorskip("openai", reason="the OpenAI SDK is not in this Python "
+                             "(scripts/install-test-deps.sh installs it into build/venv)")
+
+MODELS = os.path.join(wd_api.ROOT, "models")
+SEG = os.path.join(MODELS, "diar-segmentation-3.0.safetensors")
+EMB = os.path.join(MODELS, "diar-campplus-zh-en.safetensors")
+VAD = os.path.join(MODELS, "silero-vad-v6.safetensors")
+SAMPLE = os.path.join(wd_api.AUDIO, "diar", "sample.wav")
+DIARIZE = "gpt-4o-transcribe-diarize"
+
+
+def client(d):
+    return openai.OpenAI(base_url=f"{d.url}/v1", api_key="sk-whisperd-test")
+
+
+def clip_wav(path, start_s, end_s):
+    """path's samples from start_s to end_s as a WAV file's bytes."""
+    with wave.open(path, "rb") as w:
+        rate = w.getframerate()
+        w.setpos(int(start_s * rate))
+        frames = w.readframes(int((end_s - start_s) * rate))
+        params = w.getparams()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames)
+    return out.getvalue()
+
+
+def data_url(data, mime="audio/wav"):
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+# Clean stretches of each speaker of sample.wav (sample.rttm: no overlap).
+SPEAKER90 = (10.7, 14.4)
+SPEAKER91 = (22.0, 27.5)
+
+
+def ref(span=SPEAKER90):
+    return data_url(clip_wav(SAMPLE, *span))
+
+
+def known_fields(names, refs):
+    return [("known_speaker_names[]", n) for n in names] + \
+           [("known_speaker_references[]", r) for r in refs]
+
+
+# --- without the models ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nodiar():
+    """No diarization models (paths that do not exist): the daemon serves on."""
+    d = wd_api.start_daemon(args=["--diar-seg-model", "/nonexistent/seg.safetensors",
+                                  "--diar-emb-model", "/nonexistent/emb.safetensors"])
+    yield d
+    stop_daemon(d)
+
+
+@pytest.mark.parametrize("fields,param", [
+    ([("response_format", "diarized_json")], "response_format"),
+    ([("diarize", "true"), ("response_format", "text")], "diarize"),
+])
+def test_no_model_400_names_the_fetch_script(nodiar, fields, param):
+    r = post_audio(nodiar.port, fields=fields)
+    err = check_error(r, 400, param=param, code="diarization_unavailable")
+    assert "scripts/fetch-diarization.sh" in err["message"], err
+    wd_api.assert_healthy(nodiar)
+
+
+def test_no_model_alias_and_sdk(nodiar):
+    r = post_audio(nodiar.port, model=DIARIZE)
+    err = check_error(r, 400, param="model", code="diarization_unavailable")
+    assert "scripts/fetch-diarization.sh" in err["message"], err
+    with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
+        client(nodiar).audio.transcriptions.create(model="whisper-1", file=f,
+                                                   response_format="diarized_json")
+    assert e.value.status_code == 400 and "fetch-diarization.sh" in str(e.value)
+    # The daemon serves on: a plain request right after.
+    wd_api.assert_jfk_json(post_audio(nodiar.port))
+    assert "diarization: unavailable" in nodiar.log()
+
+
+def _form_errors():
+    """(fields, param, message part): what the form alone refuses, before
+    any model is asked for (so on either daemon)."""
+    dj = [("response_format", "diarized_json")]
+    r = "data:audio/wav;base64,UklGRg=="
+    return [
+        (dj + known_fields(["a"], []), "known_speaker_references", "same length"),
+        (dj + known_fields([], [r]), "known_speaker_names", "same length"),
+        (dj + known_fields(["a", "b"], [r]), "known_speaker_references", "same length"),
+        (dj + known_fields(list("abcde"), [r] * 5), "known_speaker_names", "maximum length 4"),
+        (dj + known_fields(list("abcd"), [r] * 5), "known_speaker_references",
+         "maximum length 4"),
+        (dj + known_fields([""], [r]), "known_speaker_names", "known_speaker_names[0]"),
+        (dj + known_fields(["<b>"], [r]), "known_speaker_names", "known_speaker_names[0]"),
+        (dj + known_fields(["x" * 65], [r]), "known_speaker_names", "known_speaker_names[0]"),
+        (dj + known_fields(["a", "a"], [r, r]), "known_speaker_names", "twice"),
+        (dj + known_fields(["a"], ["https://example.com/a.wav"]), "known_speaker_references",
+         "data URL"),
+        (dj + known_fields(["a"], ["data:audio/wav,RIFF"]), "known_speaker_references",
+         "data URL"),
+        (dj + known_fields(["a"], ["data:audio/wav;base64,%%%"]), "known_speaker_references",
+         "data URL"),
+        (known_fields(["a"], [r]), "known_speaker_names", "diarization"),
+        ([("response_format", "verbose_json"), ("diarize", "true")], "response_format",
+         "diarized_json"),
+        ([("diarize", "perhaps")], "diarize", "perhaps"),
+        (dj + [("include[]", "logprobs")], "include", "diarization"),
+    ]
+
+
+@pytest.mark.parametrize("fields,param,part", _form_errors())
+def test_form_errors(nodiar, fields, param, part):
+    err = check_error(post_audio(nodiar.port, fields=fields), 400, param=param)
+    assert part in err["message"], err
+
+
+def test_translations_do_not_diarize(nodiar):
+    r = post_audio(nodiar.port, endpoint="translations",
+                   fields=[("response_format", "diarized_json")])
+    # tiny.en cannot translate at all; either refusal names a field.
+    check_error(r, 400, param=("response_format", "model"))
+    r = post_audio(nodiar.port, endpoint="translations", model=DIARIZE)
+    check_error(r, 404, param=(None, "model"), code="model_not_found")
+
+
+def test_sdk_sends_known_speakers_as_repeated_fields(nodiar):
+    """The SDK's own wire form reaches the same validation (a count
+    mismatch, answered before any model is needed)."""
+    with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
+        client(nodiar).audio.transcriptions.create(
+            model=DIARIZE, file=f, response_format="diarized_json",
+            known_speaker_names=["agent", "customer"],
+            known_speaker_references=["data:audio/wav;base64,UklGRg=="])
+    assert e.value.status_code == 400
+    assert e.value.body["param"] == "known_speaker_references", e.value.body
+
+
+# --- with the models ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def diar():
+    for p in (SEG, EMB):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} missing (scripts/fetch-diarization.sh)")
+    if not os.path.exists(SAMPLE):
+        pytest.skip(f"{SAMPLE} missing")
+    args = ["--diar-seg-model", SEG, "--diar-emb-model", EMB]
+    if os.path.exists(VAD):
+        args += ["--vad-model", VAD]
+    d = wd_api.start_daemon(args=args)
+    if "diarization: available" not in d.log():
+        log = d.log()
+        stop_daemon(d)
+        why = re.search(r"diarization: unavailable: ([^\n]*)", log)
+        pytest.skip("the daemon reports diarization unavailable: "
+                    + (why.group(1) if why else "no diarization line in its log"))
+    yield d
+    stop_daemon(d)
+
+
+def sample_diarized(d, **kw):
+    with open(SAMPLE, "rb") as f:
+        return client(d).audio.transcriptions.create(model="whisper-1", file=f,
+                                                     response_format="diarized_json", **kw)
+
+
+def check_diarized(res):
+    """A TranscriptionDiarized of sample.wav: the SDK's type, ids seg_N in
+    time order, the texts joined equal to the text. Returns the speakers in
+    order of first appearance."""
+    assert isinstance(res, openai.types.audio.TranscriptionDiarized), type(res)
+    assert res.task == "transcribe" and res.duration == pytest.approx(30.0, abs=0.01), res
+    assert res.usage is not None and res.usage.type == "duration" and res.usage.seconds == 30
+    segs = res.segments
+    assert segs, res
+    prev = 0.0
+    for i, s in enumerate(segs):
+        assert s.type == "transcript.text.segment" and s.id == f"seg_{i}", s
+        assert prev - 1e-6 <= s.start <= s.end, (prev, s)
+        prev = s.start
+    assert "".join(s.text for s in segs).strip() == res.text.strip(), res
+    seen = []
+    for s in segs:
+        if s.speaker not in seen:
+            seen.append(s.speaker)
+    return seen
+
+
+def test_diarized_json_two_speakers(diar):
+    seen = check_diarized(sample_diarized(diar))
+    # Letters in order of first appearance, skipping none: two voices.
+    assert seen == ["A", "B"], seen
+
+
+def test_diarized_json_raw_shape(diar):
+    r = post_audio(diar.port, path=SAMPLE, response_format="diarized_json")
+    assert r.status == 200 and "application/json" in r.content_type, r
+    j = r.json()
+    assert set(j) == {"task", "duration", "text", "segments", "usage"}, j
+    for s in j["segments"]:
+        assert set(s) == {"type", "id", "start", "end", "speaker", "text"}, s
+        assert s["text"].startswith(" ") or not s["text"], s  # Whisper's leading space
+    assert j["usage"] == {"type": "duration", "seconds": 30}, j
+
+
+def test_one_voice_is_a(diar):
+    r = post_audio(diar.port, response_format="diarized_json")
+    assert r.status == 200, r
+    j = r.json()
+    assert {s["speaker"] for s in j["segments"]} == {"A"}, j
+    assert wd_api.words(j["text"]) == wd_api.words(wd_api.JFK_TEXT), j
+
+
+@pytest.mark.parametrize("chunking", [None, "auto",
+                                      '{"type":"server_vad","threshold":0.4}'])
+def test_chunking_strategy(diar, chunking):
+    if chunking is not None and not os.path.exists(VAD):
+        pytest.skip("models/silero-vad-v6.safetensors missing (scripts/fetch-vad.sh)")
+    fields = [("chunking_strategy", chunking)] if chunking else []
+    r = post_audio(diar.port, path=SAMPLE, response_format="diarized_json", fields=fields)
+    assert r.status == 200, r
+    assert {s["speaker"] for s in r.json()["segments"]} == {"A", "B"}, r.json()
+
+
+def test_alias_formats_carry_labels(diar):
+    def post(fmt):
+        r = post_audio(diar.port, path=SAMPLE, model=DIARIZE, response_format=fmt)
+        assert r.status == 200, r
+        return r
+    text = post("text").text
+    lines = [ln for ln in text.split("\n") if ln]
+    assert lines and all(re.match(r"^[AB]: \S", ln) for ln in lines), text
+    assert lines[0].startswith("A: "), text
+    srt = post("srt").text
+    cues = [c for c in srt.strip().split("\n\n") if c]
+    assert cues and all(re.match(r"^\d+\n[\d:,]+ --> [\d:,]+\n[AB]: ", c) for c in cues), srt
+    vtt = post("vtt").text
+    assert vtt.startswith("WEBVTT\n\n"), vtt
+    cues = vtt[len("WEBVTT\n\n"):].strip().split("\n\n")
+    assert all(re.match(r"^[\d:.]+ --> [\d:.]+\n<v [AB]>\S", c) for c in cues), vtt
+    # json has no place for speakers: OpenAI's {"text"} (and usage).
+    j = post("json").json()
+    assert set(j) == {"text", "usage"} and j["text"], j
+    # The SDK with the alias: a Transcription; diarized_json: diarized.
+    with open(SAMPLE, "rb") as f:
+        res = client(diar).audio.transcriptions.create(model=DIARIZE, file=f,
+                                                       response_format="diarized_json")
+    assert check_diarized(res) == ["A", "B"]
+
+
+def test_known_speakers_named(diar):
+    # speaker91 first in the lists: the names follow the voices, not the order.
+    res = sample_diarized(diar, known_speaker_names=["bob", "alice"],
+                          known_speaker_references=[ref(SPEAKER91), ref(SPEAKER90)])
+    seen = check_diarized(res)
+    assert seen == ["alice", "bob"], seen
+
+
+def test_known_speaker_one_of_two(diar):
+    # One name: its voice gets it, the other keeps a letter, the first: A.
+    res = sample_diarized(diar, known_speaker_names=["bob"],
+                          known_speaker_references=[ref(SPEAKER91)])
+    seen = check_diarized(res)
+    assert seen == ["A", "bob"], seen
+
+
+@pytest.mark.parametrize("span,part", [((11.0, 12.0), "1.00 s"), ((1.0, 12.5), "11.50 s")])
+def test_known_speaker_reference_length(diar, span, part):
+    fields = [("response_format", "diarized_json")] + \
+             known_fields(["x"], [data_url(clip_wav(SAMPLE, *span))])
+    err = check_error(post_audio(diar.port, path=SAMPLE, fields=fields), 400,
+                      param="known_speaker_references")
+    assert "1.2 and 10 seconds" in err["message"] and part in err["message"], err
+
+
+def test_known_speaker_reference_not_audio(diar):
+    fields = [("response_format", "diarized_json")] + \
+             known_fields(["x"], [data_url(b"not audio at all" * 100)])
+    err = check_error(post_audio(diar.port, path=SAMPLE, fields=fields), 400,
+                      param="known_speaker_references")
+    assert "could not be decoded" in err["message"], err
+    wd_api.assert_healthy(diar)
+
+
+def test_known_speaker_reference_mp3(diar):
+    """A reference in another upload format, MP3: jfk.mp3 is 11 s, one
+    second too long, so its 400 for the length proves that it decoded."""
+    with open(wd_api.JFK_MP3, "rb") as f:
+        mp3 = f.read()
+    fields = [("response_format", "diarized_json")] + \
+             known_fields(["x"], [data_url(mp3, "audio/mpeg")])
+    err = check_error(post_audio(diar.port, path=SAMPLE, fields=fields), 400,
+                      param="known_speaker_references")
+    assert "between 1.2 and 10 seconds" in err["message"], err
+
+
+def test_stream_segment_events_in_time_order(diar):
+    with open(SAMPLE, "rb") as f:
+        stream = client(diar).audio.transcriptions.create(
+            model=DIARIZE, file=f, response_format="diarized_json", stream=True)
+        events = list(stream)
+    types = [e.type for e in events]
+    assert types[-1] == "transcript.text.done", types
+    segs = [e for e in events if e.type == "transcript.text.segment"]
+    assert segs and types[:-1] == ["transcript.text.segment"] * len(segs), types
+    prev = 0.0
+    for i, e in enumerate(segs):
+        assert e.id == f"seg_{i}" and e.speaker in ("A", "B") and e.start >= prev - 1e-6, e
+        prev = e.start
+    assert segs[0].speaker == "A"
+    done = events[-1]
+    assert "".join(e.text for e in segs).strip() == done.text, events
+    assert done.usage is not None, done
+    # The same segments as the whole answer.
+    whole = sample_diarized(diar)
+    assert [(s.id, s.speaker, s.text) for s in whole.segments] == \
+           [(e.id, e.speaker, e.text) for e in segs]
+
+
+def test_stream_raw_events(diar):
+    r = post_audio(diar.port, path=SAMPLE, response_format="diarized_json", stream="true")
+    assert r.status == 200 and "text/event-stream" in r.content_type, r
+    evs = sse_events(r.body)
+    assert evs[-1]["type"] == "transcript.text.done" and "usage" in evs[-1], evs
+    for i, e in enumerate(evs[:-1]):
+        assert e["type"] == "transcript.text.segment" and e["id"] == f"seg_{i}", e
+        assert set(e) == {"type", "id", "start", "end", "speaker", "text"}, e
+
+
+def test_clients_leaving_mid_diarization(diar):
+    """Clients that hang up while their transcription and diarization run
+    (plain and streamed): the daemon stays healthy, counts no job left, and
+    the next request is answered in full."""
+    leavers = [wd_api.Background(diar.port, path=SAMPLE, response_format="diarized_json"),
+               wd_api.Background(diar.port, path=SAMPLE, response_format="diarized_json",
+                                 stream="true")]
+    time.sleep(0.5)
+    for b in leavers:
+        b.close()
+    wd_api.wait_counts(diar.port, lambda c: not c["running"] and not c["queued"],
+                       what="the hung-up jobs ended")
+    wd_api.assert_healthy(diar)
+    assert check_diarized(sample_diarized(diar))
