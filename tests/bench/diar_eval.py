@@ -641,7 +641,16 @@ def cpu_model():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
         m = re.search(r"Model name:\s*(.+)", out)
-        return m.group(1).strip() if m else platform.processor()
+        name = m.group(1).strip() if m else platform.processor()
+        extra = [f"{k} {v.group(1).strip()}" for k, v in
+                 (("family", re.search(r"CPU family:\s*(.+)", out)),
+                  ("model", re.search(r"\nModel:\s*(.+)", out)),
+                  ("guest of", re.search(r"Hypervisor vendor:\s*(.+)", out))) if v]
+        flags = re.search(r"Flags:\s*(.+)", out)
+        if flags:
+            extra.append("AVX-512" if "avx512f" in flags.group(1).split() else "AVX2, no AVX-512"
+                         if "avx2" in flags.group(1).split() else "no AVX2")
+        return f"{name} ({', '.join(extra)})" if extra else name
     except OSError:
         return platform.processor()
 
