@@ -540,14 +540,23 @@ def aggregate(rows, c):
 
 # ------------------------------------------------------------------------- systems
 
-def run_whisperd(binary, files, data, outdir, extra):
+def thread_env(threads):
+    """OpenBLAS/OpenMP thread caps for whisperd (its CLI may take --threads too:
+    pass it in --whisperd-args)."""
+    env = dict(os.environ)
+    if threads:
+        env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    return env
+
+
+def run_whisperd(binary, files, data, outdir, extra, threads=0):
     """One process per file (the time includes loading the two small models)."""
     res = {}
     for f in files:
         cmd = [str(binary), "diarize", str(data / f["wav"]), "--rttm"] + extra
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=thread_env(threads))
         wall = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -738,13 +747,14 @@ def evaluate(args):
                 raise SystemExit(f"{binary}: not built (cmake --build build --target whisperd)")
             extra = args.whisperd_args.split() if args.whisperd_args else []
             load = whisperd_load_time(binary, sd)
-            raw = run_whisperd(binary, files, data, sd, extra)
-            info = (f"`{binary} diarize FILE --rttm {' '.join(extra)}`, one process per file "
+            raw = run_whisperd(binary, files, data, sd, extra, args.threads)
+            info = (f"`{binary} diarize FILE --rttm {' '.join(extra)}`, one process per file, "
+                    f"OPENBLAS_NUM_THREADS/OMP_NUM_THREADS {args.threads or 'unset'} "
                     f"(wall includes start-up; 1 s of silence takes "
                     f"{'n/a' if load is None else f'{load:.2f}'} s)")
         elif sysname in ("senko", "senko-pyannote"):
             vad = "pyannote" if sysname == "senko-pyannote" else "silero"
-            r = run_senko(args.senko_python, files, data, sd, vad, args.senko_threads)
+            r = run_senko(args.senko_python, files, data, sd, vad, args.threads)
             raw = r["files"]
             info = (f"senko 0.2.2 on CPU ({r['vad']} VAD{', accurate sub-segments' if vad == 'pyannote' else ''}, CAM++, spectral clustering, "
                     f"merged_segments), {r['torch_threads']} torch threads; model load "
@@ -789,7 +799,7 @@ def tune(args):
             extra += args.whisperd_args.split() if args.whisperd_args else []
             sd = out / f"t{t}_m{m}"
             sd.mkdir(exist_ok=True)
-            raw = run_whisperd(Path(args.whisperd), files, data, sd, extra)
+            raw = run_whisperd(Path(args.whisperd), files, data, sd, extra, args.threads)
             rows, right = {}, 0
             for f in files:
                 hyp = load_rttm(raw[f["uri"]]["rttm"], text=True)
@@ -877,8 +887,10 @@ def main():
     ap.add_argument("--whisperd-args", default="", help="extra arguments for diarize")
     ap.add_argument("--senko-python", default=os.environ.get("SENKO_PYTHON",
                                                              "/tmp/senko-venv/bin/python"))
-    ap.add_argument("--senko-threads", type=int, default=0,
-                    help="torch threads for senko (default: senko's, all CPUs)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="compute threads of each system (0: each its default, all "
+                         "CPUs); 1 by default: on a busy shared machine two spinning "
+                         "OpenMP threads make torch 2-4x slower and its times erratic")
     ap.add_argument("--tune", action="store_true")
     ap.add_argument("--thresholds", default="0.3:0.9:0.05", help="lo:hi:step")
     ap.add_argument("--min-cluster-sizes", default="", help="e.g. 2,5,12 (if whisperd has it)")
