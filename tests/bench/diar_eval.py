@@ -62,6 +62,12 @@ Run:
   /tmp/diar-eval/bin/python tests/bench/diar_eval.py --data /tmp/diar-data --tune \
       --thresholds 0.3:0.9:0.05 --out /tmp/diar-tune
 
+  # whisperd reads models/diar-*.safetensors by default; elsewhere pass
+  #   --whisperd-args "--seg PATH --emb PATH" (any diarize option goes there).
+  # --threads 1 (the default) caps both systems at one compute thread: senko's torch
+  # and whisperd's OpenBLAS/OpenMP (add --whisperd-args "--threads 1" if its CLI
+  # needs it); --threads 0 leaves each at its default.
+
 Conventions: pyannote-metrics' `collar` is the total width removed around each
 reference boundary (collar 0.25 = +-0.125 s; md-eval's "collar 0.25" is pyannote's
 0.5: pass --collars 0,0.25,0.5 to see it too). A per-set DER is the sum of the files'
