@@ -63,7 +63,7 @@ Run:
       --thresholds 0.3:0.9:0.05 --out /tmp/diar-tune
 
   # whisperd reads models/diar-*.safetensors by default; elsewhere pass
-  #   --whisperd-args "--seg PATH --emb PATH" (any diarize option goes there).
+  #   --whisperd-args "--diar-seg-model PATH --diar-emb-model PATH" (any diarize option goes there).
   # --threads 1 (the default) caps both systems at one compute thread: senko's torch
   # and whisperd's OpenBLAS/OpenMP (add --whisperd-args "--threads 1" if its CLI
   # needs it); --threads 0 leaves each at its default.
