@@ -230,7 +230,7 @@ int wd_runtime_diar_load(const wd_config_t *cfg, wd_runtime_diar_t *d, char *err
                          size_t err_len) {
   memset(d, 0, sizeof *d);
   wd_diar_params_default(&d->params);
-  char msg[512] = "";
+  char msg[192] = ""; /* with the hint below, it fits d->why */
   const int rc = wd_diar_load(cfg->diar_seg_model, cfg->diar_emb_model, &d->model, msg,
                               sizeof msg);
   if (rc == WD_ENOENT || rc == WD_EUNSUP) {
