@@ -386,3 +386,31 @@ def test_clients_leaving_mid_diarization(diar):
                        what="the hung-up jobs ended")
     wd_api.assert_healthy(diar)
     assert check_diarized(sample_diarized(diar))
+
+
+SHORT = (6.5, 10.5)  # 4 s of sample.wav in which both voices speak
+
+
+def test_short_clip_whole_streamed_and_left(diar):
+    """4 s of sample.wav, whole, streamed, and by a client that hangs up: the
+    diarization task on a decode thread beside the worker's job, their
+    meeting under the request's lock, the stop test. Short so that the
+    sanitizer trees run it (tests/api_blackbox.cmake: -k short)."""
+    clip = clip_wav(SAMPLE, *SHORT)
+    kw = dict(path=None, data=clip, filename="short.wav", response_format="diarized_json")
+    r = post_audio(diar.port, **kw)
+    assert r.status == 200, r
+    j = r.json()
+    assert j["duration"] == pytest.approx(4.0, abs=0.01) and j["segments"], j
+    assert all(s["speaker"] in ("A", "B") for s in j["segments"]), j
+    r = post_audio(diar.port, stream="true", **kw)
+    assert r.status == 200 and "text/event-stream" in r.content_type, r
+    evs = sse_events(r.body)
+    assert evs[-1]["type"] == "transcript.text.done", evs
+    assert [e["text"] for e in evs[:-1]] == [s["text"] for s in j["segments"]], (evs, j)
+    leaver = wd_api.Background(diar.port, **kw)
+    time.sleep(0.2)
+    leaver.close()
+    wd_api.wait_counts(diar.port, lambda c: not c["running"] and not c["queued"],
+                       what="the hung-up job ended")
+    wd_api.assert_healthy(diar)
