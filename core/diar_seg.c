@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "diar_gemm.h"
 #include "safetensors.h"
 #include "vad_gemm.h"
 
@@ -87,7 +88,7 @@ typedef struct {
 
 struct wd_diar_seg {
   float wav_w, wav_b;          /* the waveform's instance norm */
-  float *sinc;                 /* SINC_TAPS x N_SINC */
+  float *sinc;                 /* SINC_TAPS x N_SINC, packed (diar_gemm.h) */
   float norm_w[3][N_SINC], norm_b[3][N_SINC];
   conv_t conv[2];
   lstm_dir_t lstm[LAYERS][2];
@@ -154,6 +155,20 @@ static void gemm_panels(const float *a, size_t lda, const float *w, const float 
       wd_vad_gemm(a + m * lda, lda, w + n * K, PANEL, bias ? bias + n : NULL, c + m * ldc + n,
                   ldc, rows, PANEL, K);
   }
+}
+
+/* *w (K x N, k-major) replaced by its packed form for diar_gemm.h, whose
+ * 6 x 16 blocks read the weights panel by panel (the SincNet products are
+ * ~0.7 GFLOP a window: twice vad_gemm's speed there). The sums are the same
+ * FMA chains in the same order as vad_gemm's, so the same bits. */
+static int pack_in_place(float **w, size_t K, size_t N) {
+  float *p = malloc(wd_diar_gemm_packed_size(K, N) * sizeof *p);
+  if (!p)
+    return WD_ENOMEM;
+  wd_diar_gemm_pack(*w, N, K, N, p);
+  free(*w);
+  *w = p;
+  return 0;
 }
 
 /* A vector padded with zeros to n16. */
@@ -243,6 +258,8 @@ static int load_front(const loader_t *l, wd_diar_seg_t *m) {
   if (!(m->sinc = malloc(SINC_TAPS * N_SINC * sizeof(float))))
     return WD_ENOMEM;
   sinc_filters(m->sinc, low, band, n, window);
+  if ((rc = pack_in_place(&m->sinc, SINC_TAPS, N_SINC)) < 0)
+    return rc;
   char name[64];
   for (size_t i = 0; i < 3; i++) {
     const size_t c = i ? CH : N_SINC;
@@ -272,6 +289,8 @@ static int load_front(const loader_t *l, wd_diar_seg_t *m) {
       for (size_t k = 0; k < cin; k++)
         for (size_t tap = 0; tap < CONV_TAPS; tap++)
           c->w[(tap * cin + k) * CH16 + o] = w[(o * cin + k) * CONV_TAPS + tap];
+    if ((rc = pack_in_place(&c->w, CONV_TAPS * cin, CH16)) < 0)
+      return rc;
   }
   return 0;
 }
@@ -438,20 +457,19 @@ static void front(const wd_diar_seg_t *m, const float *in, scratch_t *s, float *
   /* the sinc convolution (row t = wav[10 t .. 10 t + 251)), |.|, max-pool */
   for (size_t r0 = 0; r0 < SINC_OUT; r0 += SINC_BLOCK) {
     const size_t rows = SINC_OUT - r0 < SINC_BLOCK ? SINC_OUT - r0 : SINC_BLOCK;
-    wd_vad_gemm(s->wav + r0 * SINC_STRIDE, SINC_STRIDE, m->sinc, N_SINC, NULL, s->sinc, N_SINC,
-                rows, N_SINC, SINC_TAPS);
+    wd_diar_gemm(s->wav + r0 * SINC_STRIDE, SINC_STRIDE, m->sinc, NULL, s->sinc, N_SINC, rows,
+                 N_SINC, SINC_TAPS);
     for (size_t i = 0; i < rows * N_SINC; i++)
       s->sinc[i] = fabsf(s->sinc[i]);
     pool3(s->sinc, N_SINC, rows / POOL, N_SINC, s->p1 + (r0 / POOL) * N_SINC);
   }
   norm_leaky(s->p1, P1, N_SINC, N_SINC, m->norm_w[0], m->norm_b[0]);
   /* conv 80 -> 60, pool, norm; conv 60 -> 60, pool, norm */
-  wd_vad_gemm(s->p1, N_SINC, m->conv[0].w, CH16, m->conv[0].b, s->c, CH16, C1, CH16,
-              CONV_TAPS * N_SINC);
+  wd_diar_gemm(s->p1, N_SINC, m->conv[0].w, m->conv[0].b, s->c, CH16, C1, CH16,
+               CONV_TAPS * N_SINC);
   pool3(s->c, CH16, P2, CH, s->p2);
   norm_leaky(s->p2, P2, CH, CH, m->norm_w[1], m->norm_b[1]);
-  wd_vad_gemm(s->p2, CH, m->conv[1].w, CH16, m->conv[1].b, s->c, CH16, C2, CH16,
-              CONV_TAPS * CH);
+  wd_diar_gemm(s->p2, CH, m->conv[1].w, m->conv[1].b, s->c, CH16, C2, CH16, CONV_TAPS * CH);
   pool3(s->c, CH16, N_FRAMES, CH, x);
   norm_leaky(x, N_FRAMES, CH, CH, m->norm_w[2], m->norm_b[2]);
 }
