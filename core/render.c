@@ -86,6 +86,22 @@ static void sb_put(wd_sb_t *b, const char *s, size_t n) {
   b->s[b->len] = '\0';
 }
 
+/* The document built in b as *ret_text (b's buffer freed): empty when
+ * nothing was written, and, since plain-text formats are served as UTF-8
+ * too, with split characters repaired. WD_ENOMEM when b ran out. */
+static int sb_finish(wd_sb_t *b, char **ret_text) {
+  if (b->err) {
+    free(b->s);
+    return WD_ENOMEM;
+  }
+  char *fixed = wd_render_utf8_dup(b->s ? b->s : "", b->len);
+  free(b->s);
+  if (!fixed)
+    return WD_ENOMEM;
+  *ret_text = fixed;
+  return 0;
+}
+
 /* HH:MM:SS<sep>mmm, rounding to the millisecond. */
 static void sb_time(wd_sb_t *b, double t, char sep) {
   long ms = lround(t * 1000.0);
@@ -322,21 +338,7 @@ int wd_render(const wd_transcript_t *t, wd_format_t fmt, const char *task, char 
   default:
     return WD_EINVAL;
   }
-  if (b.err || !b.s) {
-    free(b.s);
-    if (b.err)
-      return WD_ENOMEM;
-    b.s = calloc(1, 1); /* no segments: an empty document */
-    if (!b.s)
-      return WD_ENOMEM;
-  }
-  /* Plain-text formats are served as UTF-8 too: repair split characters. */
-  char *fixed = wd_render_utf8_dup(b.s, b.len);
-  free(b.s);
-  if (!fixed)
-    return WD_ENOMEM;
-  *ret_text = fixed;
-  return 0;
+  return sb_finish(&b, ret_text);
 }
 
 int wd_render_verbose_json(const wd_transcript_t *t, const char *task, unsigned flags,
@@ -459,18 +461,5 @@ int wd_render_diarized(const wd_transcript_t *t, const wd_diar_segs_t *d,
   }
   if (fmt == WD_FMT_TEXT && b.len == 0)
     sb_put(&b, "\n", 1); /* as wd_render's text: one line, empty */
-  if (b.err || !b.s) {
-    free(b.s);
-    if (b.err)
-      return WD_ENOMEM;
-    b.s = calloc(1, 1);
-    if (!b.s)
-      return WD_ENOMEM;
-  }
-  char *fixed = wd_render_utf8_dup(b.s, b.len);
-  free(b.s);
-  if (!fixed)
-    return WD_ENOMEM;
-  *ret_text = fixed;
-  return 0;
+  return sb_finish(&b, ret_text);
 }

@@ -22,6 +22,7 @@
 #include "diar_fbank.h"
 #include "error.h"
 #include "diar_gemm.h"
+#include "wd_diar_test.h"
 #include "wd_test.h"
 
 #define MODEL WD_SOURCE_DIR "/models/diar-campplus-zh-en.safetensors"
@@ -44,41 +45,11 @@
 
 static wd_campp_t *g_m;
 
-static float *read_f32(const char *path, size_t n) {
-  FILE *f = fopen(path, "rb");
-  float *x = malloc(n * sizeof *x);
-  if (!f || !x || fread(x, sizeof *x, n, f) != n) {
-    free(x);
-    x = NULL;
-  }
-  if (f)
-    fclose(f);
-  return x;
-}
-
-/* Samples [a, b) of a file as float s16 / 32768. */
-static float *read_clip(const char *path, size_t a, size_t b, size_t *ret_n) {
-  int16_t *pcm = NULL;
-  size_t n = 0;
-  char err[256];
-  if (wd_audio_decode_file(path, NULL, &pcm, &n, err, sizeof err) < 0) {
-    fprintf(stderr, "  %s: %s\n", path, err);
-    return NULL;
-  }
-  const size_t s = a, e = b < n ? b : n;
-  float *x = malloc((e - s) * sizeof *x);
-  for (size_t i = 0; x && i < e - s; i++)
-    x[i] = (float)pcm[s + i] / 32768.0f;
-  free(pcm);
-  *ret_n = e - s;
-  return x;
-}
-
 /* The trunk of samples [a, b) of a file: *ret_To frames x 512 (caller
  * frees). */
 static float *trunk_of(const char *path, size_t a, size_t b, size_t *ret_To) {
   size_t n = 0;
-  float *x = read_clip(path, a, b, &n), *feats = NULL, *hid = NULL;
+  float *x = wd_diar_read_clip(path, a, b, &n), *feats = NULL, *hid = NULL;
   const size_t T = wd_diar_fbank_frames(n), To = wd_campp_frames(T);
   feats = malloc(T * WD_DIAR_FBANK_BINS * sizeof *feats);
   hid = malloc(To * WD_CAMPP_HIDDEN * sizeof *hid);
@@ -134,8 +105,8 @@ WD_TEST(golden) {
   } clips[5] = { { JFK, 0, 48000, 0 },        { JFK, 0, 128000, 1 },
                  { SAMPLE, 80000, 240000, 2 }, { JFK, 16000, 40125, 4 },
                  { JFK, 32000, 32880, 5 } };
-  float *gold = read_f32(GOLD_EMB, N_EMB * WD_CAMPP_EMB);
-  float *gold_trunk = read_f32(GOLD_TRUNK, TRUNK_ROWS * WD_CAMPP_HIDDEN);
+  float *gold = wd_diar_read_f32(GOLD_EMB, N_EMB * WD_CAMPP_EMB);
+  float *gold_trunk = wd_diar_read_f32(GOLD_TRUNK, TRUNK_ROWS * WD_CAMPP_HIDDEN);
   WD_CHECK(gold && gold_trunk);
   if (!gold || !gold_trunk)
     goto out;
@@ -261,7 +232,7 @@ WD_TEST(threads_and_speed) {
   if (!g_m)
     return;
   size_t n = 0;
-  float *x = read_clip(SAMPLE, 80000, 240000, &n);
+  float *x = wd_diar_read_clip(SAMPLE, 80000, 240000, &n);
   const size_t T = wd_diar_fbank_frames(n), To = wd_campp_frames(T);
   float *feats = malloc(T * WD_DIAR_FBANK_BINS * sizeof *feats);
   float *h0 = malloc(3 * To * WD_CAMPP_HIDDEN * sizeof *h0);

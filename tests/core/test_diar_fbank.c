@@ -14,6 +14,7 @@
 #include "audio.h"
 #include "diar_fbank.h"
 #include "error.h"
+#include "wd_diar_test.h"
 #include "wd_test.h"
 
 #define JFK WD_SOURCE_DIR "/tests/data/audio/jfk.wav"
@@ -25,36 +26,6 @@
  * float32 golden within 2.1e-3. A bug (a wrong window, band edge or
  * pre-emphasis) moves values by 1e-2 or more. */
 #define TOL 5e-3
-
-static float *read_f32(const char *path, size_t n) {
-  FILE *f = fopen(path, "rb");
-  float *x = malloc(n * sizeof *x);
-  if (!f || !x || fread(x, sizeof *x, n, f) != n) {
-    free(x);
-    x = NULL;
-  }
-  if (f)
-    fclose(f);
-  return x;
-}
-
-/* The file's samples from a to b seconds as float s16 / 32768. */
-static float *read_clip(const char *path, double a, double b, size_t *ret_n) {
-  int16_t *pcm = NULL;
-  size_t n = 0;
-  char err[256];
-  if (wd_audio_decode_file(path, NULL, &pcm, &n, err, sizeof err) < 0) {
-    fprintf(stderr, "  %s: %s\n", path, err);
-    return NULL;
-  }
-  const size_t s = (size_t)(a * 16000), e = (size_t)(b * 16000) < n ? (size_t)(b * 16000) : n;
-  float *x = malloc((e - s) * sizeof *x);
-  for (size_t i = 0; x && i < e - s; i++)
-    x[i] = (float)pcm[s + i] / 32768.0f;
-  free(pcm);
-  *ret_n = e - s;
-  return x;
-}
 
 WD_TEST(frames) {
   WD_CHECK(wd_diar_fbank_frames(0) == 0);
@@ -70,9 +41,9 @@ WD_TEST(frames) {
 
 WD_TEST(golden) {
   size_t n = 0;
-  float *x = read_clip(JFK, 0.0, 3.0, &n);
+  float *x = wd_diar_read_clip(JFK, 0, 3 * 16000, &n);
   const size_t T = wd_diar_fbank_frames(n);
-  float *gold = read_f32(GOLD, 298 * WD_DIAR_FBANK_BINS);
+  float *gold = wd_diar_read_f32(GOLD, 298 * WD_DIAR_FBANK_BINS);
   float *got = malloc(T * WD_DIAR_FBANK_BINS * sizeof *got);
   WD_CHECK(x && gold && got && T == 298);
   if (!x || !gold || !got || T != 298)

@@ -19,6 +19,7 @@
 #include "diar_seg.h"
 #include "error.h"
 #include "vad_gemm.h"
+#include "wd_diar_test.h"
 #include "wd_test.h"
 
 #define MODEL WD_SOURCE_DIR "/models/diar-segmentation-3.0.safetensors"
@@ -42,19 +43,6 @@ static wd_diar_seg_t *g_seg;
 static float *g_win[N_WIN];     /* the windows' samples */
 static float *g_want[N_WIN];    /* PyTorch's log-probabilities */
 static char g_name[N_WIN][32];
-
-static float *read_f32(const char *path, size_t n) {
-  FILE *f = fopen(path, "rb");
-  float *x = malloc(n * sizeof *x);
-  if (!f || !x || fread(x, sizeof *x, n, f) != n || fgetc(f) != EOF) {
-    fprintf(stderr, "  %s: missing or not %zu floats\n", path, n);
-    free(x);
-    x = NULL;
-  }
-  if (f)
-    fclose(f);
-  return x;
-}
 
 /* Window i of seg_windows.txt: name, WAV under tests/data, first sample,
  * samples taken; zeros after them. */
@@ -82,7 +70,7 @@ static int read_windows(void) {
       for (size_t j = 0; j < n; j++)
         g_win[i][j] = (float)pcm[start + j] / 32768.0f;
       snprintf(path, sizeof path, WD_TEST_DATA_DIR "/diar/seg_%s.logp.f32", g_name[i]);
-      if (!(g_want[i] = read_f32(path, OUT)))
+      if (!(g_want[i] = wd_diar_read_f32(path, OUT)))
         rc = -1;
     }
     free(pcm);
@@ -136,7 +124,7 @@ WD_TEST(sincnet_matches_pytorch) {
   if (!g_seg || !g_win[2])
     wd_test_skip("no model");
   const size_t n = WD_DIAR_SEG_FRAMES * 60;
-  float *want = read_f32(WD_TEST_DATA_DIR "/diar/seg_jfk_5s.sincnet.f32", n);
+  float *want = wd_diar_read_f32(WD_TEST_DATA_DIR "/diar/seg_jfk_5s.sincnet.f32", n);
   float *got = malloc(n * sizeof *got);
   WD_CHECK(want && got);
   if (want && got) {
