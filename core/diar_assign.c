@@ -300,15 +300,17 @@ int wd_diar_labels(const wd_diar_segs_t *s, const int *known, const char *const 
   for (int k = 0; k < s->n_speakers; k++) {
     const int ts = s->turn_speaker[k];
     const int j = known && names && ts >= 0 ? known[ts] : -1;
-    if (j >= 0) {
-      labels[k] = strdup(names[j]);
-    } else {
-      char buf[16];
+    char buf[16];
+    const char *src = buf;
+    if (j >= 0)
+      src = names[j];
+    else
       letters(n_letters++, buf, sizeof buf);
-      labels[k] = strdup(buf);
-    }
-    if (!labels[k]) {
-      wd_diar_labels_free(labels, k);
+    if (!(labels[k] = strdup(src))) {
+      while (k-- > 0) { /* the labels made so far */
+        free(labels[k]);
+        labels[k] = NULL;
+      }
       return WD_ENOMEM;
     }
   }

@@ -295,7 +295,8 @@ int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
     free(order);
     return WD_ENOMEM;
   }
-  qsort(t, n, sizeof *t, turn_cmp);
+  if (n > 0)
+    qsort(t, n, sizeof *t, turn_cmp);
   for (size_t kk = 0; kk < K; kk++)
     order[kk] = -1;
   int n_spk = 0;
@@ -304,7 +305,8 @@ int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
       order[t[i].speaker] = n_spk++;
   for (size_t i = 0; i < n; i++)
     t[i].speaker = order[t[i].speaker];
-  qsort(t, n, sizeof *t, turn_cmp); /* speakers' numbers changed the ties' order */
+  if (n > 0) /* speakers' numbers changed the ties' order */
+    qsort(t, n, sizeof *t, turn_cmp);
   if (centroids && n_spk > 0) {
     out->centroids = malloc((size_t)n_spk * WD_DIAR_EMB_DIM * sizeof *out->centroids);
     if (!out->centroids) {
