@@ -294,12 +294,7 @@ int wd_diar_embed_clip(const wd_diar_t *d, const float *pcm, size_t n, float *em
       (rc = wd_campp_trunk(d->emb, feats, T, hidden)) < 0 ||
       (rc = wd_campp_embed(d->emb, hidden, T_out, NULL, emb)) < 0)
     goto out;
-  double ss = 0;
-  for (size_t i = 0; i < WD_DIAR_EMB_DIM; i++)
-    ss += (double)emb[i] * emb[i];
-  const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
-  for (size_t i = 0; i < WD_DIAR_EMB_DIM; i++)
-    emb[i] = (float)(emb[i] * inv);
+  wd__diar_normalize(emb, emb);
 out:
   free(feats);
   free(hidden);

@@ -127,4 +127,7 @@ void wd__diar_acts_free(wd__diar_acts_t *a);
  * turns. 0, WD_ENOMEM or WD_EINVAL (bad bounds). */
 int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar_result_t *out);
 
+/* dst = src (WD_DIAR_EMB_DIM floats) scaled to unit length; dst may be src. */
+void wd__diar_normalize(const float *src, float *dst);
+
 #endif

@@ -263,6 +263,15 @@ static int turn_add(wd_diar_turn_t **t, size_t *n, size_t *cap, double start, do
   return 0;
 }
 
+void wd__diar_normalize(const float *src, float *dst) {
+  double ss = 0;
+  for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
+    ss += (double)src[d] * src[d];
+  const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0; /* a zero vector stays zero */
+  for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
+    dst[d] = (float)(src[d] * inv);
+}
+
 int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
                    const float *centroids, wd_diar_result_t *out) {
   memset(out, 0, sizeof *out);
@@ -317,14 +326,8 @@ int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
     for (size_t kk = 0; kk < K; kk++) {
       if (order[kk] < 0)
         continue;
-      const float *src = centroids + kk * WD_DIAR_EMB_DIM;
-      float *dst = out->centroids + (size_t)order[kk] * WD_DIAR_EMB_DIM;
-      double ss = 0;
-      for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
-        ss += (double)src[d] * src[d];
-      const double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
-      for (size_t d = 0; d < WD_DIAR_EMB_DIM; d++)
-        dst[d] = (float)(src[d] * inv);
+      wd__diar_normalize(centroids + kk * WD_DIAR_EMB_DIM,
+                         out->centroids + (size_t)order[kk] * WD_DIAR_EMB_DIM);
     }
   }
   free(order);
