@@ -30,11 +30,11 @@ static void run_cand(void *ctx, int cand) {
   wd_cpu_gemv_run_path(p->e, &p->g, p->paths[cand]);
 }
 
-int wd_cpu_pick_test_two_gemv;
+int wd_cpu_pick_test_twins;
 
 int wd_cpu_gemv_pick_candidates(const wd_cpu_engine_t *e) {
   const cpu_mat_t *w = e->hp.n_text_layer > 0 ? &e->dec[0].fc1 : NULL;
-  return (wd_cpu_gemv_widest() == 2 || wd_cpu_pick_test_two_gemv) && w && !w->ct &&
+  return (wd_cpu_gemv_widest() == 2 || wd_cpu_pick_test_twins) && w && !w->ct &&
          (w->type == WD_DTYPE_F16 || w->type == WD_DTYPE_F32);
 }
 

@@ -159,12 +159,14 @@ void wd_cpu_gemv_run_path(wd_cpu_engine_t *e, const cpu_gemv_t *g, int path);
 void wd_cpu_gemv_pick(wd_cpu_engine_t *e);
 /* Whether wd_cpu_gemv_pick has two candidates to measure on this model. */
 int wd_cpu_gemv_pick_candidates(const wd_cpu_engine_t *e);
-/* Tests only (0 otherwise): 1 makes wd_cpu_gemv_pick_candidates answer yes
- * for f16/f32 weights on any CPU, so that the measurement and the cache run
- * end to end on hosts without AVX-512. Safe: path 2 runs the AVX2 (or
- * portable) kernels where the CPU lacks AVX-512 (cpu_gemv.h), so both
- * "candidates" are the same kernel and any choice computes the same sums. */
-extern int wd_cpu_pick_test_two_gemv;
+/* Tests only (0 otherwise): 1 gives both measured kernels two candidates
+ * on any CPU, twins that run the same code, so that the measurement and
+ * the cache run end to end on hosts without AVX-512: the GEMV's path 2
+ * runs the AVX2 (or portable) kernels where the CPU lacks AVX-512
+ * (cpu_gemv.h), and the attention's "blocked" candidate runs the sgemm
+ * path unless the blocked kernel is available (cpu_pick.c). Any choice
+ * then computes what the one real candidate does. */
+extern int wd_cpu_pick_test_twins;
 /* The encoder's self-attention of heads 0 .. nh-1 from e_qkv into e_o:
  * blocked (only where wd_cpu_enc_attn_available) or an sgemm pair a head
  * (cpu_encoder.c). The encoder runs every head; the measurement fewer. */

@@ -38,7 +38,7 @@
 /* The attention's heads measured: two of the model's (a fifth to a tenth
  * of a layer's attention; a few ms for base on a many-core host). */
 #define ATTN_PICK_HEADS 2
-#define ATTN_PICK_ROUNDS 3
+#define ATTN_PICK_ROUNDS 2
 
 /* WHISPERD_CPU_ENC_ATTN: "blocked" or "sgemm" when set to either, else NULL. */
 static const char *attn_forced(void) {
@@ -71,11 +71,12 @@ typedef struct {
   wd_cpu_engine_t *e;
   int nh;
   float scale;
+  int blocked[2]; /* the candidates' kernels: { 1, 0 }, or { 0, 0 } for the test twins */
 } attn_ctx_t;
 
 static void attn_run(void *ctx, int cand) {
   attn_ctx_t *a = ctx;
-  wd_cpu_enc_attn_heads(a->e, cand == 0, a->nh, a->scale);
+  wd_cpu_enc_attn_heads(a->e, a->blocked[cand], a->nh, a->scale);
 }
 
 static void attn_measure(wd_cpu_engine_t *e) {
@@ -85,11 +86,14 @@ static void attn_measure(wd_cpu_engine_t *e) {
    * on the values (every encode overwrites them). */
   memset(e->e_qkv, 0, (size_t)n * 3 * (size_t)d * sizeof(float));
   attn_ctx_t a = { .e = e, .nh = nh < ATTN_PICK_HEADS ? nh : ATTN_PICK_HEADS,
-                   .scale = 1.0f / 8.0f };
+                   .scale = 1.0f / 8.0f,
+                   .blocked = { wd_cpu_enc_attn_available(dh), 0 } };
   double best[2] = { 0, 0 };
   const wd_cpu_tune_t t = { .n_cand = 2, .rounds = ATTN_PICK_ROUNDS, .run = attn_run, .ctx = &a };
   const int win = wd_cpu_tune_pick(&t, best);
-  e->enc_blocked = win <= 0; /* a failed pick keeps the feature default */
+  /* Candidate 0 is the blocked kernel (a failed pick keeps it, the feature
+   * default); the twins' candidate 0 is sgemm. */
+  e->enc_blocked = a.blocked[win <= 0 ? 0 : 1];
   snprintf(e->attn_choice, sizeof e->attn_choice,
            "measured on %d of %d heads (%d x %d): %s (blocked %.3f, sgemm %.3f ms)", a.nh, nh, n,
            dh, e->enc_blocked ? "blocked" : "sgemm", best[0] * 1e3, best[1] * 1e3);
@@ -141,8 +145,10 @@ static int from_set(wd_cpu_engine_t *e, int gemv2, int attn2, const wd_pick_set_
       return 0;
   }
   const char *ea = wd_pick_set_get(s, "enc_attn"), *en = wd_pick_set_get(s, "enc_attn_note");
-  if (attn2 && (!ea || !en || (strcmp(ea, "blocked") != 0 && strcmp(ea, "sgemm") != 0)))
-    return 0;
+  const int dh = e->hp.n_audio_state / e->hp.n_audio_head;
+  if (attn2 && (!ea || !en || (strcmp(ea, "blocked") != 0 && strcmp(ea, "sgemm") != 0) ||
+                (strcmp(ea, "blocked") == 0 && !wd_cpu_enc_attn_available(dh))))
+    return 0; /* never the blocked kernel where it cannot run, whatever a file says */
   if (gemv2) {
     memcpy(e->gemv_path, path, sizeof path);
     snprintf(e->gemv_choice, sizeof e->gemv_choice, "%s", gn);
@@ -168,7 +174,8 @@ void wd_cpu_kernels_pick(wd_cpu_engine_t *e) {
   const int dh = e->hp.n_audio_state / e->hp.n_audio_head;
   const char *fa = attn_forced();
   const int can_block = wd_cpu_enc_attn_available(dh);
-  const int gemv2 = wd_cpu_gemv_pick_candidates(e), attn2 = can_block && !fa;
+  const int gemv2 = wd_cpu_gemv_pick_candidates(e);
+  const int attn2 = (can_block || wd_cpu_pick_test_twins) && !fa;
   /* The defaults: the widest GEMV, the blocked attention wherever it runs
    * (as before measurement), or what the environment forces. */
   for (int r = 0; r <= CPU_GEMV_PICK_ROWS; r++)

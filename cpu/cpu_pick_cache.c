@@ -5,7 +5,6 @@
 #include "cpu_pick_cache.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,15 +228,17 @@ int wd_pick_cache_write(const char *path, const char *key, const wd_pick_set_t *
     return WD_EINVAL;
   }
   make_dirs(path);
-  char tmp[WD_PICK_PATH + 32];
-  int rc = snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp
-               ? WD_ERANGE
-               : 0;
-  const int fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* A temporary name of its own (mkstemp), so that two engines of one
+   * process or two processes writing the same key never share one; the
+   * last rename wins, whole. */
+  char tmp[WD_PICK_PATH + 16];
+  int rc = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp ? WD_ERANGE : 0;
+  const int fd = rc ? -1 : mkstemp(tmp);
   if (fd < 0) {
     free(buf);
     return rc ? rc : WD_EIO;
   }
+  (void)fchmod(fd, 0644); /* mkstemp's 0600 would hide it from a second user */
   const ssize_t w = write(fd, buf, (size_t)n);
   free(buf);
   rc = close(fd) == 0 && w == (ssize_t)n ? 0 : WD_EIO;

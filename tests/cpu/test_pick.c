@@ -8,10 +8,10 @@
  * leaves the cache alone.
  *
  * On a host without AVX-512 each kernel has one candidate, so the test
- * turns on wd_cpu_pick_test_two_gemv: two GEMV "candidates" that run the
- * same AVX2 kernel (cpu_internal.h), enough to drive the measurement and
- * the cache end to end. The encoder attention's blocked candidate needs
- * AVX-512 and is measured only on such hosts.
+ * turns on wd_cpu_pick_test_twins: for the GEMV and for the attention two
+ * "candidates" that run the same kernel (cpu_internal.h), enough to drive
+ * the measurement and the cache end to end; the last test loads without
+ * them and checks what this CPU really offers.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -44,7 +44,7 @@ static const char *setup(void) {
   }
   setenv("WHISPERD_CACHE_DIR", g_dir, 1);
   unsetenv("WHISPERD_CPU_ENC_ATTN");
-  wd_cpu_pick_test_two_gemv = 1;
+  wd_cpu_pick_test_twins = 1;
   return NULL;
 }
 
@@ -79,6 +79,7 @@ WD_TEST(second_load_takes_the_cache) {
   WD_CHECK_EQ_STR(e->pick_source, "measured");
   WD_CHECK(strstr(e->pick_note, "cached in") != NULL);
   WD_CHECK(strstr(e->gemv_choice, "measured on fc1") != NULL);
+  WD_CHECK(strstr(e->attn_choice, "measured on 2 of 6 heads (1500 x 64)") != NULL);
   char path[WD_PICK_PATH];
   cache_path(e, path, sizeof path);
   WD_CHECK(access(path, R_OK) == 0);
@@ -98,6 +99,7 @@ WD_TEST(second_load_takes_the_cache) {
   wd_cpu_engine_stats(e, &st);
   WD_CHECK_EQ_STR(st.pick_source, "cache");
   WD_CHECK(st.kernel_choice && strstr(st.kernel_choice, "measured on fc1"));
+  WD_CHECK(st.attn_choice && strstr(st.attn_choice, "measured on 2 of 6 heads"));
   wd_cpu_engine_free(e);
 
   /* A choice planted in the file (path 1 at every row count but 3, path 2
@@ -116,6 +118,20 @@ WD_TEST(second_load_takes_the_cache) {
   for (int r = 0; r <= CPU_GEMV_PICK_ROWS; r++)
     WD_CHECK_EQ_INT(e->gemv_path[r], r == 3 ? 2 : 1);
   wd_cpu_engine_free(e);
+
+  /* The blocked attention where this CPU cannot run it (no AVX-512): a
+   * file that says so is not believed. */
+  if (!wd_cpu_enc_attn_available(WD_ENC_ATTN_DH)) {
+    WD_CHECK_EQ_INT(wd_pick_set_put(&s, "enc_attn", "blocked"), 0);
+    WD_CHECK_EQ_INT(wd_pick_cache_write(path, key, &s), 0);
+    e = load(4);
+    if (!e)
+      return;
+    WD_CHECK_EQ_STR(e->pick_source, "measured");
+    WD_CHECK_EQ_INT(e->enc_blocked, 0);
+    wd_cpu_engine_free(e);
+    WD_CHECK_EQ_INT(wd_pick_set_put(&s, "enc_attn", "sgemm"), 0);
+  }
 
   /* A value out of range in a well-formed file: measured again. */
   WD_CHECK_EQ_INT(wd_pick_set_put(&s, "gemv_path", "1 1 1 7 1 1 1 1 1 1 1 1 1 1 1 1 1"), 0);
@@ -220,7 +236,7 @@ WD_TEST(this_cpu_without_the_hook) {
   /* The real candidates: on a CPU without AVX-512 one each, nothing
    * measured nor cached; with it, measured (attention included). */
   SETUP();
-  wd_cpu_pick_test_two_gemv = 0;
+  wd_cpu_pick_test_twins = 0;
   char sub[128];
   snprintf(sub, sizeof sub, "%s/real", g_dir);
   setenv("WHISPERD_CACHE_DIR", sub, 1);
@@ -235,7 +251,7 @@ WD_TEST(this_cpu_without_the_hook) {
   struct stat sb;
   WD_CHECK_EQ_INT(stat(sub, &sb) == 0, avx512); /* nothing written without a choice */
   setenv("WHISPERD_CACHE_DIR", g_dir, 1);
-  wd_cpu_pick_test_two_gemv = 1;
+  wd_cpu_pick_test_twins = 1;
 }
 
 /* dir's plain files and empty subdirectories, then dir (what the tests
