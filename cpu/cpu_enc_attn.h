@@ -51,4 +51,14 @@ void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt);
 void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
                            int n, int ldv, float scale, float *scratch, float *o, int ldo);
 
+typedef void (*wd_cpu_enc_attn_block_fn)(const float *q, int rows, int ldq, const float *kt,
+                                         const float *V, int n, int ldv, float scale,
+                                         float *scratch, float *o, int ldo);
+/* Tests only (NULL otherwise): the same kernels compiled against SIMDe's
+ * portable AVX-512 (tests/cpu/enc_attn_simde.c). While set, on a host with
+ * AVX2, wd_cpu_enc_attn_available says yes for dh 64 and
+ * wd_cpu_enc_attn_block runs it: the kernels' numerics and the engine's
+ * measured choice of them (cpu_pick.c) are then tested without AVX-512. */
+extern wd_cpu_enc_attn_block_fn wd_cpu_enc_attn_test_kernel;
+
 #endif

@@ -10,8 +10,9 @@
  * On a host without AVX-512 each kernel has one candidate, so the test
  * turns on wd_cpu_pick_test_twins: for the GEMV and for the attention two
  * "candidates" that run the same kernel (cpu_internal.h), enough to drive
- * the measurement and the cache end to end; the last test loads without
- * them and checks what this CPU really offers.
+ * the measurement and the cache end to end; the last two load without
+ * them: what this CPU really offers, and the real blocked kernel (under
+ * SIMDe where the CPU lacks AVX-512) measured against sgemm.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "cpu_engine.h"
 #include "cpu_internal.h"
 #include "cpu_pick_cache.h"
+#include "enc_attn_simde.h"
 #include "error.h"
 #include "wd_test.h"
 
@@ -250,6 +252,43 @@ WD_TEST(this_cpu_without_the_hook) {
   wd_cpu_engine_free(e);
   struct stat sb;
   WD_CHECK_EQ_INT(stat(sub, &sb) == 0, avx512); /* nothing written without a choice */
+  setenv("WHISPERD_CACHE_DIR", g_dir, 1);
+  wd_cpu_pick_test_twins = 1;
+}
+
+WD_TEST(simde_blocked_candidate_follows_the_measurement) {
+  /* The real blocked kernel against sgemm, on a host without AVX-512: its
+   * source under SIMDe (tests/cpu/enc_attn_simde.c). The choice is the
+   * faster of the two times the note gives, and the next load takes it
+   * from the cache. */
+  SETUP();
+  if (wd_cpu_enc_attn_available(WD_ENC_ATTN_DH))
+    wd_test_nothing_to_check("this CPU runs the blocked kernel natively (this_cpu_without_the_hook)");
+  if (!wd_cpu_use_avx2() || !enc_attn_simde_block())
+    wd_test_nothing_to_check("no AVX2 or no SIMDe: the blocked kernel cannot run here");
+  wd_cpu_pick_test_twins = 0;
+  wd_cpu_enc_attn_test_kernel = enc_attn_simde_block();
+  char sub[128];
+  snprintf(sub, sizeof sub, "%s/simde", g_dir);
+  setenv("WHISPERD_CACHE_DIR", sub, 1);
+  wd_cpu_engine_t *e = load(4);
+  if (e) {
+    WD_CHECK_EQ_STR(e->pick_source, "measured");
+    const char *t = strstr(e->attn_choice, "(blocked ");
+    double tb = -1, ts = -1;
+    WD_CHECK(t && sscanf(t, "(blocked %lf, sgemm %lf ms)", &tb, &ts) == 2);
+    WD_CHECK(tb > 0 && ts > 0);
+    WD_CHECK_EQ_INT(e->enc_blocked, tb <= ts); /* a tie keeps the first, blocked */
+    const int blocked = e->enc_blocked;
+    wd_cpu_engine_free(e);
+    e = load(4);
+    if (e) {
+      WD_CHECK_EQ_STR(e->pick_source, "cache");
+      WD_CHECK_EQ_INT(e->enc_blocked, blocked);
+    }
+  }
+  wd_cpu_engine_free(e);
+  wd_cpu_enc_attn_test_kernel = NULL;
   setenv("WHISPERD_CACHE_DIR", g_dir, 1);
   wd_cpu_pick_test_twins = 1;
 }
