@@ -13,7 +13,10 @@
  * reads them as whole vectors.
  *
  * AVX-512 only: a head is 64 columns wide in every Whisper model; other
- * widths and hosts without AVX-512 take the sgemm path. On AVX2 the same
+ * widths and hosts without AVX-512 take the sgemm path. Where both run,
+ * the engine times them at load on the model's shape and keeps the
+ * faster (cpu/cpu_pick.c, cached per CPU model and model shape);
+ * WHISPERD_CPU_ENC_ATTN=blocked|sgemm forces one. On AVX2 the same
  * blocking with 8-lane tiles measured no faster than OpenBLAS's Haswell
  * sgemm (tiny.en, 2-core Zen 5 with AVX-512 masked: 184 against 183 ms a
  * window), so it was not kept.
