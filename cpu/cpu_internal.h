@@ -101,7 +101,8 @@ struct wd_cpu_engine {
   /* gemv_path[r]: wd_cpu_gemv_range_path's path for r rows (r > CPU_GEMV_PICK_ROWS:
    * that entry's), the fastest measured at load where the CPU has more than one */
   signed char gemv_path[CPU_GEMV_PICK_ROWS + 1];
-  char gemv_choice[256]; /* what was measured and chosen ("" where nothing was) */
+  char gemv_choice[320]; /* what was measured and chosen ("" where nothing was): 5 buckets
+                         * of the widest model fit, and a cache value holds it */
 
   /* ---- the encoder attention's kernel (cpu_pick.c) ---- */
   int enc_blocked;       /* 1: blocked (cpu_enc_attn.h, only where available), 0: sgemm */
@@ -109,7 +110,7 @@ struct wd_cpu_engine {
 
   /* ---- where the choices came from (cpu_pick.c) ---- */
   const char *pick_source; /* "measured", "cache", "forced" or "one candidate" */
-  char pick_note[1024];    /* the whole story for logs and `whisperd devices` ("" where none) */
+  char pick_note[1536];    /* the whole story for the start-up log ("" where none) */
 
   /* ---- figures ---- */
   double encode_ms, cross_ms, step_ms_sum;
