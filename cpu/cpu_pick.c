@@ -221,7 +221,9 @@ void wd_cpu_kernels_pick(wd_cpu_engine_t *e) {
   const char *why = fa ? "WHISPERD_CPU_ENC_ATTN forces a kernel: cache neither read nor written"
                     : !use_cache ? "no cache directory: WHISPERD_CACHE_DIR, XDG_CACHE_HOME, HOME"
                     : read_rc == WD_EFORMAT ? "a corrupt cache file replaced"
-                                            : "nothing cached for this CPU and model";
+                    : read_rc == 0          ? "the cached choice was not one this CPU runs"
+                    : read_rc == WD_ENOENT  ? "nothing cached for this CPU and model"
+                                            : "the cache file could not be read";
   int wrote = 0;
   if (use_cache) {
     wd_pick_set_t s;

@@ -130,6 +130,7 @@ WD_TEST(second_load_takes_the_cache) {
     if (!e)
       return;
     WD_CHECK_EQ_STR(e->pick_source, "measured");
+    WD_CHECK(strstr(e->pick_note, "not one this CPU runs") != NULL);
     WD_CHECK_EQ_INT(e->enc_blocked, 0);
     wd_cpu_engine_free(e);
     WD_CHECK_EQ_INT(wd_pick_set_put(&s, "enc_attn", "sgemm"), 0);
