@@ -46,148 +46,26 @@ void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt) {
   }
 }
 
+wd_cpu_enc_attn_block_fn wd_cpu_enc_attn_test_kernel;
+
 #if CPU_X86
 #include <immintrin.h>
 
-/* Score tiles of 8 queries x 32 keys (16 accumulators), value tiles of 4
- * queries x 64 columns (16 accumulators). */
-#define T512 __attribute__((target("avx512f,avx2,fma")))
-
-T512 static void scores512(const float *qb, int rows, const float *kt, int npad, float scale,
-                           float *s) {
-  const __m512 sc = _mm512_set1_ps(scale);
-  for (int p = 0; p < npad; p += PANEL) {
-    const float *kp = kt + (size_t)p * DH;
-    for (int r0 = 0; r0 < rows; r0 += 8) {
-      const float *q = qb + r0 * DH;
-      __m512 a[8][2];
-      for (int r = 0; r < 8; r++)
-        a[r][0] = a[r][1] = _mm512_setzero_ps();
-#pragma GCC unroll 2
-      for (int c = 0; c < DH; c++) {
-        const __m512 k0 = _mm512_loadu_ps(kp + c * PANEL);
-        const __m512 k1 = _mm512_loadu_ps(kp + c * PANEL + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++) {
-          const __m512 b = _mm512_set1_ps(q[r * DH + c]);
-          a[r][0] = _mm512_fmadd_ps(b, k0, a[r][0]);
-          a[r][1] = _mm512_fmadd_ps(b, k1, a[r][1]);
-        }
-      }
-      for (int r = 0; r < 8; r++) {
-        float *row = s + (size_t)(r0 + r) * (size_t)npad + p;
-        _mm512_storeu_ps(row, _mm512_mul_ps(a[r][0], sc));
-        _mm512_storeu_ps(row + 16, _mm512_mul_ps(a[r][1], sc));
-      }
-    }
-  }
-}
-
-/* e^x for x <= 0: cpu_vmath.h's AVX2 exp, 16 lanes wide. */
-T512 static inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);
-  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
-}
-
-/* Row r of scores (n of them) to e^(s - max), in place; returns the sum. */
-T512 static float exp_row512(float *s, int n) {
-  const int n16 = n / 16 * 16;
-  const __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1u);
-  __m512 mv = _mm512_set1_ps(-INFINITY);
-  for (int j = 0; j < n16; j += 16)
-    mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
-  mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + n16));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
-  __m512 sum = _mm512_setzero_ps();
-  for (int j = 0; j < n16; j += 16) {
-    const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
-    _mm512_storeu_ps(s + j, v);
-    sum = _mm512_add_ps(sum, v);
-  }
-  if (tail) {
-    const __m512 v = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + n16), m));
-    _mm512_mask_storeu_ps(s + n16, tail, v);
-    sum = _mm512_mask_add_ps(sum, tail, sum, v);
-  }
-  return _mm512_reduce_add_ps(sum);
-}
-
-/* o = (e^s V) / sum, value tiles of 4 rows x 64 columns (16 accumulators);
- * keys in chunks of VCHUNK so that a chunk's values (32 KiB) stay in L1
- * while every tile of the block reads them; a tile's sums go through o
- * between chunks, each column's sum still running over the keys in order. */
-#define VCHUNK 128
-T512 static void values512(const float *s, int npad, int tiles, const float *inv, const float *V,
-                           int n, int ldv, float *acc, float *o, int rows, int ldo) {
-  for (int j0 = 0; j0 < n; j0 += VCHUNK) {
-    const int j1 = j0 + VCHUNK < n ? j0 + VCHUNK : n;
-    for (int r0 = 0; r0 < tiles; r0 += 4) {
-      const float *p = s + (size_t)r0 * (size_t)npad;
-      float *t = acc + r0 * DH;
-      __m512 a[4][4];
-      for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++)
-          a[r][c] = j0 ? _mm512_loadu_ps(t + r * DH + 16 * c) : _mm512_setzero_ps();
-      for (int j = j0; j < j1; j++) {
-        const float *v = V + (size_t)j * (size_t)ldv;
-        const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
-        const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-          const __m512 b = _mm512_set1_ps(p[(size_t)r * (size_t)npad + (size_t)j]);
-          a[r][0] = _mm512_fmadd_ps(b, v0, a[r][0]);
-          a[r][1] = _mm512_fmadd_ps(b, v1, a[r][1]);
-          a[r][2] = _mm512_fmadd_ps(b, v2, a[r][2]);
-          a[r][3] = _mm512_fmadd_ps(b, v3, a[r][3]);
-        }
-      }
-      for (int r = 0; r < 4; r++)
-        for (int c = 0; c < 4; c++)
-          _mm512_storeu_ps(t + r * DH + 16 * c, a[r][c]);
-    }
-  }
-  for (int r = 0; r < rows; r++) {
-    const __m512 iv = _mm512_set1_ps(inv[r]);
-    for (int c = 0; c < DH; c += 16)
-      _mm512_storeu_ps(o + (size_t)r * (size_t)ldo + c,
-                       _mm512_mul_ps(_mm512_loadu_ps(acc + r * DH + c), iv));
-  }
-}
+#define EA512_TARGET __attribute__((target("avx512f,avx2,fma")))
+#include "cpu_enc_attn_kern.h"
 
 int wd_cpu_enc_attn_available(int dh) {
-  return dh == DH && wd_cpu_use_avx2() && wd_cpu_avx512_available();
+  return dh == DH && wd_cpu_use_avx2() &&
+         (wd_cpu_avx512_available() || wd_cpu_enc_attn_test_kernel != NULL);
 }
 
 void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
                            int n, int ldv, float scale, float *scratch, float *o, int ldo) {
-  const int npad = wd_cpu_enc_attn_npad(n);
-  float *qb = scratch, *acc = scratch + BLOCK * DH, *inv = acc + BLOCK * DH;
-  float *s = inv + BLOCK;
-  for (int r = 0; r < BLOCK; r++) {
-    if (r < rows)
-      memcpy(qb + r * DH, q + (size_t)r * (size_t)ldq, DH * sizeof(float));
-    else
-      memset(qb + r * DH, 0, DH * sizeof(float));
+  if (wd_cpu_enc_attn_test_kernel) {
+    wd_cpu_enc_attn_test_kernel(q, rows, ldq, kt, V, n, ldv, scale, scratch, o, ldo);
+    return;
   }
-  /* Whole tiles: 8 rows scored, 4 weighted (the scored rows cover them);
-   * the softmax's division comes last, on the weighted sums. */
-  const int tiles = (rows + 3) / 4 * 4;
-  scores512(qb, (rows + 7) / 8 * 8, kt, npad, scale, s);
-  for (int r = 0; r < tiles; r++)
-    inv[r] = 1.0f / exp_row512(s + (size_t)r * (size_t)npad, n);
-  values512(s, npad, tiles, inv, V, n, ldv, acc, o, rows, ldo);
+  ea512_block(q, rows, ldq, kt, V, n, ldv, scale, scratch, o, ldo);
 }
 
 #else /* not x86: the sgemm path always */

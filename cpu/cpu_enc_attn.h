@@ -13,7 +13,10 @@
  * reads them as whole vectors.
  *
  * AVX-512 only: a head is 64 columns wide in every Whisper model; other
- * widths and hosts without AVX-512 take the sgemm path. On AVX2 the same
+ * widths and hosts without AVX-512 take the sgemm path. Where both run,
+ * the engine times them at load on the model's shape and keeps the
+ * faster (cpu/cpu_pick.c, cached per CPU model and model shape);
+ * WHISPERD_CPU_ENC_ATTN=blocked|sgemm forces one. On AVX2 the same
  * blocking with 8-lane tiles measured no faster than OpenBLAS's Haswell
  * sgemm (tiny.en, 2-core Zen 5 with AVX-512 masked: 184 against 183 ms a
  * window), so it was not kept.
@@ -50,5 +53,15 @@ void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt);
  * wd_cpu_enc_attn_scratch_elems(n) floats. */
 void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
                            int n, int ldv, float scale, float *scratch, float *o, int ldo);
+
+typedef void (*wd_cpu_enc_attn_block_fn)(const float *q, int rows, int ldq, const float *kt,
+                                         const float *V, int n, int ldv, float scale,
+                                         float *scratch, float *o, int ldo);
+/* Tests only (NULL otherwise): the same kernels compiled against SIMDe's
+ * portable AVX-512 (tests/cpu/enc_attn_simde.c). While set, on a host with
+ * AVX2, wd_cpu_enc_attn_available says yes for dh 64 and
+ * wd_cpu_enc_attn_block runs it: the kernels' numerics and the engine's
+ * measured choice of them (cpu_pick.c) are then tested without AVX-512. */
+extern wd_cpu_enc_attn_block_fn wd_cpu_enc_attn_test_kernel;
 
 #endif

@@ -6,8 +6,9 @@
  * cblas_sgemm, y (rows, n_out) = x (rows, n_in) . W^T with W (n_out, n_in)
  * kept as the file stores it and widened to f32 per product (cpu_gemm.h);
  * the convolutions become products through im2col. The self-attention runs
- * a block of queries at a time on AVX-512 hosts (cpu_enc_attn.h), as one
- * sgemm pair a head elsewhere.
+ * a block of queries at a time (cpu_enc_attn.h) where the CPU has AVX-512
+ * and measurement at load found it the faster (cpu_pick.c), as one sgemm
+ * pair a head elsewhere.
  * Every product and element-wise pass (bias, GELU, LayerNorm, softmax) is
  * split over the engine's own threads; sgemm runs single-threaded inside
  * them (cpu_gemm.c says why).
@@ -153,8 +154,9 @@ static void ea_blocks(void *arg, int i) {
   }
 }
 
-static void blocked_attention(wd_cpu_engine_t *e, float scale) {
-  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, nh = e->hp.n_audio_head;
+/* Heads 0 .. nh-1 (all of them in the encoder; fewer when measured). */
+static void blocked_attention(wd_cpu_engine_t *e, float scale, int nh) {
+  const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
   ea_task_t t = { .e = e, .n = n, .d = d, .dh = d / nh, .ld = 3 * d,
                   .n_blk = (n + WD_ENC_ATTN_BLOCK - 1) / WD_ENC_ATTN_BLOCK, .scale = scale,
                   .kt = e->e_s };
@@ -165,6 +167,19 @@ static void blocked_attention(wd_cpu_engine_t *e, float scale) {
   wd_cpu_parallel(e, (t.items + t.per - 1) / t.per, ea_blocks, &t);
 }
 
+void wd_cpu_enc_attn_heads(wd_cpu_engine_t *e, int blocked, int nh, float scale) {
+  const int n = e->hp.n_audio_ctx;
+  if (blocked) {
+    blocked_attention(e, scale, nh);
+    return;
+  }
+  for (int h = 0; h < nh; h++) {
+    head_task_t t = { .e = e, .h = h, .scale = scale };
+    t.rows_per = ((n + e->n_threads - 1) / e->n_threads + 63) / 64 * 64;
+    wd_cpu_parallel(e, (n + t.rows_per - 1) / t.rows_per, head_task, &t);
+  }
+}
+
 static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state, nh = e->hp.n_audio_head;
   const int dh = d / nh, ld = 3 * d;
@@ -172,14 +187,7 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
   sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
   wd_cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
-  if (wd_cpu_enc_attn_available(dh))
-    blocked_attention(e, scale);
-  else
-    for (int h = 0; h < nh; h++) {
-      head_task_t t = { .e = e, .h = h, .scale = scale };
-      t.rows_per = ((n + e->n_threads - 1) / e->n_threads + 63) / 64 * 64;
-      wd_cpu_parallel(e, (n + t.rows_per - 1) / t.rows_per, head_task, &t);
-    }
+  wd_cpu_enc_attn_heads(e, e->enc_blocked, nh, scale);
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
   wd_cpu_bias_rows(e, e->e_x, n, d, d, L->bo, 0, NULL);

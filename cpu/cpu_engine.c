@@ -528,7 +528,7 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
    * OpenBLAS's own threads stay asleep. Process-wide, the same for every
    * engine. */
   openblas_set_num_threads(1);
-  wd_cpu_gemv_pick(e);
+  wd_cpu_kernels_pick(e);
   e->iface = (wd_engine_t){
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,
     .max_seqs = e->max_seqs, .max_audio = e->max_audio,
@@ -559,6 +559,10 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   st->n_threads = e->n_threads;
   st->kernel = wd_cpu_gemv_kernel();
   st->kernel_choice = e->gemv_choice[0] ? e->gemv_choice : NULL;
+  st->attn_choice = e->attn_choice[0] ? e->attn_choice : NULL;
+  st->enc_attn = e->enc_blocked ? "blocked (AVX-512)" : "sgemm (OpenBLAS)";
+  st->pick_source = e->pick_source;
+  st->pick_note = e->pick_note;
   st->gemm = wd_cpu_blas_path();
   st->compute = wd_cpu_compute_name(e->compute);
   st->compute_path = e->compute ? wd_cpu_rpath_name((cpu_rpath_t)e->rpath) : NULL;

@@ -52,7 +52,14 @@ typedef struct {
   int n_threads;
   const char *kernel; /* "avx512f+avx2+fma+f16c", "avx2+fma+f16c" or "portable" */
   const char *kernel_choice; /* where the GEMV's kernels were chosen by measurement at
-                              * load, what ran and won by batch rows; else NULL */
+                              * load (now or, cached, earlier), what ran and won by
+                              * batch rows; else NULL */
+  const char *attn_choice;   /* the same for the encoder's attention (or what forced it) */
+  const char *enc_attn;      /* the encoder attention's kernel: "blocked (AVX-512)" or
+                              * "sgemm (OpenBLAS)" */
+  const char *pick_source;   /* where the choices came from: "measured", "cache",
+                              * "forced" or "one candidate" (cpu_pick.c) */
+  const char *pick_note;     /* the whole story, with the times that decided */
   const char *gemm;   /* the encoder's GEMM path, wd_cpu_engine_gemm() (f32) */
   const char *compute;      /* "f32", "bf16" or "int8" */
   const char *compute_path; /* bf16 / int8: their kernels ("int8, AVX512-VNNI"), else NULL */
@@ -101,5 +108,16 @@ const char *wd_cpu_engine_gemm(void);
 /* NULL, or a one-line warning when that path uses less of the CPU than it
  * has, saying what it costs and why. */
 const char *wd_cpu_engine_gemm_warning(void);
+
+/* What loading m with o (n_threads 0: the online cores) would do about
+ * its measured kernels on this CPU (cpu_pick.c), one line into buf: one
+ * candidate each (nothing to measure), forced by the environment, the
+ * cached choice and when it was measured, or measured at load and where
+ * it will be cached. For `whisperd info`, which loads no engine. */
+void wd_cpu_engine_pick_preview(const wd_model_t *m, const wd_cpu_engine_opts_t *o, char *buf,
+                                size_t len);
+/* The kernel cache's directory (cpu_pick_cache.h) into buf, or a line
+ * saying there is none; for `whisperd devices`. */
+void wd_cpu_engine_cache_dir(char *buf, size_t len);
 
 #endif

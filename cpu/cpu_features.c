@@ -6,6 +6,7 @@
 #include "cpu_features.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,4 +101,40 @@ int wd_cpu_force_portable(void) {
 int wd_cpu_no_avx512_env(void) {
   ready();
   return g.no_avx512;
+}
+
+void wd_cpu_ident(char *buf, size_t len) {
+  if (!buf || len == 0)
+    return;
+  snprintf(buf, len, "unknown");
+#if CPU_X86
+  unsigned r[12] = { 0 }, a, b, c, d;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000004u ||
+      !__get_cpuid(1, &a, &b, &c, &d))
+    return;
+  const unsigned base_fam = (a >> 8) & 0xfu, base_model = (a >> 4) & 0xfu;
+  /* Extended family only where the base one is 15; extended model where
+   * it is 6 or 15 (Intel's and AMD's manuals agree on this). */
+  const unsigned fam = base_fam == 0xfu ? base_fam + ((a >> 20) & 0xffu) : base_fam;
+  const unsigned model =
+      base_fam == 0xfu || base_fam == 6u ? base_model | (((a >> 16) & 0xfu) << 4) : base_model;
+  const unsigned stepping = a & 0xfu;
+  for (unsigned i = 0; i < 3; i++)
+    __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+  char brand[49];
+  memcpy(brand, r, 48);
+  brand[48] = '\0';
+  /* Trim the padding some CPUs put at either end; keep printable ASCII. */
+  char *s = brand;
+  while (*s == ' ')
+    s++;
+  size_t n = strlen(s);
+  while (n > 0 && s[n - 1] == ' ')
+    s[--n] = '\0';
+  for (size_t i = 0; i < n; i++)
+    if (s[i] < 0x20 || s[i] > 0x7e)
+      s[i] = '?';
+  snprintf(buf, len, "%s (family %u model %u stepping %u)", n ? s : "unnamed", fam, model,
+           stepping);
+#endif
 }

@@ -30,6 +30,8 @@
 #ifndef WD_CPU_FEATURES_H
 #define WD_CPU_FEATURES_H
 
+#include <stddef.h>
+
 /* 1 where the x86 SIMD kernels are compiled in (picked at run time), 0
  * elsewhere. -DWD_CPU_NO_SIMD builds the portable path alone, as arm64
  * builds it, to check it compiles clean on x86 (every feature then reads 0). */
@@ -89,5 +91,11 @@ int wd_cpu_force_portable(void);
 
 /* WHISPERD_CPU_NO_AVX512 set (and not "0"). */
 int wd_cpu_no_avx512_env(void);
+
+/* This CPU's model as CPUID reports it, for the kernel cache's key
+ * (cpu_pick_cache.h): "<brand string> (family F model M stepping S)",
+ * family and model with their extended fields added as the vendors
+ * document; "unknown" off x86 or without the brand leaves. */
+void wd_cpu_ident(char *buf, size_t len);
 
 #endif

@@ -30,14 +30,22 @@ static void run_cand(void *ctx, int cand) {
   wd_cpu_gemv_run_path(p->e, &p->g, p->paths[cand]);
 }
 
+int wd_cpu_pick_test_twins;
+
+int wd_cpu_gemv_pick_candidates(const wd_cpu_engine_t *e) {
+  const cpu_mat_t *w = e->hp.n_text_layer > 0 ? &e->dec[0].fc1 : NULL;
+  return (wd_cpu_gemv_widest() == 2 || wd_cpu_pick_test_twins) && w && !w->ct &&
+         (w->type == WD_DTYPE_F16 || w->type == WD_DTYPE_F32);
+}
+
 void wd_cpu_gemv_pick(wd_cpu_engine_t *e) {
   const int widest = wd_cpu_gemv_widest();
   for (int r = 0; r <= CPU_GEMV_PICK_ROWS; r++)
     e->gemv_path[r] = (signed char)widest;
   e->gemv_choice[0] = '\0';
-  const cpu_mat_t *w = e->hp.n_text_layer > 0 ? &e->dec[0].fc1 : NULL;
-  if (widest != 2 || !w || w->ct || (w->type != WD_DTYPE_F16 && w->type != WD_DTYPE_F32))
+  if (!wd_cpu_gemv_pick_candidates(e))
     return;
+  const cpu_mat_t *w = &e->dec[0].fc1;
   const int d = e->hp.n_text_state;
   const int max_r = e->max_seqs < CPU_GEMV_PICK_ROWS ? e->max_seqs : CPU_GEMV_PICK_ROWS;
   /* Inputs: the decoder's scratch rows, zeroed (speed does not depend on

@@ -101,7 +101,16 @@ struct wd_cpu_engine {
   /* gemv_path[r]: wd_cpu_gemv_range_path's path for r rows (r > CPU_GEMV_PICK_ROWS:
    * that entry's), the fastest measured at load where the CPU has more than one */
   signed char gemv_path[CPU_GEMV_PICK_ROWS + 1];
-  char gemv_choice[256]; /* what was measured and chosen ("" where nothing was) */
+  char gemv_choice[320]; /* what was measured and chosen ("" where nothing was): 5 buckets
+                         * of the widest model fit, and a cache value holds it */
+
+  /* ---- the encoder attention's kernel (cpu_pick.c) ---- */
+  int enc_blocked;       /* 1: blocked (cpu_enc_attn.h, only where available), 0: sgemm */
+  char attn_choice[160]; /* what was measured and chosen ("" where nothing was) */
+
+  /* ---- where the choices came from (cpu_pick.c) ---- */
+  const char *pick_source; /* "measured", "cache", "forced" or "one candidate" */
+  char pick_note[1536];    /* the whole story for the start-up log ("" where none) */
 
   /* ---- figures ---- */
   double encode_ms, cross_ms, step_ms_sum;
@@ -149,6 +158,31 @@ void wd_cpu_gemv_run_path(wd_cpu_engine_t *e, const cpu_gemv_t *g, int path);
  * CPU offers two (AVX-512 and AVX2) for the decoder's weights, the faster
  * on the model's own fc1 at 1, 2, 4, 8 and 16 rows (cpu_gemv_pick.c). */
 void wd_cpu_gemv_pick(wd_cpu_engine_t *e);
+/* Whether wd_cpu_gemv_pick has two candidates to measure on this model. */
+int wd_cpu_gemv_pick_candidates(const wd_cpu_engine_t *e);
+/* Tests only (0 otherwise): 1 gives both measured kernels two candidates
+ * on any CPU, twins that run the same code, so that the measurement and
+ * the cache run end to end on hosts without AVX-512: the GEMV's path 2
+ * runs the AVX2 (or portable) kernels where the CPU lacks AVX-512
+ * (cpu_gemv.h), and the attention's "blocked" candidate runs the sgemm
+ * path unless the blocked kernel is available (cpu_pick.c). Any choice
+ * then computes what the one real candidate does. */
+extern int wd_cpu_pick_test_twins;
+/* The encoder's self-attention of heads 0 .. nh-1 from e_qkv into e_o:
+ * blocked (only where wd_cpu_enc_attn_available) or an sgemm pair a head
+ * (cpu_encoder.c). The encoder runs every head; the measurement fewer. */
+void wd_cpu_enc_attn_heads(wd_cpu_engine_t *e, int blocked, int nh, float scale);
+/* Every kernel choice at load: forced by the environment, read from the
+ * cache (cpu_pick_cache.h), or measured and cached; fills gemv_path,
+ * enc_blocked and the notes (cpu_pick.c). */
+void wd_cpu_kernels_pick(wd_cpu_engine_t *e);
+/* The cache key for e's choices (cpu_pick.c): the kernel version, the CPU
+ * model and features, the model's shape and weight type, the batch and
+ * threads. */
+void wd_cpu_pick_key(const wd_cpu_engine_t *e, char *key, size_t len);
+/* The same from a model's shape and the options (`whisperd info`). */
+void wd_cpu_pick_key_hp(const wd_hparams_t *hp, int max_seqs, int n_threads,
+                        wd_cpu_compute_t compute, char *key, size_t len);
 
 int wd_cpu_encode(void *self, int a, const float *mel);
 int wd_cpu_step(void *self, int n, const int *seqs, const int32_t *tokens,

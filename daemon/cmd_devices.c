@@ -4,6 +4,7 @@
  * and whether speaker diarization (CPU only) is available.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -72,6 +73,16 @@ int wd_cmd_devices(const wd_config_t *cfg, FILE *out) {
   if (warn)
     fprintf(out, "  warning:       %s\n", warn);
   fprintf(out, "  decoder GEMV:  batched, %s\n", wd_cpu_engine_kernel());
+  /* Measured choices (issue #40): which kernels have candidates here, and
+   * where a load keeps what it measured. */
+  char cache[512];
+  wd_cpu_engine_cache_dir(cache, sizeof cache);
+  fprintf(out, "  kernel choice: %s\n",
+          strncmp(wd_cpu_engine_kernel(), "avx512", 6) == 0
+              ? "measured at load (GEMV AVX-512 vs AVX2 by batch rows, encoder attention "
+                "blocked vs sgemm), cached per CPU and model shape"
+              : "one candidate per kernel on this CPU (no AVX-512), nothing measured");
+  fprintf(out, "  kernel cache:  %s\n", cache);
   /* --compute-type: what each runs on here, or why not. */
   for (int c = WD_CPU_COMPUTE_BF16; c <= WD_CPU_COMPUTE_INT8; c++) {
     const char *no = wd_cpu_compute_refusal((wd_cpu_compute_t)c);

@@ -131,6 +131,12 @@ static void wd_info_cpu_plan(const wd_config_t *cfg, const wd_model_t *m,
   fprintf(out, "device:          cpu, the native CPU engine (%s; %s)\n",
           wd_cpu_engine_kernel(), dc->why);
   fprintf(out, "encoder GEMM:    %s\n", wd_cpu_engine_gemm());
+  char pick[1536];
+  wd_cpu_engine_pick_preview(
+      m, &(wd_cpu_engine_opts_t){ .max_seqs = b, .max_audio = b, .n_threads = cfg->threads > 0 ? cfg->threads : 0,
+                                  .compute = ct },
+      pick, sizeof pick);
+  fprintf(out, "kernel choice:   %s\n", pick);
   if (ct != WD_CPU_COMPUTE_F32) {
     const char *no = wd_cpu_compute_refusal(ct);
     fprintf(out, "compute type:    %s: %s\n", wd_cpu_compute_name(ct),

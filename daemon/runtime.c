@@ -92,8 +92,7 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
                   st.compute, st.compute_path, st.gemm);
     else
       wd_log_info("CPU engine: encoder %s; decoder batched GEMV %s", st.gemm, st.kernel);
-    if (st.kernel_choice)
-      wd_log_info("CPU engine: decoder GEMV kernels by measurement, %s", st.kernel_choice);
+    wd_log_info("CPU engine: kernels %s: %s", st.pick_source, st.pick_note);
     const char *warn = wd_cpu_engine_gemm_warning();
     if (warn)
       wd_log_warning("CPU engine: %s", warn);

@@ -13,7 +13,7 @@ set_tests_properties(cli_devices PROPERTIES LABELS "cli;gpu"
 # also enumerates Vulkan, whose driver leaks at exit (see scripts/test.sh).
 add_test(NAME cli_devices_cpu COMMAND ${WD_BIN} devices)
 set_tests_properties(cli_devices_cpu PROPERTIES LABELS "cli;gpu;cpu"
-  PASS_REGULAR_EXPRESSION "device cpu: ")
+  PASS_REGULAR_EXPRESSION "device cpu: .*kernel choice: .*kernel cache: ")
 add_test(NAME cli_bad_option COMMAND ${WD_BIN} --port 0)
 set_tests_properties(cli_bad_option PROPERTIES LABELS "cli;unit"
   PASS_REGULAR_EXPRESSION "--port: port: 0 is out of range")

@@ -49,7 +49,7 @@ add_test(NAME cli_info_plan_cpu
          $<TARGET_FILE:whisperd> ${PROJECT_SOURCE_DIR}/models/ggml-tiny.en.bin)
 set_tests_properties(cli_info_plan_cpu PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77
   PASS_REGULAR_EXPRESSION
-  "device: +cpu, the native CPU engine.*encoder GEMM: +OpenBLAS .* kernels \\((SSE|AVX|AVX2|AVX-512)\\).*host memory: +batch 8 .*weights +70\\.5 MiB.*self-attn KV +[0-9.]+ MiB \\(f32, 4 layers x 10 buffers.*cross-attn KV.*scratch.*total")
+  "device: +cpu, the native CPU engine.*encoder GEMM: +OpenBLAS .* kernels \\((SSE|AVX|AVX2|AVX-512)\\).*kernel choice: +(one candidate per kernel on this CPU|from the cache |measured at the next load|measured at every load).*host memory: +batch 8 .*weights +70\\.5 MiB.*self-attn KV +[0-9.]+ MiB \\(f32, 4 layers x 10 buffers.*cross-attn KV.*scratch.*total")
 
 # `whisperd transcribe --device cpu EXTRA jfk.wav` on tiny.en, the log and
 # the text together (2>&1), against regex.
@@ -61,6 +61,12 @@ function(wd_cpu_log_test name extra regex)
   set_tests_properties(${name} PROPERTIES LABELS "cli;cpu;unit" SKIP_RETURN_CODE 77 TIMEOUT 600
     PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
+
+# The kernels chosen at load (issue #40): the log says where the choice
+# came from (one candidate on hosts without AVX-512, else measured at this
+# load or read from the cache), with the times where there was one.
+wd_cpu_log_test(cli_cpu_transcribe_kernel_choice ""
+  "CPU engine: kernels (one candidate: one candidate per kernel|measured: measured at load in [0-9.]+ ms|cache: from the cache [^\n]*measured [0-9T:Z-]+ in [0-9.]+ ms).*ask what you can do for your country")
 
 # --threads sets the CPU engine's compute threads (several daemons on one
 # host): one thread, the same words.

@@ -1,7 +1,8 @@
 /*
  * test_enc_attn.c - the encoder's blocked self-attention (cpu/cpu_enc_attn.c)
  * against a double-precision softmax(q K^T * scale) V on AVX-512 hosts
- * (elsewhere the encoder keeps its sgemm path and this test skips): block sizes 1 .. 64 (partial
+ * (elsewhere the same kernel source under SIMDe, tests/cpu/enc_attn_simde.c;
+ * without AVX2 or SIMDe the encoder keeps its sgemm path and this test skips): block sizes 1 .. 64 (partial
  * score and value tiles), key counts around the 32-key panels and the
  * 128-key value chunks up to the encoder's 1500, a head one head into rows
  * of three heads as the encoder's Q K V buffer lays them out; rows past the
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #include "cpu_enc_attn.h"
+#include "cpu_features.h"
+#include "enc_attn_simde.h"
 #include "wd_test.h"
 
 enum { DH = WD_ENC_ATTN_DH, LD = 9 * DH, NMAX = 1500, LDO = 2 * DH };
@@ -44,8 +47,15 @@ static void reference(const float *q, const float *K, const float *V, int n, flo
 }
 
 WD_TEST(blocks_match_double_reference_on_every_kernel) {
+  /* Without AVX-512, the same kernel source under SIMDe (enc_attn_simde.c),
+   * where the host has AVX2 and the build found SIMDe. */
+  if (!wd_cpu_enc_attn_available(DH) && wd_cpu_use_avx2()) {
+    wd_cpu_enc_attn_test_kernel = enc_attn_simde_block();
+    if (wd_cpu_enc_attn_test_kernel)
+      fprintf(stderr, "  no AVX-512 here: the kernels under SIMDe\n");
+  }
   if (!wd_cpu_enc_attn_available(DH)) {
-    wd_test_skip("no AVX-512 on this host: the encoder takes the sgemm path");
+    wd_test_skip("no AVX-512 on this host (nor SIMDe): the encoder takes the sgemm path");
   }
   float *qkv = malloc((size_t)NMAX * LD * sizeof *qkv);
   float *kt = malloc(wd_cpu_enc_attn_kt_elems(NMAX) * sizeof *kt);
