@@ -30,14 +30,29 @@
  * The labels are then renumbered in order of first member (pyannote numbers
  * them in sorted order of scipy's cluster ids; only the names differ).
  *
+ * wd_diar_cluster_linked (not pyannote's) adds cannot-link constraints to
+ * step 2: each cluster carries the set of groups (windows) of its members,
+ * a bit set, and a pair of clusters sharing enough groups is skipped by the
+ * nearest-neighbour search, as if its distance were infinite, while its
+ * real distance stays in the matrix for the Lance-Williams updates of later
+ * merges; whether a pair may merge changes only when one of its clusters
+ * grows, so the candidates are revalidated as their distances are. When no
+ * pair may merge any more the clusters left are joined at an infinite
+ * height, so that Z stays a full dendrogram for steps 3-5; step 4 (bounds
+ * not met) goes back to the unconstrained dendrogram. Without groups the
+ * code path and the labels are step 2's.
+ *
  * Ties (two exactly equal distances) are broken by the lowest index here;
  * scipy's heap and numpy's argsort may break them otherwise. Random float
  * embeddings practically never tie; identical embeddings do (their order
  * does not change the flat clusters).
  *
  * Memory: the condensed distance matrix, n (n - 1) / 2 doubles (16 MB at
- * WD_DIAR_CLUSTER_N_MAX = 2000), and O(n dim) besides. Time: O(n^2) per
- * typical run (O(n^3) at worst, as scipy). Thread-safe: no shared state.
+ * WD_DIAR_CLUSTER_N_MAX = 2000), and O(n dim) besides (with groups, n bit
+ * sets of one bit per distinct group: 0.5 MB at 2000 x 2000). Time: O(n^2)
+ * per typical run (O(n^3) at worst, as scipy); the constraints' test costs
+ * one popcount per 64 groups per pair looked at (2,000 embeddings of 1,000
+ * windows: 0.5 -> 0.7 s here). Thread-safe: no shared state.
  */
 #include "diar_cluster.h"
 

@@ -18,6 +18,10 @@
  * speaker without a centroid could be neither named nor matched to a known
  * speaker.
  *
+ * And one addition: the clustering is pyannote's with cannot-link
+ * constraints between the local speakers of one chunk
+ * (wd_diar_cluster_linked, WD__DIAR_LINK_RATIO below).
+ *
  * Memory: O(duration): per chunk (one per step_s) its activity, 589 x 3
  * bytes, and 3 embeddings of 192 floats (4.1 KB per second of signal at the
  * 1 s step); per aggregated frame (59 per second) a count byte and the
