@@ -117,8 +117,8 @@ static void three_clouds(float *e) {
   cloud(c, 3, e + 2 * CLOUD * DIM);
 }
 
-/* Clusters of members [0, CLOUD), [CLOUD, 2 CLOUD), ...: how many distinct
- * labels each cloud has, how many clouds share a label with cloud 0. */
+/* Whether each of the n_clouds clouds (members [0, CLOUD),
+ * [CLOUD, 2 CLOUD), ...) carries a single label. */
 static int cloud_pure(const int *lab, int n_clouds) {
   for (int c = 0; c < n_clouds; c++)
     for (int i = 1; i < CLOUD; i++)
