@@ -3,7 +3,9 @@
  * pyannote's speaker-diarization-3.1 does it (its AgglomerativeClustering:
  * centroid linkage over L2-normalized embeddings, cut at a distance
  * threshold, clusters smaller than min_cluster_size reassigned to the
- * nearest large cluster), with optional bounds on the number of clusters.
+ * nearest large cluster), with optional bounds on the number of clusters;
+ * and the same with cannot-link constraints between embeddings of one
+ * window (wd_diar_cluster_linked).
  */
 #ifndef WD_DIAR_CLUSTER_H
 #define WD_DIAR_CLUSTER_H
@@ -25,5 +27,36 @@
  * clamping), WD_ERANGE (n > WD_DIAR_CLUSTER_N_MAX or dim 0). */
 int wd_diar_cluster(const float *emb, size_t n, size_t dim, float threshold,
                     int min_cluster_size, int min_k, int max_k, int *labels, int *ret_k);
+
+/* wd_diar_cluster with cannot-link constraints. group[i] (n ints) names the
+ * window embedding i comes from, negative for none: embeddings of one group
+ * are taken for different speakers (the local speakers the segmentation
+ * model tells apart in one chunk). The centroid linkage then never merges
+ * two clusters that share at least max(1, link_ratio x the smaller one's
+ * number of groups) groups: they stay apart however close their centroids
+ * (two voices as close as one speaker's own spread), while every other
+ * merge proceeds as in pyannote's; clusters left that may not merge are
+ * joined at an infinite height, above any threshold. The rest is
+ * wd_diar_cluster's, which is this with group NULL. When the constrained
+ * cut's number of large clusters is outside [min_k, max_k], the bound is
+ * searched for on pyannote's unconstrained dendrogram (the bounds overrule
+ * the constraints). Same return codes. */
+int wd_diar_cluster_linked(const float *emb, size_t n, size_t dim, const int *group,
+                           float link_ratio, float threshold, int min_cluster_size, int min_k,
+                           int max_k, int *labels, int *ret_k);
+
+/* wd_diar_cluster with cannot-link constraints: group[i] (n ints) names the
+ * window embedding i comes from, negative for none; embeddings of one group
+ * are taken for different speakers (the segmentation model's local speakers
+ * of one chunk). A merge of the dendrogram that joins two clusters sharing
+ * at least max(1, link_ratio x the smaller one's number of groups) groups
+ * is not made at the threshold's cut, whatever its height: with the
+ * centroid distance alone two voices as close as one speaker's own spread
+ * merge. The rest is wd_diar_cluster's (group NULL is wd_diar_cluster);
+ * when min_k / max_k force another number of clusters, the cut searched
+ * for it is pyannote's, without the constraints. */
+int wd_diar_cluster_linked(const float *emb, size_t n, size_t dim, const int *group,
+                           float link_ratio, float threshold, int min_cluster_size, int min_k,
+                           int max_k, int *labels, int *ret_k);
 
 #endif

@@ -18,6 +18,10 @@
  * speaker without a centroid could be neither named nor matched to a known
  * speaker.
  *
+ * And one addition: the clustering is pyannote's with cannot-link
+ * constraints between the local speakers of one chunk
+ * (wd_diar_cluster_linked, WD__DIAR_LINK_RATIO below).
+ *
  * Memory: O(duration): per chunk (one per step_s) its activity, 589 x 3
  * bytes, and 3 embeddings of 192 floats (4.1 KB per second of signal at the
  * 1 s step); per aggregated frame (59 per second) a count byte and the
@@ -41,6 +45,14 @@
 #define WD__DIAR_DEFAULT_THRESHOLD 0.7045654963945799f
 #define WD__DIAR_DEFAULT_MIN_CLUSTER_SIZE 12
 #define WD__DIAR_DEFAULT_STEP_S 1.0f /* 3.1: segmentation step 0.1 x 10 s */
+/* Cannot-link (wd_diar_cluster_linked): two clusters are kept apart when
+ * at least this share of the smaller one's chunks (and at least one) also
+ * hold a local speaker of the other. Not a tuned figure: on the evaluation
+ * files (issue #41) no speaker's clustered embeddings ever came twice from
+ * one chunk (0 of 628 (chunk, speaker) pairs), so any small share works
+ * there; 10% leaves room for a segmentation model that sometimes splits
+ * one voice into two local speakers on long files. */
+#define WD__DIAR_LINK_RATIO 0.1f
 
 void wd_diar_params_default(wd_diar_params_t *p) {
   p->threshold = WD__DIAR_DEFAULT_THRESHOLD;
@@ -423,7 +435,7 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
   size_t *train = malloc((n ? n : 1) * sizeof *train);
   int *hard = malloc((n ? n : 1) * sizeof *hard);
   float *temb = NULL, *cent = NULL;
-  int *labels = NULL;
+  int *labels = NULL, *group = NULL;
   uint8_t *binary = NULL;
   if (!count || !train || !hard)
     goto fail;
@@ -449,7 +461,8 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
   rc = WD_ENOMEM;
   labels = malloc((n_train ? n_train : 1) * sizeof *labels);
   temb = malloc((n_train ? n_train : 1) * D * sizeof *temb);
-  if (!labels || !temb)
+  group = malloc((n_train ? n_train : 1) * sizeof *group);
+  if (!labels || !temb || !group)
     goto fail;
   if (n_train == 0) {
     /* Nothing long enough to cluster: one speaker, its centroid the mean
@@ -463,10 +476,14 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
       goto fail;
     k = 1;
   } else {
-    for (size_t i = 0; i < n_train; i++)
+    /* Each embedding's group is its chunk: the local speakers of one chunk
+     * are different voices to the segmentation model (cannot-link). */
+    for (size_t i = 0; i < n_train; i++) {
       memcpy(temb + i * D, a->emb + train[i] * D, D * sizeof *temb);
-    rc = wd_diar_cluster(temb, n_train, D, p->threshold, p->min_cluster_size, p->min_speakers,
-                         p->max_speakers, labels, &k);
+      group[i] = (int)(train[i] / WD__DIAR_LOCAL);
+    }
+    rc = wd_diar_cluster_linked(temb, n_train, D, group, WD__DIAR_LINK_RATIO, p->threshold,
+                                p->min_cluster_size, p->min_speakers, p->max_speakers, labels, &k);
     if (rc < 0)
       goto fail;
   }
@@ -492,6 +509,7 @@ fail:
   free(temb);
   free(cent);
   free(labels);
+  free(group);
   free(binary);
   return rc;
 }

@@ -318,6 +318,48 @@ WD_TEST(finish_two_synthetic_speakers) {
   wd__diar_acts_free(&a);
 }
 
+/* 30 s of two voices close in embedding space (centroids 0.09 apart in
+ * cosine distance, under the threshold's 0.25: pyannote's AHC alone makes
+ * them one speaker) that take turns inside every chunk, as local speakers
+ * 0 and 1: the chunks' cannot-link keeps them apart. --max-speakers 1 still
+ * makes them one. */
+WD_TEST(finish_keeps_apart_close_voices_of_one_chunk) {
+  wd__diar_geom_t g;
+  wd__diar_geom(30 * SR, 1.0, &g);
+  wd__diar_acts_t a;
+  WD_CHECK_EQ_INT(wd__diar_acts_init(&a, &g), 0);
+  if (!a.act)
+    return;
+  unsigned seed = 7;
+  float dir[2][WD_DIAR_EMB_DIM];
+  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+    dir[0][d] = noise(&seed);
+  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+    dir[1][d] = dir[0][d] + 0.45f * noise(&seed); /* cos ~ 1 / sqrt(1.2) */
+  for (size_t c = 0; c < g.n_chunks; c++) {
+    uint8_t *act = a.act + c * FR * 3;
+    for (size_t f = 0; f < FR; f++)
+      act[3 * f + (f < FR / 2 ? 0 : 1)] = 1;
+    for (int s = 0; s < 2; s++) {
+      float *e = a.emb + (c * 3 + (size_t)s) * WD_DIAR_EMB_DIM;
+      for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+        e[d] = dir[s][d] + 0.05f * noise(&seed);
+      a.state[c * 3 + (size_t)s] = 1;
+    }
+  }
+  wd_diar_params_t p;
+  wd_diar_params_default(&p);
+  wd_diar_result_t r;
+  WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0);
+  WD_CHECK_EQ_INT(r.n_speakers, 2);
+  wd_diar_result_free(&r);
+  p.max_speakers = 1;
+  WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0);
+  WD_CHECK_EQ_INT(r.n_speakers, 1);
+  wd_diar_result_free(&r);
+  wd__diar_acts_free(&a);
+}
+
 /* The speaker count, reconstruction and turns against pyannote's own
  * functions on the synthetic segmentations of
  * tests/data/diar/make_pipeline_reference.py (3 speakers, 31 chunks). */
