@@ -8,7 +8,7 @@
  * choice even where their hashes collide:
  *
  *   whisperd-kernels 1
- *   key <the key: kernel version, CPU model, model shape, batch, threads>
+ *   key <the key: kernel version, CPU model, model shape, batch, threads, BLAS>
  *   <name> <value>            (one line per entry, at most WD_PICK_MAX)
  *   end <FNV-1a 64 of every byte above, hex>
  *

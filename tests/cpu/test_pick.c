@@ -75,6 +75,23 @@ static void cache_path(const wd_cpu_engine_t *e, char *path, size_t len) {
   WD_CHECK_EQ_INT(wd_pick_cache_path(g_dir, key, path, len), 0);
 }
 
+WD_TEST(key_names_everything_that_changes_the_choice) {
+  /* The threads, the batch, the weight and compute types, the CPU, and
+   * OpenBLAS's version and kernels (the sgemm candidate's speed): whole, not
+   * cut by the key's size. */
+  wd_hparams_t hp = { .n_audio_ctx = 1500, .n_audio_state = 1280, .n_audio_head = 20,
+                      .n_audio_layer = 32, .n_text_ctx = 448, .n_text_state = 1280,
+                      .n_text_head = 20, .n_text_layer = 32, .n_vocab = 51866, .ftype = 1 };
+  char key[WD_PICK_KEY], want[WD_PICK_KEY];
+  wd_cpu_pick_key_hp(&hp, 16, 64, WD_CPU_COMPUTE_F32, key, sizeof key);
+  fprintf(stderr, "  %s\n", key);
+  WD_CHECK(strlen(key) + 1 < sizeof key);
+  WD_CHECK(strstr(key, "batch 16; threads 64") != NULL);
+  WD_CHECK(strstr(key, "ftype 1; compute f32") != NULL);
+  snprintf(want, sizeof want, "gemm %s", wd_cpu_engine_gemm());
+  WD_CHECK(strstr(key, want) != NULL);
+}
+
 WD_TEST(second_load_takes_the_cache) {
   SETUP();
   wd_cpu_engine_t *e = load(4);
