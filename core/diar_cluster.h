@@ -45,18 +45,4 @@ int wd_diar_cluster_linked(const float *emb, size_t n, size_t dim, const int *gr
                            float link_ratio, float threshold, int min_cluster_size, int min_k,
                            int max_k, int *labels, int *ret_k);
 
-/* wd_diar_cluster with cannot-link constraints: group[i] (n ints) names the
- * window embedding i comes from, negative for none; embeddings of one group
- * are taken for different speakers (the segmentation model's local speakers
- * of one chunk). A merge of the dendrogram that joins two clusters sharing
- * at least max(1, link_ratio x the smaller one's number of groups) groups
- * is not made at the threshold's cut, whatever its height: with the
- * centroid distance alone two voices as close as one speaker's own spread
- * merge. The rest is wd_diar_cluster's (group NULL is wd_diar_cluster);
- * when min_k / max_k force another number of clusters, the cut searched
- * for it is pyannote's, without the constraints. */
-int wd_diar_cluster_linked(const float *emb, size_t n, size_t dim, const int *group,
-                           float link_ratio, float threshold, int min_cluster_size, int min_k,
-                           int max_k, int *labels, int *ret_k);
-
 #endif

@@ -121,7 +121,8 @@ int wd__diar_acts_init(wd__diar_acts_t *a, const wd__diar_geom_t *g);
 void wd__diar_acts_free(wd__diar_acts_t *a);
 
 /* Everything after the networks: the speaker count, clustering of the
- * state-1 embeddings (an even subsample of at most WD_DIAR_CLUSTER_N_MAX),
+ * state-1 embeddings (beyond WD_DIAR_CLUSTER_N_MAX, those of evenly spaced
+ * chunks, whole),
  * every embedded (chunk, speaker) assigned to the cluster of most similar
  * centroid (the mean of its clustered embeddings), reconstruction and the
  * turns. 0, WD_ENOMEM or WD_EINVAL (bad bounds). */

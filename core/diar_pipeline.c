@@ -424,6 +424,56 @@ static void assign(const wd__diar_acts_t *a, const size_t *train, const int *lab
   free(cn);
 }
 
+/* Whether chunk rank r is one of m evenly spaced among n_ch: r = j n_ch / m
+ * (floor) for some j < m, that j being ceil(r m / n_ch). m <= n_ch. */
+static int chunk_picked(size_t r, size_t m, size_t n_ch) {
+  const size_t j = (r * m + n_ch - 1) / n_ch;
+  return j < m && j * n_ch / m == r;
+}
+
+/* The embeddings of m evenly spaced chunks among the n_ch that train[0 ..
+ * n_all) (ascending embedding indices) touches. */
+static size_t picked_count(const size_t *train, size_t n_all, size_t m, size_t n_ch) {
+  size_t c = 0, r = 0;
+  for (size_t i = 0; i < n_all; i++) {
+    r += i > 0 && train[i] / WD__DIAR_LOCAL != train[i - 1] / WD__DIAR_LOCAL; /* chunk rank */
+    c += (size_t)chunk_picked(r, m, n_ch);
+  }
+  return c;
+}
+
+/* train[0 .. n_all): the embeddings to cluster, ascending. Beyond
+ * WD_DIAR_CLUSTER_N_MAX, keeps (in place) those of as many evenly spaced
+ * chunks as fit, every local speaker of a kept chunk with it: an even
+ * subsample of the embeddings themselves would rarely keep two of one
+ * chunk (never at a stride of 3), and the chunks' cannot-link
+ * (wd_diar_cluster_linked) would vanish from uploads longer than some
+ * 20 minutes. The number kept. */
+static size_t train_chunks(size_t *train, size_t n_all) {
+  if (n_all <= WD_DIAR_CLUSTER_N_MAX)
+    return n_all;
+  size_t n_ch = 0;
+  for (size_t i = 0; i < n_all; i++)
+    n_ch += i == 0 || train[i] / WD__DIAR_LOCAL != train[i - 1] / WD__DIAR_LOCAL;
+  /* m chunks: first the share that fits on average, then fewer until their
+   * embeddings fit (a chunk holds 1 .. WD__DIAR_LOCAL: m = 1 always fits). */
+  size_t m = n_ch * WD_DIAR_CLUSTER_N_MAX / n_all;
+  m = m < 1 ? 1 : m;
+  for (size_t c; m > 1 && (c = picked_count(train, n_all, m, n_ch)) > WD_DIAR_CLUSTER_N_MAX;) {
+    const size_t shrunk = m * WD_DIAR_CLUSTER_N_MAX / c;
+    m = shrunk < m ? shrunk : m - 1;
+  }
+  size_t kept = 0, r = 0, prev = train[0] / WD__DIAR_LOCAL;
+  for (size_t i = 0; i < n_all; i++) {
+    const size_t ch = train[i] / WD__DIAR_LOCAL; /* read before kept may overwrite it */
+    r += ch != prev;
+    prev = ch;
+    if (chunk_picked(r, m, n_ch))
+      train[kept++] = train[i]; /* kept <= i: in place */
+  }
+  return kept;
+}
+
 int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar_result_t *out) {
   memset(out, 0, sizeof *out);
   if (p->min_speakers > 0 && p->max_speakers > 0 && p->min_speakers > p->max_speakers)
@@ -450,14 +500,13 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
     goto fail;
   }
 
-  /* The clustered embeddings: an even subsample of at most N_MAX. */
+  /* The clustered embeddings: all of them up to N_MAX, else those of
+   * evenly spaced chunks, whole (train_chunks). */
   size_t n_all = 0, n_train = 0;
   for (size_t i = 0; i < n; i++)
     if (a->state[i] == 1)
       train[n_all++] = i;
-  n_train = n_all < WD_DIAR_CLUSTER_N_MAX ? n_all : WD_DIAR_CLUSTER_N_MAX;
-  for (size_t i = 0; i < n_train; i++)
-    train[i] = train[i * n_all / n_train]; /* i * n_all / n_train >= i: in place */
+  n_train = train_chunks(train, n_all);
   rc = WD_ENOMEM;
   labels = malloc((n_train ? n_train : 1) * sizeof *labels);
   temb = malloc((n_train ? n_train : 1) * D * sizeof *temb);

@@ -154,10 +154,11 @@ static void ea_blocks(void *arg, int i) {
   }
 }
 
-/* Heads 0 .. nh-1 (all of them in the encoder; fewer when measured). */
+/* Heads 0 .. nh-1 (all of them in the encoder; fewer when measured), each
+ * the model's head width wide (d / n_audio_head, not d / nh). */
 static void blocked_attention(wd_cpu_engine_t *e, float scale, int nh) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
-  ea_task_t t = { .e = e, .n = n, .d = d, .dh = d / nh, .ld = 3 * d,
+  ea_task_t t = { .e = e, .n = n, .d = d, .dh = d / e->hp.n_audio_head, .ld = 3 * d,
                   .n_blk = (n + WD_ENC_ATTN_BLOCK - 1) / WD_ENC_ATTN_BLOCK, .scale = scale,
                   .kt = e->e_s };
   t.items = nh * t.n_blk;

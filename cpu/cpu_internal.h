@@ -178,7 +178,7 @@ void wd_cpu_enc_attn_heads(wd_cpu_engine_t *e, int blocked, int nh, float scale)
 void wd_cpu_kernels_pick(wd_cpu_engine_t *e);
 /* The cache key for e's choices (cpu_pick.c): the kernel version, the CPU
  * model and features, the model's shape and weight type, the batch and
- * threads. */
+ * threads, OpenBLAS's version and kernels. */
 void wd_cpu_pick_key(const wd_cpu_engine_t *e, char *key, size_t len);
 /* The same from a model's shape and the options (`whisperd info`). */
 void wd_cpu_pick_key_hp(const wd_hparams_t *hp, int max_seqs, int n_threads,

@@ -15,8 +15,8 @@
  *      what is forced is not measured, and the cache is neither read nor
  *      written, so a forced run never poisons it.
  *   2. The cache (cpu_pick_cache.h), under a key of the kernel version, the
- *      CPU model and features, the model's shape, the batch and the
- *      threads: a valid entry is taken as is.
+ *      CPU model and features, the model's shape, the batch, the threads
+ *      and OpenBLAS's version and kernels: a valid entry is taken as is.
  *   3. Otherwise both kernels are measured on the model's own shapes
  *      (cpu_tune.h) and the result written to the cache for the next load.
  * pick_source and pick_note say which, with the times that decided.
@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cpu_blas.h"
 #include "cpu_enc_attn.h"
 #include "cpu_features.h"
 #include "cpu_internal.h"
@@ -52,13 +53,16 @@ void wd_cpu_pick_key_hp(const wd_hparams_t *hp, int max_seqs, int n_threads,
                         wd_cpu_compute_t compute, char *key, size_t len) {
   char cpu[192];
   wd_cpu_ident(cpu, sizeof cpu);
+  /* The sgemm candidate's speed is OpenBLAS's: its version and kernel set
+   * (an upgrade, OPENBLAS_CORETYPE) are part of the key, last, so that a
+   * key too long for len loses only their tail. */
   snprintf(key, len,
            "kernels %d; cpu %s; features %#x; audio %d/%d/%d/%d; text %d/%d/%d/%d; vocab %d; "
-           "ftype %d; compute %s; batch %d; threads %d",
+           "ftype %d; compute %s; batch %d; threads %d; gemm %s",
            WD_KERNEL_VERSION, cpu, wd_cpu_features(), hp->n_audio_ctx, hp->n_audio_state,
            hp->n_audio_head, hp->n_audio_layer, hp->n_text_ctx, hp->n_text_state,
            hp->n_text_head, hp->n_text_layer, hp->n_vocab, hp->ftype,
-           wd_cpu_compute_name(compute), max_seqs, n_threads);
+           wd_cpu_compute_name(compute), max_seqs, n_threads, wd_cpu_blas_path());
 }
 
 void wd_cpu_pick_key(const wd_cpu_engine_t *e, char *key, size_t len) {

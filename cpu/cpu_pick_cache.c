@@ -37,7 +37,7 @@ static int printable(const char *s, size_t max) {
 }
 
 static int good_name(const char *s) {
-  if (!s[0])
+  if (!s[0] || strcmp(s, "end") == 0) /* "end <hex>" is the file's last line */
     return 0;
   for (size_t n = 0; s[n]; n++)
     if (n + 1 >= WD_PICK_NAME || !((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') ||

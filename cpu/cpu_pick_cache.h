@@ -8,7 +8,7 @@
  * choice even where their hashes collide:
  *
  *   whisperd-kernels 1
- *   key <the key: kernel version, CPU model, model shape, batch, threads>
+ *   key <the key: kernel version, CPU model, model shape, batch, threads, BLAS>
  *   <name> <value>            (one line per entry, at most WD_PICK_MAX)
  *   end <FNV-1a 64 of every byte above, hex>
  *
@@ -29,7 +29,7 @@
 #define WD_KERNEL_VERSION 1
 
 #define WD_PICK_MAX 8      /* entries in one file */
-#define WD_PICK_NAME 24    /* an entry's name: [a-z0-9_], at most 23 */
+#define WD_PICK_NAME 24    /* an entry's name: [a-z0-9_], at most 23, not "end" */
 #define WD_PICK_VALUE 320  /* an entry's value: printable ASCII, at most 319 */
 #define WD_PICK_KEY 512    /* the key, as wd_cpu_pick_cache_* take it */
 #define WD_PICK_PATH 4096

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "diar.h"
+#include "diar_cluster.h"
 #include "diar_internal.h"
 #include "error.h"
 #include "wd_test.h"
@@ -318,11 +319,32 @@ WD_TEST(finish_two_synthetic_speakers) {
   wd__diar_acts_free(&a);
 }
 
-/* 30 s of two voices close in embedding space (centroids 0.09 apart in
- * cosine distance, under the threshold's 0.25: pyannote's AHC alone makes
- * them one speaker) that take turns inside every chunk, as local speakers
- * 0 and 1: the chunks' cannot-link keeps them apart. --max-speakers 1 still
- * makes them one. */
+/* Two voices close in embedding space (centroids 0.09 apart in cosine
+ * distance, under the threshold's 0.25: pyannote's AHC alone makes them one
+ * speaker) that take turns inside every chunk of g, as local speakers 0
+ * and 1. */
+static void close_voices_every_chunk(const wd__diar_geom_t *g, wd__diar_acts_t *a) {
+  unsigned seed = 7;
+  float dir[2][WD_DIAR_EMB_DIM];
+  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+    dir[0][d] = noise(&seed);
+  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+    dir[1][d] = dir[0][d] + 0.45f * noise(&seed); /* cos ~ 1 / sqrt(1.2) */
+  for (size_t c = 0; c < g->n_chunks; c++) {
+    uint8_t *act = a->act + c * FR * 3;
+    for (size_t f = 0; f < FR; f++)
+      act[3 * f + (f < FR / 2 ? 0 : 1)] = 1;
+    for (int s = 0; s < 2; s++) {
+      float *e = a->emb + (c * 3 + (size_t)s) * WD_DIAR_EMB_DIM;
+      for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+        e[d] = dir[s][d] + 0.05f * noise(&seed);
+      a->state[c * 3 + (size_t)s] = 1;
+    }
+  }
+}
+
+/* 30 s of the close voices: the chunks' cannot-link keeps them apart.
+ * --max-speakers 1 still makes them one. */
 WD_TEST(finish_keeps_apart_close_voices_of_one_chunk) {
   wd__diar_geom_t g;
   wd__diar_geom(30 * SR, 1.0, &g);
@@ -330,23 +352,7 @@ WD_TEST(finish_keeps_apart_close_voices_of_one_chunk) {
   WD_CHECK_EQ_INT(wd__diar_acts_init(&a, &g), 0);
   if (!a.act)
     return;
-  unsigned seed = 7;
-  float dir[2][WD_DIAR_EMB_DIM];
-  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
-    dir[0][d] = noise(&seed);
-  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
-    dir[1][d] = dir[0][d] + 0.45f * noise(&seed); /* cos ~ 1 / sqrt(1.2) */
-  for (size_t c = 0; c < g.n_chunks; c++) {
-    uint8_t *act = a.act + c * FR * 3;
-    for (size_t f = 0; f < FR; f++)
-      act[3 * f + (f < FR / 2 ? 0 : 1)] = 1;
-    for (int s = 0; s < 2; s++) {
-      float *e = a.emb + (c * 3 + (size_t)s) * WD_DIAR_EMB_DIM;
-      for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
-        e[d] = dir[s][d] + 0.05f * noise(&seed);
-      a.state[c * 3 + (size_t)s] = 1;
-    }
-  }
+  close_voices_every_chunk(&g, &a);
   wd_diar_params_t p;
   wd_diar_params_default(&p);
   wd_diar_result_t r;
@@ -356,6 +362,51 @@ WD_TEST(finish_keeps_apart_close_voices_of_one_chunk) {
   p.max_speakers = 1;
   WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0);
   WD_CHECK_EQ_INT(r.n_speakers, 1);
+  wd_diar_result_free(&r);
+  wd__diar_acts_free(&a);
+}
+
+/* The same over 2,009 s (2,000 chunks): 4,000 embeddings, twice what
+ * clustering takes. An even subsample of the embeddings (every other one)
+ * would keep one local speaker of each chunk and lose every cannot-link;
+ * whole chunks kept (every other chunk) keep them, and the two voices stay
+ * two. */
+WD_TEST(finish_long_upload_keeps_the_chunks_cannot_link) {
+  wd__diar_geom_t g;
+  wd__diar_geom((size_t)2009 * SR, 1.0, &g);
+  wd__diar_acts_t a;
+  WD_CHECK_EQ_INT(wd__diar_acts_init(&a, &g), 0);
+  if (!a.act)
+    return;
+  WD_CHECK_EQ_INT(g.n_chunks, 2000);
+  close_voices_every_chunk(&g, &a);
+  wd_diar_params_t p;
+  wd_diar_params_default(&p);
+  wd_diar_result_t r;
+  WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0);
+  WD_CHECK_EQ_INT(r.n_speakers, 2);
+  wd_diar_result_free(&r);
+  /* Even chunks of three clustered embeddings (a third, far voice as local
+   * speaker 2), odd ones of one (local speaker 1 assigned only): 4,000
+   * again, but every other chunk now holds 3,000, so fewer chunks are
+   * kept (at most 2,000 embeddings, else WD_ERANGE). The far voice, never
+   * active, names no turn: the close two stay two. */
+  unsigned seed = 99;
+  float far[WD_DIAR_EMB_DIM];
+  for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+    far[d] = noise(&seed);
+  for (size_t c = 0; c < g.n_chunks; c++) {
+    if (c % 2) {
+      a.state[c * 3 + 1] = 0;
+      continue;
+    }
+    float *e = a.emb + (c * 3 + 2) * WD_DIAR_EMB_DIM;
+    for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
+      e[d] = far[d] + 0.05f * noise(&seed);
+    a.state[c * 3 + 2] = 1;
+  }
+  WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0); /* not WD_ERANGE: at most 2,000 clustered */
+  WD_CHECK_EQ_INT(r.n_speakers, 2);
   wd_diar_result_free(&r);
   wd__diar_acts_free(&a);
 }

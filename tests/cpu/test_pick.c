@@ -15,6 +15,8 @@
  * SIMDe where the CPU lacks AVX-512) measured against sgemm.
  */
 #include <dirent.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,23 @@ static void cache_path(const wd_cpu_engine_t *e, char *path, size_t len) {
   char key[WD_PICK_KEY];
   wd_cpu_pick_key(e, key, sizeof key);
   WD_CHECK_EQ_INT(wd_pick_cache_path(g_dir, key, path, len), 0);
+}
+
+WD_TEST(key_names_everything_that_changes_the_choice) {
+  /* The threads, the batch, the weight and compute types, the CPU, and
+   * OpenBLAS's version and kernels (the sgemm candidate's speed): whole, not
+   * cut by the key's size. */
+  wd_hparams_t hp = { .n_audio_ctx = 1500, .n_audio_state = 1280, .n_audio_head = 20,
+                      .n_audio_layer = 32, .n_text_ctx = 448, .n_text_state = 1280,
+                      .n_text_head = 20, .n_text_layer = 32, .n_vocab = 51866, .ftype = 1 };
+  char key[WD_PICK_KEY], want[WD_PICK_KEY];
+  wd_cpu_pick_key_hp(&hp, 16, 64, WD_CPU_COMPUTE_F32, key, sizeof key);
+  fprintf(stderr, "  %s\n", key);
+  WD_CHECK(strlen(key) + 1 < sizeof key);
+  WD_CHECK(strstr(key, "batch 16; threads 64") != NULL);
+  WD_CHECK(strstr(key, "ftype 1; compute f32") != NULL);
+  snprintf(want, sizeof want, "gemm %s", wd_cpu_engine_gemm());
+  WD_CHECK(strstr(key, want) != NULL);
 }
 
 WD_TEST(second_load_takes_the_cache) {
@@ -292,6 +311,52 @@ WD_TEST(simde_blocked_candidate_follows_the_measurement) {
   wd_cpu_enc_attn_test_kernel = NULL;
   setenv("WHISPERD_CACHE_DIR", g_dir, 1);
   wd_cpu_pick_test_twins = 1;
+}
+
+WD_TEST(fewer_heads_are_the_first_heads_64_wide) {
+  /* wd_cpu_enc_attn_heads on fewer heads than the model has (the
+   * measurement runs 2 of tiny.en's 6): both kernels compute heads 0 and 1,
+   * each the model's 64 columns wide (not d / 2), and write nothing else. */
+  SETUP();
+  const int native = wd_cpu_enc_attn_available(WD_ENC_ATTN_DH);
+  if (!native && (!wd_cpu_use_avx2() || !enc_attn_simde_block()))
+    wd_test_nothing_to_check("no AVX2 or no SIMDe: the blocked kernel cannot run here");
+  if (!native)
+    wd_cpu_enc_attn_test_kernel = enc_attn_simde_block();
+  wd_cpu_engine_t *e = load(1);
+  if (e) {
+    const size_t n = (size_t)e->hp.n_audio_ctx, d = (size_t)e->hp.n_audio_state;
+    uint32_t x = 12345;
+    for (size_t i = 0; i < n * 3 * d; i++) {
+      x = x * 1664525u + 1013904223u;
+      e->e_qkv[i] = (float)(x >> 8) / 16777216.0f - 0.5f;
+    }
+    float *ref = malloc(n * d * sizeof *ref);
+    WD_CHECK(ref != NULL);
+    if (ref) {
+      memset(e->e_o, 0, n * d * sizeof *ref);
+      wd_cpu_enc_attn_heads(e, 0, 2, 0.125f);
+      memcpy(ref, e->e_o, n * d * sizeof *ref);
+      memset(e->e_o, 0, n * d * sizeof *ref);
+      wd_cpu_enc_attn_heads(e, 1, 2, 0.125f);
+      double worst = 0;
+      size_t zero = 0, wrong_zero = 0;
+      for (size_t i = 0; i < n * d; i++) {
+        const double diff = fabs((double)ref[i] - (double)e->e_o[i]);
+        worst = diff > worst ? diff : worst;
+        const int head_0_1 = i % d < 2 * WD_ENC_ATTN_DH;
+        zero += !head_0_1 && e->e_o[i] == 0.0f;
+        wrong_zero += head_0_1 && ref[i] == 0.0f;
+      }
+      fprintf(stderr, "  blocked against sgemm, heads 0 and 1: max |diff| %.3g\n", worst);
+      WD_CHECK(worst < 1e-4);
+      WD_CHECK_EQ_INT(zero, n * (d - 2 * WD_ENC_ATTN_DH)); /* heads 2.. untouched */
+      WD_CHECK_EQ_INT(wrong_zero, 0);                          /* heads 0, 1 written */
+      free(ref);
+    }
+  }
+  wd_cpu_engine_free(e);
+  wd_cpu_enc_attn_test_kernel = NULL;
 }
 
 /* dir's plain files and empty subdirectories, then dir (what the tests

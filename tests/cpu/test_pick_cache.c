@@ -223,6 +223,10 @@ WD_TEST(values_the_format_cannot_hold) {
   WD_CHECK_EQ_INT(wd_pick_set_put(&s, "", "x"), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_pick_set_put(&s, "a b", "x"), WD_EINVAL);
   WD_CHECK_EQ_INT(wd_pick_set_put(&s, "ok", "two\nlines"), WD_EINVAL);
+  /* "end" would read as the file's last line: a file holding it could be
+   * written but never read back (measured again at every load). */
+  WD_CHECK_EQ_INT(wd_pick_set_put(&s, "end", "x"), WD_EINVAL);
+  WD_CHECK_EQ_INT(s.n, 0);
   char longv[WD_PICK_VALUE + 1];
   memset(longv, 'v', sizeof longv - 1);
   longv[WD_PICK_VALUE] = '\0';
