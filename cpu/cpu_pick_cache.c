@@ -5,6 +5,7 @@
 #include "cpu_pick_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,9 +161,21 @@ int wd_pick_cache_read(const char *path, const char *key, wd_pick_set_t *out) {
   memset(out, 0, sizeof *out);
   if (!path || !key)
     return WD_EINVAL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  /* Non-blocking and regular files only: a FIFO or a device put where the
+   * file should be must not hold the model's load up. */
+  const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return errno == ENOENT ? WD_ENOENT : WD_EIO;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return WD_EFORMAT;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return WD_EIO;
+  }
   char *buf = malloc(FILE_MAX + 1);
   if (!buf) {
     fclose(f);

@@ -2,7 +2,8 @@
  * test_pick_cache.c - the measured kernel choices on disk (cpu/cpu_pick_cache.h)
  * with a fake choice: the round trip, the directory's order of precedence,
  * a foreign key, every truncation and byte flip of a good file and random
- * garbage (each must read as "measure again", never crash nor be taken), a
+ * garbage, a FIFO in the file's place (each must read as "measure again",
+ * never hang, crash nor be taken), a
  * directory that cannot be written, values the format cannot hold.
  */
 #include <dirent.h>
@@ -185,6 +186,10 @@ WD_TEST(garbage_is_refused) {
   WD_CHECK_EQ_INT(mkdir(path, 0700), 0);
   WD_CHECK(wd_pick_cache_read(path, KEY, &r) < 0);
   (void)rmdir(path);
+  /* A FIFO where the file should be, with no writer: refused at once
+   * (a blocking open would hang the model's load forever). */
+  WD_CHECK_EQ_INT(mkfifo(path, 0600), 0);
+  WD_CHECK_EQ_INT(wd_pick_cache_read(path, KEY, &r), WD_EFORMAT);
   remove_dir(dir, path);
 }
 
