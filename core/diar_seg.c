@@ -3,9 +3,11 @@
  * diar_seg.h: our file's loader and the network over batches of windows.
  *
  * Layout: activations are time-major (a row per frame, channels
- * contiguous), weights k-major for vad_gemm.h with their columns padded
- * with zeros to a multiple of 16 (the LSTM's and linear layers' in panels
- * of 64 columns, see panels()). Every convolution is "valid" (no
+ * contiguous), weights k-major with their columns padded with zeros to a
+ * multiple of 16 and packed at load for diar_gemm.h, all but the LSTM's
+ * recurrent weights (vad_gemm.h, in panels of 64 columns, see panels()):
+ * every product with many rows runs on diar_gemm's 6 x 16 blocks over
+ * packed weights. Every convolution is "valid" (no
  * padding), so its im2col matrix needs no copy: with tap-major rows (row t
  * = x[t] | x[t+1] | ... | x[t+taps-1]) row t is the taps * cin floats that
  * start at frame t, and the product reads the activations themselves with
@@ -81,7 +83,7 @@ typedef struct {
 
 typedef struct {
   size_t in;
-  float *wih;  /* in x GATES, in panels */
+  float *wih;  /* in x GATES, packed (diar_gemm.h) */
   float *whh;  /* HID x GATES, in panels */
   float *bias; /* b_ih + b_hh */
 } lstm_dir_t;
@@ -92,8 +94,8 @@ struct wd_diar_seg {
   float norm_w[3][N_SINC], norm_b[3][N_SINC];
   conv_t conv[2];
   lstm_dir_t lstm[LAYERS][2];
-  float *lin_w[2], *lin_b[2];  /* 256 x 128, 128 x 128, in panels */
-  float *cls_w, *cls_b;        /* 128 x CLS16 */
+  float *lin_w[2], *lin_b[2];  /* 256 x 128, 128 x 128, packed */
+  float *cls_w, *cls_b;        /* 128 x CLS16, packed */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -124,13 +126,15 @@ static float *transpose(const float *src, size_t rows, size_t k, size_t ld) {
   return dst;
 }
 
-/* The LSTM's and linear layers' weights (N = 512 or 128 columns) are kept
- * in panels of PANEL columns, each K x PANEL contiguous: k-major rows of
- * 512 floats are 2 KB apart, a power of two that maps a 16-column slice
- * of successive rows onto the same few L1 sets, and the products fetched
- * them from L2 again and again. */
+/* The LSTM's recurrent weights (HID x GATES) are kept in panels of PANEL
+ * columns, each HID x PANEL contiguous, for vad_gemm: k-major rows of 512
+ * floats are 2 KB apart, a power of two that maps a 16-column slice of
+ * successive rows onto the same few L1 sets. The recurrence multiplies at
+ * most GROUP rows (one per window) per step: vad_gemm's 4 x 16 blocks fit
+ * that better than diar_gemm's 6 x 16 (measured: a window alone ran 20-30%
+ * slower through the segmentation network on diar_gemm). */
 #define PANEL 64
-_Static_assert(GATES % PANEL == 0 && LIN % PANEL == 0, "whole panels");
+_Static_assert(GATES % PANEL == 0, "whole panels");
 
 static float *panels(const float *src, size_t rows, size_t k) {
   float *dst = malloc(rows * k * sizeof(float));
@@ -141,26 +145,20 @@ static float *panels(const float *src, size_t rows, size_t k) {
   return dst;
 }
 
-/* C (M x N, row stride ldc) = A (M x K) times panelled weights (+ bias),
- * CHUNK rows of A at a time through every panel (8 windows' frames are
- * 4.8 MB of A, which streamed from L3 once per panel; a chunk stays in
- * L2). Each row's sums are the same whatever the chunking. */
-#define CHUNK 256
-
-static void gemm_panels(const float *a, size_t lda, const float *w, const float *bias, float *c,
-                        size_t ldc, size_t M, size_t N, size_t K) {
-  for (size_t m = 0; m < M; m += CHUNK) {
-    const size_t rows = M - m < CHUNK ? M - m : CHUNK;
-    for (size_t n = 0; n < N; n += PANEL)
-      wd_vad_gemm(a + m * lda, lda, w + n * K, PANEL, bias ? bias + n : NULL, c + m * ldc + n,
-                  ldc, rows, PANEL, K);
-  }
+/* C (M x N, row stride ldc) = A (M x K) times panelled weights, panel by
+ * panel. */
+static void gemm_panels(const float *a, size_t lda, const float *w, float *c, size_t ldc,
+                        size_t M, size_t N, size_t K) {
+  for (size_t n = 0; n < N; n += PANEL)
+    wd_vad_gemm(a, lda, w + n * K, PANEL, NULL, c + n, ldc, M, PANEL, K);
 }
 
 /* *w (K x N, k-major) replaced by its packed form for diar_gemm.h, whose
  * 6 x 16 blocks read the weights panel by panel (the SincNet products are
- * ~0.7 GFLOP a window: twice vad_gemm's speed there). The sums are the same
- * FMA chains in the same order as vad_gemm's, so the same bits. */
+ * ~0.7 GFLOP a window: twice vad_gemm's speed there; the LSTM's input
+ * projections and the head, 8 windows' 4712 rows at once, 10-20% faster
+ * than vad_gemm over 64-column panels). The sums are the same FMA chains in
+ * the same order as vad_gemm's, so the same bits. */
 static int pack_in_place(float **w, size_t K, size_t N) {
   float *p = malloc(wd_diar_gemm_packed_size(K, N) * sizeof *p);
   if (!p)
@@ -169,6 +167,17 @@ static int pack_in_place(float **w, size_t K, size_t N) {
   free(*w);
   *w = p;
   return 0;
+}
+
+/* A torch weight (rows x k, rows a multiple of 16) as diar_gemm's packed
+ * k x rows matrix: the transpose, then packed. */
+static float *packed(const float *src, size_t rows, size_t k) {
+  float *t = transpose(src, rows, k, rows);
+  if (t && pack_in_place(&t, k, rows) < 0) {
+    free(t);
+    return NULL;
+  }
+  return t;
 }
 
 /* A vector padded with zeros to n16. */
@@ -232,7 +241,7 @@ static int load_lstm(const loader_t *l, wd_diar_seg_t *m) {
         return rc;
       lstm_dir_t *ld = &m->lstm[layer][d];
       ld->in = in;
-      ld->wih = panels(wih, GATES, in);
+      ld->wih = packed(wih, GATES, in);
       ld->whh = panels(whh, GATES, HID);
       ld->bias = malloc(GATES * sizeof(float));
       if (!ld->wih || !ld->whh || !ld->bias)
@@ -301,17 +310,20 @@ static int load_head(const loader_t *l, wd_diar_seg_t *m) {
   if ((rc = get(l, "linear.0.weight", 2, LIN, BI, 0, &w)) ||
       (rc = get(l, "linear.0.bias", 1, LIN, 0, 0, &b)))
     return rc;
-  m->lin_w[0] = panels(w, LIN, BI);
+  m->lin_w[0] = packed(w, LIN, BI);
   m->lin_b[0] = padded(b, LIN, LIN);
   if ((rc = get(l, "linear.1.weight", 2, LIN, LIN, 0, &w)) ||
       (rc = get(l, "linear.1.bias", 1, LIN, 0, 0, &b)))
     return rc;
-  m->lin_w[1] = panels(w, LIN, LIN);
+  m->lin_w[1] = packed(w, LIN, LIN);
   m->lin_b[1] = padded(b, LIN, LIN);
   if ((rc = get(l, "classifier.weight", 2, N_CLASSES, LIN, 0, &w)) ||
       (rc = get(l, "classifier.bias", 1, N_CLASSES, 0, 0, &b)))
     return rc;
-  m->cls_w = transpose(w, N_CLASSES, LIN, CLS16);
+  float *cls = transpose(w, N_CLASSES, LIN, CLS16);
+  if (cls && pack_in_place(&cls, LIN, CLS16) < 0)
+    free(cls), cls = NULL;
+  m->cls_w = cls;
   m->cls_b = padded(b, N_CLASSES, CLS16);
   if (!m->lin_w[0] || !m->lin_b[0] || !m->lin_w[1] || !m->lin_b[1] || !m->cls_w || !m->cls_b)
     return WD_ENOMEM;
@@ -575,12 +587,12 @@ static void lstm_dir(const lstm_dir_t *d, size_t dir, const float *in, size_t nw
                      float *out) {
   const size_t rows = nw * N_FRAMES;
   const cell_fn cell = pick_cell();
-  gemm_panels(in, d->in, d->wih, d->bias, s->gates, GATES, rows, GATES, d->in);
+  wd_diar_gemm(in, d->in, d->wih, d->bias, s->gates, GATES, rows, GATES, d->in);
   float *h = s->hc, *c = h + nw * HID, *g = c + nw * HID;
   memset(h, 0, 2 * nw * HID * sizeof(float));
   for (size_t step = 0; step < N_FRAMES; step++) {
     const size_t t = dir ? N_FRAMES - 1 - step : step;
-    gemm_panels(h, HID, d->whh, NULL, g, GATES, nw, GATES, HID);
+    gemm_panels(h, HID, d->whh, g, GATES, nw, GATES, HID);
     for (size_t w = 0; w < nw; w++)
       cell(s->gates + (w * N_FRAMES + t) * GATES, g + w * GATES, c + w * HID, h + w * HID,
            out + (w * N_FRAMES + t) * BI + dir * HID);
@@ -601,13 +613,13 @@ static void back(const wd_diar_seg_t *m, size_t nw, scratch_t *s, float *logp) {
   }
   /* in: the last layer's outputs (rows x BI); out is free */
   float *a = out, *b = s->gates;
-  gemm_panels(in, BI, m->lin_w[0], m->lin_b[0], a, LIN, rows, LIN, BI);
+  wd_diar_gemm(in, BI, m->lin_w[0], m->lin_b[0], a, LIN, rows, LIN, BI);
   for (size_t i = 0; i < rows * LIN; i++)
     a[i] = leaky(a[i]);
-  gemm_panels(a, LIN, m->lin_w[1], m->lin_b[1], b, LIN, rows, LIN, LIN);
+  wd_diar_gemm(a, LIN, m->lin_w[1], m->lin_b[1], b, LIN, rows, LIN, LIN);
   for (size_t i = 0; i < rows * LIN; i++)
     b[i] = leaky(b[i]);
-  wd_vad_gemm(b, LIN, m->cls_w, CLS16, m->cls_b, a, CLS16, rows, CLS16, LIN);
+  wd_diar_gemm(b, LIN, m->cls_w, m->cls_b, a, CLS16, rows, CLS16, LIN);
   for (size_t r = 0; r < rows; r++) {
     const float *z = a + r * CLS16;
     float mx = z[0];

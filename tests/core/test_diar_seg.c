@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "audio.h"
+#include "diar_gemm.h"
 #include "diar_seg.h"
 #include "error.h"
 #include "vad_gemm.h"
@@ -190,7 +191,9 @@ WD_TEST(portable_kernel_matches_pytorch) {
   WD_CHECK(out != NULL);
   if (out) {
     wd_vad_gemm_force_portable(1);
+    wd_diar_gemm_force_portable(1);
     WD_CHECK_EQ_INT(wd_diar_seg_forward(g_seg, (const float *const *)g_win, N_WIN, out), 0);
+    wd_diar_gemm_force_portable(0);
     wd_vad_gemm_force_portable(0);
     compare(out, "portable");
   }
