@@ -332,6 +332,8 @@ static void conv2d(const mat_t *m, const float *x, size_t T, size_t F, size_t ci
             const size_t fi = sf * fo + kf; /* input row + 1 */
             if (ti < 1 || ti > T || fi < 1 || fi > F)
               memset(r, 0, cin * sizeof *r);
+            else if (cin == MC) /* a constant size: copied inline, not by rep movs */
+              memcpy(r, x + ((ti - 1) * F + fi - 1) * MC, MC * sizeof *r);
             else
               memcpy(r, x + ((ti - 1) * F + fi - 1) * cin, cin * sizeof *r);
           }
