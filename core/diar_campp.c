@@ -334,6 +334,8 @@ static void conv2d(const mat_t *m, const float *x, size_t T, size_t F, size_t ci
               memset(r, 0, cin * sizeof *r);
             else if (cin == MC) /* a constant size: copied inline, not by rep movs */
               memcpy(r, x + ((ti - 1) * F + fi - 1) * MC, MC * sizeof *r);
+            else if (cin == 1) /* the first convolution's one input channel */
+              *r = x[(ti - 1) * F + fi - 1];
             else
               memcpy(r, x + ((ti - 1) * F + fi - 1) * cin, cin * sizeof *r);
           }
