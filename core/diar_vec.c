@@ -63,15 +63,10 @@ __attribute__((target("avx2"))) static void relu_avx2(float *x, size_t n) {
     x[i] = relu1(x[i]);
   _mm256_zeroupper();
 }
+
+static int use_avx2(void) { return strcmp(wd_diar_gemm_kernel(), "avx2+fma") == 0; }
 #endif
 
-static int use_avx2(void) {
-#ifdef WD_DV_X86
-  return strcmp(wd_diar_gemm_kernel(), "avx2+fma") == 0;
-#else
-  return 0;
-#endif
-}
 
 void wd_diar_bn_relu(const float *x, size_t ldx, size_t rows, size_t n, const float *scale,
                      const float *shift, float *y, size_t ldy) {
