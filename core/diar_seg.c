@@ -7,12 +7,13 @@
  * multiple of 16 and packed at load for diar_gemm.h, all but the LSTM's
  * recurrent weights (vad_gemm.h, in panels of 64 columns, see panels()):
  * every product with many rows runs on diar_gemm's 6 x 16 blocks over
- * packed weights. Every convolution is "valid" (no
- * padding), so its im2col matrix needs no copy: with tap-major rows (row t
- * = x[t] | x[t+1] | ... | x[t+taps-1]) row t is the taps * cin floats that
- * start at frame t, and the product reads the activations themselves with
- * a leading dimension of cin (rows overlap). The sinc convolution (stride
- * 10 over the raw waveform) is the same with a leading dimension of 10.
+ * packed weights. Every convolution is "valid" (no padding), so its im2col
+ * matrix needs no copy: with tap-major rows (row t = x[t] | x[t+1] | ... |
+ * x[t+taps-1]) row t is the taps * cin floats that start at frame t, and
+ * the product reads the activations themselves with a leading dimension of
+ * cin (rows overlap). The sinc convolution (stride 10 over the raw
+ * waveform) is the exception: its rows are folded by the filters'
+ * symmetry first (see fold()), into a copy.
  *
  * Windows go through the convolutional front one at a time (15975 x 80
  * sinc outputs, pooled block by block as they are made), then up to GROUP
