@@ -37,6 +37,7 @@
 #include "error.h"
 #include "safetensors.h"
 #include "diar_gemm.h"
+#include "diar_vec.h"
 
 #define MC 32            /* head channels */
 #define TDNN_IN 320      /* 32 channels x 10 frequency rows */
@@ -315,11 +316,6 @@ void wd_campp_free(wd_campp_t *m) {
 
 size_t wd_campp_frames(size_t T) { return (T + 1) / 2; }
 
-static void relu(float *x, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
 /* y (T x Fo x 32) = conv 3x3 (frequency stride sf, padding 1) of x (T x F x
  * cin), the folded bias added; col holds TB x Fo x 9 cin floats. */
 static void conv2d(const mat_t *m, const float *x, size_t T, size_t F, size_t cin, size_t sf,
@@ -336,6 +332,10 @@ static void conv2d(const mat_t *m, const float *x, size_t T, size_t F, size_t ci
             const size_t fi = sf * fo + kf; /* input row + 1 */
             if (ti < 1 || ti > T || fi < 1 || fi > F)
               memset(r, 0, cin * sizeof *r);
+            else if (cin == MC) /* a constant size: copied inline, not by rep movs */
+              memcpy(r, x + ((ti - 1) * F + fi - 1) * MC, MC * sizeof *r);
+            else if (cin == 1) /* the first convolution's one input channel */
+              *r = x[(ti - 1) * F + fi - 1];
             else
               memcpy(r, x + ((ti - 1) * F + fi - 1) * cin, cin * sizeof *r);
           }
@@ -350,19 +350,17 @@ static float *res_block(const res_t *r, float *x, float *a, float *b, size_t T, 
                         float *col) {
   const size_t Fo = (F - 1) / r->stride + 1, n = T * Fo * MC;
   conv2d(&r->conv1, x, T, F, MC, r->stride, a, col);
-  relu(a, n);
+  wd_diar_relu(a, n);
   if (r->sc.w) {
     /* 1x1 with frequency stride 2: output row (t, fo) reads x[t][2 fo],
      * i.e. rows 2 x 32 floats apart throughout (F = 2 Fo). */
     wd_diar_gemm(x, 2 * MC, r->sc.w, r->sc.b, b, MC, T * Fo, MC, MC);
     conv2d(&r->conv2, a, T, Fo, MC, 1, x, col);
-    for (size_t i = 0; i < n; i++)
-      b[i] = x[i] + b[i] > 0.0f ? x[i] + b[i] : 0.0f;
+    wd_diar_add_relu(x, b, b, n);
     return b;
   }
   conv2d(&r->conv2, a, T, Fo, MC, 1, b, col);
-  for (size_t i = 0; i < n; i++)
-    x[i] = x[i] + b[i] > 0.0f ? x[i] + b[i] : 0.0f;
+  wd_diar_add_relu(x, b, x, n);
   return x;
 }
 
@@ -372,13 +370,9 @@ static float *res_block(const res_t *r, float *x, float *a, float *b, size_t T, 
 static void dense_layer(const layer_t *y, float *d, size_t T, float *s, float *h, float *col,
                         float *out) {
   const size_t C = y->in_ch, dl = y->dilation;
-  for (size_t t = 0; t < T; t++)
-    for (size_t c = 0; c < C; c++) {
-      const float v = d[t * WIDE + c] * y->bn1.scale[c] + y->bn1.shift[c];
-      s[t * C + c] = v > 0.0f ? v : 0.0f;
-    }
+  wd_diar_bn_relu(d, WIDE, T, C, y->bn1.scale, y->bn1.shift, s, C);
   wd_diar_gemm(s, C, y->lin1.w, y->lin1.b, h, BN_CH, T, BN_CH, C);
-  relu(h, T * BN_CH);
+  wd_diar_relu(h, T * BN_CH);
   /* Local convolution: 3 taps dilation dl, zero padding dl. */
   for (size_t t = 0; t < T; t++)
     for (size_t j = 0; j < 3; j++) {
@@ -441,7 +435,7 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
 
   /* Head: feats rows are frames of 80 bins: a T x 80 x 1 plane. */
   conv2d(&m->conv1, feats, T, WD_CAMPP_IN, 1, 1, p, col);
-  relu(p, plane);
+  wd_diar_relu(p, plane);
   float *x = p, *a = q, *b = r;
   size_t F = WD_CAMPP_IN;
   for (size_t i = 0; i < 4; i++) {
@@ -458,7 +452,7 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
     x = o, a = free1, b = free2;
   }
   conv2d(&m->conv2, x, T, F, MC, 2, a, col); /* T x 10 x 32 */
-  relu(a, T * TDNN_IN);
+  wd_diar_relu(a, T * TDNN_IN);
   const float *head = a;
 
   /* TDNN: 5 taps, stride 2, padding 2 over frames of 320, into d[:, 0:128]. */
@@ -477,7 +471,7 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
                 INIT_CH, 5 * TDNN_IN);
   }
   for (size_t t = 0; t < To; t++)
-    relu(d + t * WIDE, INIT_CH);
+    wd_diar_relu(d + t * WIDE, INIT_CH);
 
   size_t ch = INIT_CH, li = 0;
   for (size_t bl = 0; bl < 3; bl++) {
@@ -486,19 +480,12 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
     ch += k_block_layers[bl] * GROWTH;
     /* Transition: batch norm and ReLU, then 1x1 to ch / 2, back into d. */
     const bn_t *bn = &m->tbn[bl];
-    for (size_t t = 0; t < To; t++)
-      for (size_t c = 0; c < ch; c++) {
-        const float v = d[t * WIDE + c] * bn->scale[c] + bn->shift[c];
-        s[t * ch + c] = v > 0.0f ? v : 0.0f;
-      }
+    wd_diar_bn_relu(d, WIDE, To, ch, bn->scale, bn->shift, s, ch);
     wd_diar_gemm(s, ch, m->transit[bl].w, NULL, d, WIDE, To, ch / 2, ch);
     ch /= 2;
   }
-  for (size_t t = 0; t < To; t++)
-    for (size_t c = 0; c < WD_CAMPP_HIDDEN; c++) {
-      const float v = d[t * WIDE + c] * m->out_bn.scale[c] + m->out_bn.shift[c];
-      hidden[t * WD_CAMPP_HIDDEN + c] = v > 0.0f ? v : 0.0f;
-    }
+  wd_diar_bn_relu(d, WIDE, To, WD_CAMPP_HIDDEN, m->out_bn.scale, m->out_bn.shift, hidden,
+                  WD_CAMPP_HIDDEN);
   free(buf);
   return 0;
 }

@@ -102,6 +102,14 @@ static block_fn pick(void) {
   return block_portable;
 }
 
+const char *wd_diar_gemm_kernel(void) {
+#ifdef WD_DG_X86
+  if (pick() == block_avx2)
+    return "avx2+fma";
+#endif
+  return "portable";
+}
+
 void wd_diar_gemm_force_portable(int on) { atomic_store(&g_force_portable, on ? 1 : 0); }
 
 void wd_diar_gemm(const float *a, size_t lda, const float *bp, const float *bias, float *c,

@@ -29,6 +29,9 @@ void wd_diar_gemm_pack(const float *b, size_t ldb, size_t K, size_t N, float *ds
 void wd_diar_gemm(const float *a, size_t lda, const float *bp, const float *bias, float *c,
                   size_t ldc, size_t M, size_t N, size_t K);
 
+/* The kernel wd_diar_gemm runs on this host: "avx2+fma" or "portable". */
+const char *wd_diar_gemm_kernel(void);
+
 /* Tests: 1 forces the portable kernel, 0 restores the choice by features. */
 void wd_diar_gemm_force_portable(int on);
 

@@ -144,6 +144,28 @@ out:
   free(gold_trunk);
 }
 
+/* The portable kernels (arm64, x86 without AVX2: diar_gemm's and
+ * diar_vec's) on the golden trunk: jfk 0-3 s, 0.1-0.3 s here. */
+WD_TEST(portable_trunk) {
+  if (!g_m)
+    return;
+  float *gold_trunk = wd_diar_read_f32(GOLD_TRUNK, TRUNK_ROWS * WD_CAMPP_HIDDEN);
+  WD_CHECK(gold_trunk != NULL);
+  wd_diar_gemm_force_portable(1);
+  size_t To = 0;
+  float *hid = gold_trunk ? trunk_of(JFK, 0, 48000, &To) : NULL;
+  wd_diar_gemm_force_portable(0);
+  WD_CHECK(hid != NULL);
+  if (hid && gold_trunk) {
+    const double d = max_diff(hid, gold_trunk, TRUNK_ROWS * WD_CAMPP_HIDDEN);
+    fprintf(stderr, "  portable trunk jfk 0-3 s, first %d frames: max |diff| %.3g\n", TRUNK_ROWS,
+            d);
+    WD_CHECK(d < TOL_TRUNK);
+  }
+  free(hid);
+  free(gold_trunk);
+}
+
 static double ms_since(const struct timespec *a) {
   struct timespec b;
   clock_gettime(CLOCK_MONOTONIC, &b);
