@@ -243,6 +243,10 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
+  st.diar_running = atomic_load(&s->n_diarizing);
+  st.diar_done = (double)atomic_load(&s->n_diar_done);
+  st.diar_canceled = (double)atomic_load(&s->n_diar_canceled);
+  st.diar_failed = (double)atomic_load(&s->n_diar_failed);
   wd_worker_stats_t ws;
   wd_metrics_worker_t per[WD_METRICS_MAX_WORKERS];
   int n_per = 0;
@@ -498,8 +502,8 @@ static void on_hangup(void *ctx, uint64_t serial) {
   wd_server_t *s = ctx;
   uint64_t job_id = 0;
   wd_served_t *rec = NULL;
-  if (!wd__transcription_by_serial(s, serial, &job_id, &rec))
-    return; /* its job ended meanwhile */
+  if (!wd__transcription_hung_up(s, serial, &job_id, &rec))
+    return; /* its job (and diarization) ended meanwhile */
   wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
   wd_chunk_cancel(rec->m.workers, job_id);
   wd_served_release(rec);
@@ -729,6 +733,29 @@ void wd_server_quiesce(wd_server_t *s) {
   wd_log_info("api: no longer accepting connections");
 }
 
+void wd_server_drain_by(wd_server_t *s, double grace_s) {
+  if (s)
+    atomic_store(&s->drain_deadline_us,
+                 (long long)((wd_now_s() + (grace_s > 0 ? grace_s : 0)) * 1e6) + 1);
+}
+
+int wd__server_draining_past(wd_server_t *s) {
+  const long long at = atomic_load(&s->drain_deadline_us);
+  return at > 0 && wd_now_s() * 1e6 >= (double)at;
+}
+
+void wd__server_diar_started(wd_server_t *s) { atomic_fetch_add(&s->n_diarizing, 1); }
+
+void wd__server_diar_ended(wd_server_t *s, int rc) {
+  if (rc == 0)
+    atomic_fetch_add(&s->n_diar_done, 1);
+  else if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN)
+    atomic_fetch_add(&s->n_diar_canceled, 1);
+  else
+    atomic_fetch_add(&s->n_diar_failed, 1);
+  atomic_fetch_sub(&s->n_diarizing, 1);
+}
+
 /* Waits on s->cv until *count is 0 or the deadline passes. Under s->mu. */
 static void wait_zero(wd_server_t *s, const int *count, double deadline) {
   while (*count > 0) {
@@ -750,9 +777,16 @@ int wd_server_free(wd_server_t *s, double wait_s) {
     return 0;
   if (s->mhd) {
     wd_server_quiesce(s);
+    /* A diarization may run until the drain's deadline (its answer then
+     * needs the same few seconds as any): the wait covers it. */
+    const long long at = atomic_load(&s->drain_deadline_us);
+    const double now = wd_now_s(), drain_end = at > 0 ? (double)at / 1e6 : now;
     pthread_mutex_lock(&s->mu);
-    wait_zero(s, &s->n_active, wd_now_s() + (wait_s > 0 ? wait_s : 0));
+    wait_zero(s, &s->n_active, (drain_end > now ? drain_end : now) + (wait_s > 0 ? wait_s : 0));
     pthread_mutex_unlock(&s->mu);
+    /* From here every diarization left stops at its next window (503),
+     * so that the decode threads' end below does not wait for it. */
+    atomic_store(&s->drain_deadline_us, (long long)(wd_now_s() * 1e6));
     /* Uploads still decoding finish (a decode is bounded by max_audio_s)
      * and resume their connections, which then submit or answer. */
     wd_taskq_free(s->decoders);

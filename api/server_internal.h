@@ -50,6 +50,12 @@ struct wd_server {
   atomic_int ready;
   atomic_int quiescing;
   atomic_int n_suspended;    /* connections waiting on the worker */
+  /* Diarizations (transcription.c's diar_task): running now, and ended
+   * by result for /metrics; the drain's deadline in wd_now_s()
+   * microseconds (0: none yet), past which they stop. */
+  atomic_int n_diarizing;
+  atomic_ullong n_diar_done, n_diar_canceled, n_diar_failed;
+  atomic_llong drain_deadline_us;
   struct wd_realtime *realtime; /* /v1/realtime sessions (realtime.h) */
 
   pthread_mutex_t mu;
@@ -63,9 +69,23 @@ struct wd_server {
  * workers (NULL: before any model is attached). */
 int wd__server_retry_after(const wd_server_model_t *m);
 
-/* The in-flight transcription watched under token (its serial): its job
- * and its model's record, referenced; 0 when none is (transcription.c). */
-int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
-                                wd_served_t **ret_rec);
+/* The client of the in-flight transcription watched under token (its
+ * serial) hung up: marks it so (its diarization stops) and gives its job
+ * (perhaps ended: cancelling that is harmless) and its model's record,
+ * referenced; 0 when none is in flight (transcription.c). */
+int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                              wd_served_t **ret_rec);
+
+/* The drain's deadline (wd_server_drain_by, or wd_server_free's end of
+ * waiting) has passed: diarizations still running stop, answered as the
+ * drain answers the jobs it cancels (WD_ESHUTDOWN). Any thread. */
+int wd__server_draining_past(wd_server_t *s);
+
+/* A diarization ended with rc (0, WD_ECANCELED, WD_ESHUTDOWN, ...): the
+ * /metrics counters. Any thread. */
+void wd__server_diar_ended(wd_server_t *s, int rc);
+
+/* A diarization started (wd__server_diar_ended ends it). */
+void wd__server_diar_started(wd_server_t *s);
 
 #endif

@@ -47,8 +47,15 @@
  * early, sees it: the request is answered (or its stream finished) only
  * when both have ended (ready_locked). The diarization polls
  * diar_should_stop between windows: the client gone, the transcription
- * failed or cancelled, or the job's deadline passed. Attribution and
- * rendering (cheap: milliseconds) run on the MHD thread, as every render.
+ * failed or cancelled, the job's deadline passed, or the server's drain
+ * deadline (wd_server_drain_by) passed. Attribution and rendering (cheap:
+ * milliseconds) run on the MHD thread, as every render.
+ *
+ * A diarized request stays in the server's in-flight list (s->live, and
+ * s->n_jobs) until both halves have ended, whichever ends last removing it
+ * (under t->mu each sees whether the other has): a client that hangs up
+ * after its transcription ended is still found by the watcher's serial,
+ * and its diarization stopped (t->hung_up) rather than run to its end.
  *
  * The hang-up watch is registered under the same lock right after
  * suspending and removed right before resuming, so the watcher never
@@ -178,6 +185,9 @@ struct wd_transcription {
   wd_api_error_t diar_err;
   /* Under mu. */
   int diar_pending;          /* the diarization has not ended */
+  /* Set by the watcher's thread (under s->mu, so not t->mu): the client
+   * hung up while its connection was suspended. */
+  atomic_int hung_up;
   int diar_rc;
   wd_diar_result_t diar;     /* its result (diar_rc 0) */
   float known_emb[WD_DIAR_MAX_KNOWN][WD_DIAR_EMB_DIM]; /* the references' embeddings */
@@ -573,6 +583,8 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   wd_transcription_t *t = ud;
   pthread_mutex_lock(&t->mu);
   t->done = 1;
+  /* The diarization, if still running, leaves the in-flight list. */
+  const int last = !t->diar_pending;
   t->rc = rc;
   if (rc == 0 && tr) {
     /* Take the contents; the struct itself stays the worker's. */
@@ -592,7 +604,8 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
-  live_remove(t);
+  if (last)
+    live_remove(t);
   tr_unref(t);
 }
 
@@ -681,9 +694,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
       wd_transcript_free(&t->result);
       wd_api_error_t e;
       wd_api_error_from_job(&e, drc, 0, s->o.job_timeout_s, wd__server_retry_after(t->m));
-      if (drc != WD_ECANCELED)
-        wd_log_warning("api: diarization failed: %s (%s)", wd_strerror(drc), wd_err_name(drc));
-      return answer_error(t, &e);
+      return answer_error(t, &e); /* diar_task logged why */
     }
   }
   wd_diar_segs_t d = { 0 };
@@ -885,12 +896,15 @@ static int decode_room(void *ud, double seconds) {
 }
 
 /* The diarization's stop test, polled between its windows: the client
- * left, the transcription failed (or was cancelled), or the job's
- * deadline passed. */
+ * left (seen by MHD or by the watcher), the transcription failed (or was
+ * cancelled), the job's deadline passed, or the server's drain deadline
+ * did. */
 static int diar_should_stop(void *ud) {
   wd_transcription_t *t = ud;
   const double limit_s = t->s->o.job_timeout_s;
   if (limit_s > 0 && wd_now_s() - t->t_start > limit_s)
+    return 1;
+  if (wd__server_draining_past(t->s) || atomic_load(&t->hung_up))
     return 1;
   pthread_mutex_lock(&t->mu);
   const int stop = t->conn_gone || (t->done && t->rc < 0);
@@ -910,10 +924,14 @@ static void diar_task(void *arg) {
                        t, &r);
   for (int k = 0; k < t->n_known && rc == 0; k++)
     rc = wd_diar_embed_clip(t->m->diar, t->known_pcm[k], t->known_n[k], emb[k]);
-  /* Stopped by the job's deadline: the 504 a job past it gets. */
+  /* Stopped by the job's deadline: the 504 a job past it gets; by the
+   * drain's: the 503 of a job the drain cancels (core/worker.h). */
   const double limit_s = t->s->o.job_timeout_s;
   if (rc == WD_ECANCELED && limit_s > 0 && wd_now_s() - t->t_start > limit_s)
     rc = WD_ETIMEDOUT;
+  else if (rc == WD_ECANCELED && wd__server_draining_past(t->s))
+    rc = WD_ESHUTDOWN;
+  const double took_s = wd_now_s() - t0;
   free(t->diar_pcm);
   t->diar_pcm = NULL;
   for (int k = 0; k < t->n_known; k++) {
@@ -922,8 +940,17 @@ static void diar_task(void *arg) {
   }
   if (rc == 0)
     wd_log_debug("api: diarized %.1f s of audio in %.0f ms: %d speakers, %zu turns",
-                 (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, (wd_now_s() - t0) * 1e3,
-                 r.n_speakers, r.n_turns);
+                 (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s * 1e3, r.n_speakers,
+                 r.n_turns);
+  else if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN)
+    wd_log_info("api: diarization of %.1f s of audio stopped after %.1f s (%s)",
+                (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s,
+                rc == WD_ESHUTDOWN ? "the drain's deadline" : "its request ended");
+  else
+    wd_log_warning("api: diarization of %.1f s of audio failed after %.1f s: %s (%s)",
+                   (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s, wd_strerror(rc),
+                   wd_err_name(rc));
+  wd__server_diar_ended(t->s, rc);
   pthread_mutex_lock(&t->mu);
   t->diar_rc = rc;
   if (rc == 0) {
@@ -933,9 +960,12 @@ static void diar_task(void *arg) {
     wd_diar_result_free(&r);
   }
   t->diar_pending = 0;
+  const int last = t->done; /* the job ended: the request leaves the list here */
   if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
+  if (last)
+    live_remove(t);
   tr_unref(t);
 }
 
@@ -1061,6 +1091,7 @@ static void decode_task(void *arg) {
     /* Its own task on the decode threads, beside the transcription; when
      * their queue is full, here (this is one of them too). */
     atomic_fetch_add(&t->refs, 1);
+    wd__server_diar_started(s);
     if (wd_taskq_push(s->decoders, diar_task, t) < 0)
       diar_task(t);
   }
@@ -1373,12 +1404,13 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   free(jobs);
 }
 
-int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
-                                wd_served_t **ret_rec) {
+int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                              wd_served_t **ret_rec) {
   int found = 0;
   pthread_mutex_lock(&s->mu);
-  for (const wd_transcription_t *t = s->live; t && !found; t = t->live_next)
+  for (wd_transcription_t *t = s->live; t && !found; t = t->live_next)
     if (t->serial == serial && t->live_job_id) {
+      atomic_store(&t->hung_up, 1); /* its diarization's stop test reads it */
       wd_served_ref(t->rec);
       *ret_job = t->live_job_id;
       *ret_rec = t->rec;

@@ -21,6 +21,7 @@ import base64
 import io
 import os
 import re
+import signal
 import time
 import wave
 
@@ -189,6 +190,28 @@ def diar():
                     + (why.group(1) if why else "no diarization line in its log"))
     yield d
     stop_daemon(d)
+
+
+def diar_counts(port):
+    """Diarizations from /metrics (running; ended done, canceled, failed)
+    beside the jobs' figures (wd_api.job_counts)."""
+    c = wd_api.job_counts(port)
+    m = c["raw"]
+    c["diar_running"] = m["whisperd_diarizations_running"]
+    for r in ("done", "canceled", "failed"):
+        c["diar_" + r] = m[f'whisperd_diarizations_total{{result="{r}"}}']
+    return c
+
+
+def wait_diar(port, pred, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        c = diar_counts(port)
+        if pred(c):
+            return c
+        assert time.monotonic() < deadline, f"/metrics: {what} not reached: " + \
+            str({k: v for k, v in c.items() if k != "raw"})
+        time.sleep(0.02)
 
 
 def sample_diarized(d, **kw):
@@ -414,3 +437,115 @@ def test_short_clip_whole_streamed_and_left(diar):
     wd_api.wait_counts(diar.port, lambda c: not c["running"] and not c["queued"],
                        what="the hung-up job ended")
     wd_api.assert_healthy(diar)
+
+
+# --- the request's life cycle: hang-ups and the drain ---------------------------
+
+def speech_then_quiet(quiet_s):
+    """The 4 s of two voices (SHORT), then quiet_s s of silence: the
+    transcription (of the speech alone, with the VAD; of quiet windows
+    otherwise) ends well before the diarization, whose segmentation reads
+    every window (about 50 ms of one core a second of audio)."""
+    with wave.open(SAMPLE, "rb") as w:
+        params = w.getparams()
+        w.setpos(int(SHORT[0] * params.framerate))
+        frames = w.readframes(int((SHORT[1] - SHORT[0]) * params.framerate))
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames + b"\0" * (2 * params.framerate * quiet_s))
+    return out.getvalue()
+
+
+def start_diarizing(d, quiet_s, stream=None):
+    """A diarized request of speech_then_quiet(quiet_s), returned once its
+    transcription has ended and its diarization still runs."""
+    before = diar_counts(d.port)
+    kw = dict(path=None, data=speech_then_quiet(quiet_s), filename="quiet.wav",
+              response_format="diarized_json")
+    if stream:
+        kw["stream"] = "true"
+    b = wd_api.Background(d.port, **kw)
+    # Ended: its jobs (a chunk each, with the VAD) done and none left;
+    # twice 0.2 s apart, since a chunk submits the next from its end.
+    def ended(c):
+        return c["done"] > before["done"] and not c["running"] and not c["queued"] \
+            and c["diar_running"] == 1
+    while True:
+        wait_diar(d.port, ended, what="the transcription ended, the diarization running")
+        time.sleep(0.2)
+        if ended(diar_counts(d.port)):
+            return b, before
+
+
+@pytest.mark.parametrize("stream", [None, "true"])
+def test_hangup_after_transcription_stops_diarization(diar, stream):
+    """A client that hangs up once its transcription has ended (its
+    connection suspended for the diarization, plain or streamed): the
+    watcher sees it, the diarization stops at its next window (counted
+    canceled, not done) and the decode thread and connection are free."""
+    b, before = start_diarizing(diar, 60, stream)
+    t0 = time.monotonic()
+    b.close()
+    c = wait_diar(diar.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+    took = time.monotonic() - t0
+    assert c["diar_canceled"] == before["diar_canceled"] + 1, c
+    assert c["diar_done"] == before["diar_done"], c
+    # Its next window is tens of milliseconds away; the rest of it, seconds.
+    assert took < 3, f"the diarization ran {took:.1f} s after its client left"
+    assert re.search(r"diarization of 64\.0 s of audio stopped after [\d.]+ s "
+                     r"\(its request ended\)", diar.log()), diar.log()
+    wd_api.wait_counts(diar.port, lambda c: c["raw"]["whisperd_http_requests_active"] <= 1,
+                       what="the request ended")
+    wd_api.assert_healthy(diar)
+    r = post_audio(diar.port, response_format="diarized_json")
+    assert r.status == 200 and {s["speaker"] for s in r.json()["segments"]} == {"A"}, r
+
+
+def diar_daemon(grace_s):
+    for p in (SEG, EMB):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} missing (scripts/fetch-diarization.sh)")
+    args = ["--diar-seg-model", SEG, "--diar-emb-model", EMB, "--shutdown-grace", str(grace_s)]
+    if os.path.exists(VAD):
+        args += ["--vad-model", VAD]
+    return wd_api.start_daemon(args=args)
+
+
+def test_sigterm_cuts_a_diarization_at_the_grace():
+    """SIGTERM while a diarization runs past --shutdown-grace: it is stopped
+    at the grace and answered as the drain answers a job it cuts (503
+    shutting_down), and the daemon exits 0 then, not when the diarization
+    would have ended."""
+    d = diar_daemon(1)
+    try:
+        b, _ = start_diarizing(d, 120)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        r = b.response(timeout=60)
+        answered = time.monotonic() - t0
+        check_error(r, 503, code="shutting_down")
+        rc = d.proc.wait(60)
+        exited = time.monotonic() - t0
+    finally:
+        d.stop(timeout=60)
+    assert rc == 0, d.log_tail()
+    assert answered < 1 + 3 and exited < 1 + 5, (answered, exited)
+    assert "(the drain's deadline)" in d.log(), d.log_tail()
+
+
+def test_sigterm_lets_a_diarization_finish_within_the_grace():
+    """A diarization that ends within --shutdown-grace, after the workers'
+    drain has ended: answered in full before the daemon exits 0."""
+    d = diar_daemon(60)
+    try:
+        b, _ = start_diarizing(d, 30)
+        d.proc.send_signal(signal.SIGTERM)
+        r = b.response(timeout=120)
+        assert r is not None and r.status == 200, r
+        segs = r.json()["segments"]
+        assert segs and {s["speaker"] for s in segs} <= {"A", "B"}, r.json()
+        rc = d.proc.wait(60)
+    finally:
+        d.stop(timeout=60)
+    assert rc == 0, d.log_tail()
