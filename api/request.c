@@ -617,6 +617,22 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *mo
     return wd_api_error_set(err, 400, "stream", "invalid_type",
                             "Invalid value for 'stream': expected true or false, got '%.64s'.",
                             raw->stream);
+  /* json has no place for speakers (OpenAI's Transcription is text, usage
+   * and logprobs; its diarizing model labels diarized_json only): asked
+   * with json, diarization is validated as above but not run, and the
+   * answer is the plain transcription's. A stream has a place (its
+   * segment events' speaker), whatever the format. */
+  if (r->diarize && r->format == WD_FMT_JSON && !r->stream) {
+    r->diarize = 0;
+    for (int i = 0; i < r->n_known; i++) {
+      free(r->known_names[i]);
+      free(r->known_refs[i]);
+      r->known_names[i] = NULL;
+      r->known_refs[i] = NULL;
+      r->known_ref_lens[i] = 0;
+    }
+    r->n_known = 0;
+  }
   return 0;
 }
 

@@ -100,9 +100,12 @@ def test_no_model_400_names_the_fetch_script(nodiar, fields, param):
 
 
 def test_no_model_alias_and_sdk(nodiar):
-    r = post_audio(nodiar.port, model=DIARIZE)
+    r = post_audio(nodiar.port, model=DIARIZE, response_format="text")
     err = check_error(r, 400, param="model", code="diarization_unavailable")
     assert "scripts/fetch-diarization.sh" in err["message"], err
+    # json has no place for speakers: the alias with it (OpenAI's default
+    # format) is a plain transcription, which needs no diarization models.
+    wd_api.assert_jfk_json(post_audio(nodiar.port, model=DIARIZE))
     with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
         client(nodiar).audio.transcriptions.create(model="whisper-1", file=f,
                                                    response_format="diarized_json")
@@ -302,9 +305,14 @@ def test_alias_formats_carry_labels(diar):
     assert vtt.startswith("WEBVTT\n\n"), vtt
     cues = vtt[len("WEBVTT\n\n"):].strip().split("\n\n")
     assert all(re.match(r"^[\d:.]+ --> [\d:.]+\n<v [AB]>\S", c) for c in cues), vtt
-    # json has no place for speakers: OpenAI's {"text"} (and usage).
+    # json has no place for speakers: OpenAI's {"text"} (and usage), and
+    # no diarization run for it.
+    before = diar_counts(diar.port)
     j = post("json").json()
     assert set(j) == {"text", "usage"} and j["text"], j
+    after = diar_counts(diar.port)
+    assert all(after[k] == before[k] for k in ("diar_done", "diar_canceled", "diar_failed")), \
+        (before, after)
     # The SDK with the alias: a Transcription; diarized_json: diarized.
     with open(SAMPLE, "rb") as f:
         res = client(diar).audio.transcriptions.create(model=DIARIZE, file=f,
