@@ -38,6 +38,7 @@ typedef struct {
    * drain stopped it) */
   int diar_running;
   double diar_done, diar_canceled, diar_failed;
+  double diar_held_s; /* their audio in the budget once their job has ended */
 } wd_metrics_state_t;
 
 /* One worker of the group (core/workers.h) for the per-worker series. */

@@ -244,6 +244,7 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
   st.diar_running = atomic_load(&s->n_diarizing);
+  st.diar_held_s = wd__server_diar_held_s(s);
   st.diar_done = (double)atomic_load(&s->n_diar_done);
   st.diar_canceled = (double)atomic_load(&s->n_diar_canceled);
   st.diar_failed = (double)atomic_load(&s->n_diar_failed);
@@ -745,6 +746,14 @@ int wd__server_draining_past(wd_server_t *s) {
 }
 
 void wd__server_diar_started(wd_server_t *s) { atomic_fetch_add(&s->n_diarizing, 1); }
+
+void wd__server_diar_hold(wd_server_t *s, double audio_s) {
+  atomic_fetch_add(&s->diar_held_ms, llround(audio_s * 1e3));
+}
+
+double wd__server_diar_held_s(wd_server_t *s) {
+  return (double)atomic_load(&s->diar_held_ms) / 1e3;
+}
 
 void wd__server_diar_ended(wd_server_t *s, int rc) {
   if (rc == 0)

@@ -55,6 +55,7 @@ struct wd_server {
    * microseconds (0: none yet), past which they stop. */
   atomic_int n_diarizing;
   atomic_ullong n_diar_done, n_diar_canceled, n_diar_failed;
+  atomic_llong diar_held_ms; /* audio of diarizations outliving their jobs */
   atomic_llong drain_deadline_us;
   struct wd_realtime *realtime; /* /v1/realtime sessions (realtime.h) */
 
@@ -87,5 +88,10 @@ void wd__server_diar_ended(wd_server_t *s, int rc);
 
 /* A diarization started (wd__server_diar_ended ends it). */
 void wd__server_diar_started(wd_server_t *s);
+
+/* Audio seconds held in the budget by diarizations whose job has ended:
+ * audio_s more (negative: released). Any thread. */
+void wd__server_diar_hold(wd_server_t *s, double audio_s);
+double wd__server_diar_held_s(wd_server_t *s);
 
 #endif

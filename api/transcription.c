@@ -57,6 +57,13 @@
  * after its transcription ended is still found by the watcher's serial,
  * and its diarization stopped (t->hung_up) rather than run to its end.
  *
+ * The audio budget. The worker holds a job's seconds until on_done; a
+ * diarization that outlives its job holds them from there until it ends
+ * (t->diar_holds, wd__server_diar_hold), and admission (audio_room) counts
+ * them beside the workers' jobs: each upload's seconds counted once, and
+ * no flood of uploads quickly transcribed (silence) can pile up
+ * diarizations, with their samples, past the budget.
+ *
  * The hang-up watch is registered under the same lock right after
  * suspending and removed right before resuming, so the watcher never
  * polls a connection that MHD may close and whose fd may be reused.
@@ -185,6 +192,7 @@ struct wd_transcription {
   wd_api_error_t diar_err;
   /* Under mu. */
   int diar_pending;          /* the diarization has not ended */
+  int diar_holds;            /* the budget holds audio_s for the diarization */
   /* Set by the watcher's thread (under s->mu, so not t->mu): the client
    * hung up while its connection was suspended. */
   atomic_int hung_up;
@@ -583,8 +591,13 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   wd_transcription_t *t = ud;
   pthread_mutex_lock(&t->mu);
   t->done = 1;
-  /* The diarization, if still running, leaves the in-flight list. */
+  /* The diarization, if still running, leaves the in-flight list, and
+   * holds the upload's place in the audio budget from here. */
   const int last = !t->diar_pending;
+  if (t->diar_pending) {
+    t->diar_holds = 1;
+    wd__server_diar_hold(t->s, t->audio_s);
+  }
   t->rc = rc;
   if (rc == 0 && tr) {
     /* Take the contents; the struct itself stays the worker's. */
@@ -888,11 +901,28 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   return MHD_YES;
 }
 
+/* Whether the audio budget has room for seconds more: the workers' jobs
+ * and the diarizations that outlive theirs count (see the header
+ * comment). As the worker's own rule, holding nothing admits any length
+ * (one request is bounded by max_audio_s). seconds 0: any room at all. */
+static int audio_room(const wd_transcription_t *t, double seconds) {
+  if (!wd_workers_has_room(t->m->workers, seconds))
+    return 0;
+  const double diar_s = wd__server_diar_held_s(t->s);
+  if (diar_s <= 0)
+    return 1;
+  wd_worker_stats_t st;
+  wd_workers_stats(t->m->workers, &st);
+  const double held_s = st.audio_held_s + diar_s;
+  return st.audio_budget_s <= 0 ||
+         (seconds > 0 ? held_s + seconds <= st.audio_budget_s : held_s < st.audio_budget_s);
+}
+
 /* The length a file's header declares, before its audio is decoded: no
  * room for that much audio is a 429 that costs no decoding. */
 static int decode_room(void *ud, double seconds) {
   const wd_transcription_t *t = ud;
-  return wd_workers_has_room(t->m->workers, seconds) ? 0 : WD_EBUSY;
+  return audio_room(t, seconds) ? 0 : WD_EBUSY;
 }
 
 /* The diarization's stop test, polled between its windows: the client
@@ -961,6 +991,10 @@ static void diar_task(void *arg) {
   }
   t->diar_pending = 0;
   const int last = t->done; /* the job ended: the request leaves the list here */
+  if (t->diar_holds) {
+    t->diar_holds = 0;
+    wd__server_diar_hold(t->s, -t->audio_s);
+  }
   if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
@@ -1253,7 +1287,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_workers_stats(t->m->workers, &st);
   const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
   if (st.queued + atomic_load(&s->n_decoding) >= st.queue_max + free_run ||
-      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s)) {
+      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s) || !audio_room(t, 0)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);

@@ -510,11 +510,12 @@ def test_hangup_after_transcription_stops_diarization(diar, stream):
     assert r.status == 200 and {s["speaker"] for s in r.json()["segments"]} == {"A"}, r
 
 
-def diar_daemon(grace_s):
+def diar_daemon(grace_s, extra=()):
     for p in (SEG, EMB):
         if not os.path.exists(p):
             pytest.skip(f"{p} missing (scripts/fetch-diarization.sh)")
-    args = ["--diar-seg-model", SEG, "--diar-emb-model", EMB, "--shutdown-grace", str(grace_s)]
+    args = ["--diar-seg-model", SEG, "--diar-emb-model", EMB, "--shutdown-grace", str(grace_s),
+            *extra]
     if os.path.exists(VAD):
         args += ["--vad-model", VAD]
     return wd_api.start_daemon(args=args)
@@ -557,3 +558,27 @@ def test_sigterm_lets_a_diarization_finish_within_the_grace():
     finally:
         d.stop(timeout=60)
     assert rc == 0, d.log_tail()
+
+
+def test_diarization_outliving_its_job_holds_the_audio_budget():
+    """A diarization still running after its transcription ended keeps its
+    upload's seconds in --queue-audio-s (once: the job's were released):
+    another upload is refused 429 meanwhile, and admitted once it ends, so
+    uploads transcribed quickly (silence) cannot pile diarizations up past
+    the budget."""
+    d = diar_daemon(5, ["--queue-audio-s", "100"])
+    try:
+        # 124 s: over the budget, admitted as the worker admits any one job
+        # while it holds nothing.
+        b, _ = start_diarizing(d, 120)
+        m = wd_api.metrics(d.port)
+        assert m["whisperd_diarizations_audio_seconds"] == pytest.approx(124, abs=0.01), m
+        assert m["whisperd_queue_audio_seconds"] == 0, m
+        r = post_audio(d.port)
+        check_error(r, 429, code="rate_limit_exceeded", etype="rate_limit_error")
+        b.close()  # its diarization stops: the budget is free again
+        wait_diar(d.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+        assert wd_api.metrics(d.port)["whisperd_diarizations_audio_seconds"] == 0
+        wd_api.assert_jfk_json(post_audio(d.port))
+    finally:
+        d.stop(timeout=60)
