@@ -575,15 +575,33 @@ static void ev_done_locked(wd_transcription_t *t) {
   ev_append(t, NULL, "[DONE]");
 }
 
-/* Appends an error event for a job (or a diarization) that failed with
- * rc. Under t->mu. */
-static void ev_error_locked(wd_transcription_t *t, int rc) {
-  wd_api_error_t e;
-  wd_api_error_from_job(&e, rc, 0, t->s->o.job_timeout_s, 0);
-  char *body = wd_api_error_json(&e);
+/* Appends e as the stream's error event. Under t->mu. */
+static void ev_error_event_locked(wd_transcription_t *t, const wd_api_error_t *e) {
+  char *body = wd_api_error_json(e);
   if (body)
     ev_append(t, NULL, body);
   free(body);
+}
+
+/* Appends an error event for a job that failed with rc. Under t->mu. */
+static void ev_error_locked(wd_transcription_t *t, int rc) {
+  wd_api_error_t e;
+  wd_api_error_from_job(&e, rc, 0, t->s->o.job_timeout_s, 0);
+  ev_error_event_locked(t, &e);
+}
+
+/* A diarization's failure (rc) as its request's answer, the transcription
+ * having succeeded: a stop by the drain, the job's deadline or a cancel
+ * as a job's; anything else names the diarization, since a diarized
+ * answer without its speakers would be a wrong one, not a partial one. */
+static void diar_error(const wd_transcription_t *t, int rc, wd_api_error_t *e) {
+  if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN || rc == WD_ETIMEDOUT)
+    wd_api_error_from_job(e, rc, 0, t->s->o.job_timeout_s, wd__server_retry_after(t->m));
+  else
+    wd_api_error_set(e, 500, NULL, NULL,
+                     "Speaker diarization failed (%s); the transcription itself succeeded but "
+                     "is not answered without its speakers. Retry, or ask without diarization.",
+                     wd_strerror(rc));
 }
 
 /* Worker thread: the job ended. */
@@ -676,10 +694,13 @@ static void diar_stream_locked(wd_transcription_t *t) {
       wd_diar_segs_free(&d);
     }
   }
-  if (rc == 0)
+  if (rc == 0) {
     ev_done_locked(t);
-  else
-    ev_error_locked(t, rc);
+  } else {
+    wd_api_error_t e;
+    diar_error(t, rc, &e);
+    ev_error_event_locked(t, &e);
+  }
   t->ev_finished = 1;
   wd_transcript_free(&t->result);
 }
@@ -706,7 +727,7 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
     if (drc < 0) {
       wd_transcript_free(&t->result);
       wd_api_error_t e;
-      wd_api_error_from_job(&e, drc, 0, s->o.job_timeout_s, wd__server_retry_after(t->m));
+      diar_error(t, drc, &e);
       return answer_error(t, &e); /* diar_task logged why */
     }
   }

@@ -582,3 +582,24 @@ def test_diarization_outliving_its_job_holds_the_audio_budget():
         wd_api.assert_jfk_json(post_audio(d.port))
     finally:
         d.stop(timeout=60)
+
+
+def test_diarization_failing_part_way():
+    """A diarization that fails part-way (--fault-inject diar_oom:1: its
+    first batch of windows, as out of memory) while its transcription
+    succeeds: the request gets a 500 naming the diarization, not an answer
+    without speakers; the daemon serves on and the next one is whole."""
+    d = diar_daemon(5, ["--fault-inject", "diar_oom:1"])
+    try:
+        kw = dict(path=None, data=clip_wav(SAMPLE, *SHORT), filename="short.wav",
+                  response_format="diarized_json")
+        err = check_error(post_audio(d.port, **kw), 500)
+        assert err["message"].startswith("Speaker diarization failed (out of memory)"), err
+        c = diar_counts(d.port)
+        assert c["diar_failed"] == 1 and c["done"] >= 1 and c["failed"] == 0, c
+        assert "diarization of 4.0 s of audio failed" in d.log(), d.log_tail()
+        r = post_audio(d.port, **kw)
+        assert r.status == 200 and r.json()["segments"], r
+        assert diar_counts(d.port)["diar_done"] == 1
+    finally:
+        d.stop(timeout=60)
