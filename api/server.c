@@ -505,8 +505,12 @@ static void on_hangup(void *ctx, uint64_t serial) {
   wd_served_t *rec = NULL;
   if (!wd__transcription_hung_up(s, serial, &job_id, &rec))
     return; /* its job (and diarization) ended meanwhile */
-  wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  wd_chunk_cancel(rec->m.workers, job_id);
+  if (job_id) {
+    wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
+    wd_chunk_cancel(rec->m.workers, job_id);
+  } else {
+    wd_log_info("api: client went away, stopping its diarization");
+  }
   wd_served_release(rec);
 }
 

@@ -72,8 +72,9 @@ int wd__server_retry_after(const wd_server_model_t *m);
 
 /* The client of the in-flight transcription watched under token (its
  * serial) hung up: marks it so (its diarization stops) and gives its job
- * (perhaps ended: cancelling that is harmless) and its model's record,
- * referenced; 0 when none is in flight (transcription.c). */
+ * (perhaps ended: cancelling that is harmless; 0 for none, a diarized
+ * upload without speech) and its model's record, referenced; 0 when none
+ * is in flight (transcription.c). */
 int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
                               wd_served_t **ret_rec);
 

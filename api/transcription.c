@@ -458,8 +458,9 @@ static void suspend_locked(wd_transcription_t *t) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(t->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   /* While decoding there is no job to cancel: the hang-up shows when the
-   * job after it is suspended. */
-  if (ci && t->job_id)
+   * job after it is suspended. A diarization is watched too, job or not
+   * (audio without speech has none: its job ended inside the submit). */
+  if (ci && (t->job_id || t->diar_pending))
     t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->serial);
 }
 
@@ -1464,7 +1465,7 @@ int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job
   int found = 0;
   pthread_mutex_lock(&s->mu);
   for (wd_transcription_t *t = s->live; t && !found; t = t->live_next)
-    if (t->serial == serial && t->live_job_id) {
+    if (t->serial == serial) {
       atomic_store(&t->hung_up, 1); /* its diarization's stop test reads it */
       wd_served_ref(t->rec);
       *ret_job = t->live_job_id;

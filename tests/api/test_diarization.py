@@ -510,6 +510,30 @@ def test_hangup_after_transcription_stops_diarization(diar, stream):
     assert r.status == 200 and {s["speaker"] for s in r.json()["segments"]} == {"A"}, r
 
 
+def test_hangup_while_diarizing_audio_without_speech(diar):
+    """Audio without speech has no job at all (the VAD finds nothing: the
+    transcription ends inside its submit), only the diarization: its
+    client hanging up stops that too."""
+    if not os.path.exists(VAD):
+        pytest.skip("models/silero-vad-v6.safetensors missing (scripts/fetch-vad.sh)")
+    before = diar_counts(diar.port)
+    with wave.open(SAMPLE, "rb") as w:
+        params = w.getparams()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(b"\0" * (2 * params.framerate * 120))
+    b = wd_api.Background(diar.port, path=None, data=out.getvalue(), filename="quiet.wav",
+                          response_format="diarized_json")
+    wait_diar(diar.port, lambda c: c["diar_running"] == 1, what="the diarization running")
+    time.sleep(0.2)
+    b.close()
+    c = wait_diar(diar.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+    assert c["diar_canceled"] == before["diar_canceled"] + 1, c
+    assert c["done"] == before["done"] and c["failed"] == before["failed"], c  # no job
+    assert "client went away, stopping its diarization" in diar.log(), diar.log_tail()
+
+
 def diar_daemon(grace_s, extra=()):
     for p in (SEG, EMB):
         if not os.path.exists(p):
