@@ -243,7 +243,9 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
   pthread_mutex_unlock(&s->mu);
-  st.diar_running = atomic_load(&s->n_diarizing);
+  pthread_mutex_lock(&s->mu);
+  st.diar_running = s->n_diarizing;
+  pthread_mutex_unlock(&s->mu);
   st.diar_held_s = wd__server_diar_held_s(s);
   st.diar_done = (double)atomic_load(&s->n_diar_done);
   st.diar_canceled = (double)atomic_load(&s->n_diar_canceled);
@@ -749,7 +751,11 @@ int wd__server_draining_past(wd_server_t *s) {
   return at > 0 && wd_now_s() * 1e6 >= (double)at;
 }
 
-void wd__server_diar_started(wd_server_t *s) { atomic_fetch_add(&s->n_diarizing, 1); }
+void wd__server_diar_started(wd_server_t *s) {
+  pthread_mutex_lock(&s->mu);
+  s->n_diarizing++;
+  pthread_mutex_unlock(&s->mu);
+}
 
 void wd__server_diar_hold(wd_server_t *s, double audio_s) {
   atomic_fetch_add(&s->diar_held_ms, llround(audio_s * 1e3));
@@ -766,7 +772,10 @@ void wd__server_diar_ended(wd_server_t *s, int rc) {
     atomic_fetch_add(&s->n_diar_canceled, 1);
   else
     atomic_fetch_add(&s->n_diar_failed, 1);
-  atomic_fetch_sub(&s->n_diarizing, 1);
+  pthread_mutex_lock(&s->mu);
+  s->n_diarizing--;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
 }
 
 /* Waits on s->cv until *count is 0 or the deadline passes. Under s->mu. */
@@ -790,16 +799,18 @@ int wd_server_free(wd_server_t *s, double wait_s) {
     return 0;
   if (s->mhd) {
     wd_server_quiesce(s);
-    /* A diarization may run until the drain's deadline (its answer then
-     * needs the same few seconds as any): the wait covers it. */
+    /* Diarizations may run until the drain's deadline (none set: not at
+     * all); past it they stop at their next window (503), so that the
+     * decode threads' end below does not wait for them. Then every answer
+     * gets wait_s to go out. */
     const long long at = atomic_load(&s->drain_deadline_us);
-    const double now = wd_now_s(), drain_end = at > 0 ? (double)at / 1e6 : now;
     pthread_mutex_lock(&s->mu);
-    wait_zero(s, &s->n_active, (drain_end > now ? drain_end : now) + (wait_s > 0 ? wait_s : 0));
+    wait_zero(s, &s->n_diarizing, at > 0 ? (double)at / 1e6 : 0.0);
     pthread_mutex_unlock(&s->mu);
-    /* From here every diarization left stops at its next window (503),
-     * so that the decode threads' end below does not wait for it. */
     atomic_store(&s->drain_deadline_us, (long long)(wd_now_s() * 1e6));
+    pthread_mutex_lock(&s->mu);
+    wait_zero(s, &s->n_active, wd_now_s() + (wait_s > 0 ? wait_s : 0));
+    pthread_mutex_unlock(&s->mu);
     /* Uploads still decoding finish (a decode is bounded by max_audio_s)
      * and resume their connections, which then submit or answer. */
     wd_taskq_free(s->decoders);

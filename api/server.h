@@ -144,9 +144,10 @@ void wd_server_quiesce(wd_server_t *s);
 void wd_server_drain_by(wd_server_t *s, double grace_s);
 
 /*
- * Waits up to wait_s (past the drain's deadline, when wd_server_drain_by
- * set one) for open requests to finish answering, stops the diarizations
- * still running, then closes everything and frees. NULL is allowed. The workers must still exist: call
+ * Lets speaker diarizations run until the drain's deadline
+ * (wd_server_drain_by; none set: not at all) and stops those still
+ * running, then waits up to wait_s for open requests to finish answering,
+ * then closes everything and frees. NULL is allowed. The workers must still exist: call
  * wd_workers_drain() before this and free them after. Jobs still
  * running are cancelled and waited for (their callbacks point into the
  * server), up to wait_s + 10 s; if the worker never ends them, the server

@@ -50,19 +50,19 @@ struct wd_server {
   atomic_int ready;
   atomic_int quiescing;
   atomic_int n_suspended;    /* connections waiting on the worker */
-  /* Diarizations (transcription.c's diar_task): running now, and ended
-   * by result for /metrics; the drain's deadline in wd_now_s()
-   * microseconds (0: none yet), past which they stop. */
-  atomic_int n_diarizing;
+  /* Diarizations (transcription.c's diar_task) ended by result, for
+   * /metrics (n_diarizing, running, is under mu); the drain's deadline in
+   * wd_now_s() microseconds (0: none yet), past which they stop. */
   atomic_ullong n_diar_done, n_diar_canceled, n_diar_failed;
   atomic_llong diar_held_ms; /* audio of diarizations outliving their jobs */
   atomic_llong drain_deadline_us;
   struct wd_realtime *realtime; /* /v1/realtime sessions (realtime.h) */
 
   pthread_mutex_t mu;
-  pthread_cond_t cv;         /* signalled when n_active or n_jobs drops */
+  pthread_cond_t cv;         /* signalled when n_active, n_jobs or n_diarizing drops */
   int n_active;              /* requests between their headers and completion */
   int n_jobs;                /* submitted jobs whose on_done has not returned */
+  int n_diarizing;           /* diarizations started and not ended */
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
