@@ -4,7 +4,11 @@ and raw multipart against the real daemon: response_format diarized_json
 formats' labels (text and srt "A: ", vtt <v A>), known_speaker_names[] and
 known_speaker_references[], chunking_strategy, stream=true (one
 transcript.text.segment event per diarized segment in time order, then
-transcript.text.done), and every refusal with its param.
+transcript.text.done), and every refusal with its param; and the
+request's life cycle: a client leaving once its transcription has ended
+(or with no speech, hence no job), SIGTERM's grace, the audio budget held
+by a diarization that outlives its job, a diarization failing part-way
+(the last three on daemons of their own: a grace, a budget, a fault).
 
 Two daemons: one started without the diarization models (the 400 naming
 scripts/fetch-diarization.sh, and the checks the form alone decides; these
