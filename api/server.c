@@ -242,8 +242,6 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.rt_turn_latency_s_sum = rs.turn_latency_s_sum;
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
-  pthread_mutex_unlock(&s->mu);
-  pthread_mutex_lock(&s->mu);
   st.diar_running = s->n_diarizing;
   pthread_mutex_unlock(&s->mu);
   st.diar_held_s = wd__server_diar_held_s(s);
