@@ -59,7 +59,7 @@
  *
  * The audio budget. The worker holds a job's seconds until on_done; a
  * diarization that outlives its job holds them from there until it ends
- * (t->diar_holds, wd__server_diar_hold), and admission (audio_room) counts
+ * (t->diar_holds, wd__server_diar_hold), and admission (diar_room) counts
  * them beside the workers' jobs: each upload's seconds counted once, and
  * no flood of uploads quickly transcribed (silence) can pile up
  * diarizations, with their samples, past the budget.
@@ -923,28 +923,30 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   return MHD_YES;
 }
 
-/* Whether the audio budget has room for seconds more: the workers' jobs
- * and the diarizations that outlive theirs count (see the header
- * comment). As the worker's own rule, holding nothing admits any length
- * (one request is bounded by max_audio_s). seconds 0: any room at all. */
-static int audio_room(const wd_transcription_t *t, double seconds) {
-  if (!wd_workers_has_room(t->m->workers, seconds))
-    return 0;
+/* Whether the audio budget, with the workers' jobs (st) and the
+ * diarizations that outlive theirs (see the header comment), has room for
+ * seconds more; seconds 0: any room at all. As the worker's own rule,
+ * holding nothing admits any length (one request is bounded by
+ * max_audio_s). The workers' own room is theirs to tell. */
+static int diar_room(const wd_transcription_t *t, const wd_worker_stats_t *st, double seconds) {
   const double diar_s = wd__server_diar_held_s(t->s);
-  if (diar_s <= 0)
+  if (diar_s <= 0 || st->audio_budget_s <= 0)
     return 1;
-  wd_worker_stats_t st;
-  wd_workers_stats(t->m->workers, &st);
-  const double held_s = st.audio_held_s + diar_s;
-  return st.audio_budget_s <= 0 ||
-         (seconds > 0 ? held_s + seconds <= st.audio_budget_s : held_s < st.audio_budget_s);
+  const double held_s = st->audio_held_s + diar_s;
+  return seconds > 0 ? held_s + seconds <= st->audio_budget_s : held_s < st->audio_budget_s;
 }
 
 /* The length a file's header declares, before its audio is decoded: no
  * room for that much audio is a 429 that costs no decoding. */
 static int decode_room(void *ud, double seconds) {
   const wd_transcription_t *t = ud;
-  return audio_room(t, seconds) ? 0 : WD_EBUSY;
+  if (!wd_workers_has_room(t->m->workers, seconds))
+    return WD_EBUSY;
+  if (wd__server_diar_held_s(t->s) <= 0)
+    return 0;
+  wd_worker_stats_t st;
+  wd_workers_stats(t->m->workers, &st);
+  return diar_room(t, &st, seconds) ? 0 : WD_EBUSY;
 }
 
 /* The diarization's stop test, polled between its windows: the client
@@ -1309,7 +1311,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_workers_stats(t->m->workers, &st);
   const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
   if (st.queued + atomic_load(&s->n_decoding) >= st.queue_max + free_run ||
-      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s) || !audio_room(t, 0)) {
+      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s) || !diar_room(t, &st, 0)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);
