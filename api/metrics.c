@@ -7,6 +7,9 @@
  *   http_requests_active, http_connections_suspended, ready, model_loaded
  *   http_connections_open                    gauge
  *   http_connections_header_timeouts_total   counter: slow-loris cut-offs
+ *   diarizations_running                     gauge: speaker diarizations now
+ *   diarizations_audio_seconds               gauge: their audio in the budget
+ *   diarizations_total{result="done"|"canceled"|"failed"}   counter
  *   queue_depth, queue_capacity, queue_audio_seconds,
  *   queue_audio_budget_seconds, jobs_running, batch_max_rows       gauges
  *   jobs_total{result="done"|"failed"}       counter
@@ -328,6 +331,20 @@ int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_wo
           "Seconds from each turn's end (speech_stopped or commit) to its completed event, "
           "summed over the completed turns.",
           st ? st->rt_turn_latency_s_sum : 0);
+  gauge(&o, "diarizations_running", "Speaker diarizations running now.",
+        st ? st->diar_running : 0);
+  gauge(&o, "diarizations_audio_seconds",
+        "Audio seconds of diarizations whose transcription has ended, held in the audio budget "
+        "beside queue_audio_seconds.",
+        st ? st->diar_held_s : 0);
+  family(&o, "diarizations_total", "counter",
+         "Speaker diarizations ended: done, canceled (the client left, the transcription failed "
+         "or the drain stopped it) or failed.");
+  out_printf(&o, "whisperd_diarizations_total{result=\"done\"} %.17g\n", st ? st->diar_done : 0);
+  out_printf(&o, "whisperd_diarizations_total{result=\"canceled\"} %.17g\n",
+             st ? st->diar_canceled : 0);
+  out_printf(&o, "whisperd_diarizations_total{result=\"failed\"} %.17g\n",
+             st ? st->diar_failed : 0);
   gauge(&o, "ready", "1 when the server accepts transcriptions.", st ? st->ready : 0);
   gauge(&o, "model_loaded", "1 once the model is attached.", st ? st->model_loaded : 0);
   if (ws)

@@ -33,6 +33,12 @@ typedef struct {
   /* realtime sessions (GET /v1/realtime) */
   int rt_sessions_open;
   double rt_sessions_total, rt_turns_total, rt_turns_failed, rt_turn_latency_s_sum;
+  /* speaker diarizations of transcription requests: running now, ended by
+   * result (canceled: the client left, the transcription failed or the
+   * drain stopped it) */
+  int diar_running;
+  double diar_done, diar_canceled, diar_failed;
+  double diar_held_s; /* their audio in the budget once their job has ended */
 } wd_metrics_state_t;
 
 /* One worker of the group (core/workers.h) for the per-worker series. */

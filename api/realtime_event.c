@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "error.h"
 #include "languages.h"
 
@@ -47,45 +48,6 @@ json_t *wd_rt_config_json(const wd_rt_config_t *c) {
   return json_pack("{s:s, s:s, s:{s:{s:o, s:o, s:o, s:n}}, s:o}", "type", "transcription",
                    "object", "realtime.transcription_session", "audio", "input", "format", fmt,
                    "transcription", tr, "turn_detection", td, "noise_reduction", "include", inc);
-}
-
-/* ---- base64 ------------------------------------------------------------ */
-
-static int b64_value(unsigned char ch) {
-  if (ch >= 'A' && ch <= 'Z')
-    return ch - 'A';
-  if (ch >= 'a' && ch <= 'z')
-    return ch - 'a' + 26;
-  if (ch >= '0' && ch <= '9')
-    return ch - '0' + 52;
-  return ch == '+' ? 62 : ch == '/' ? 63 : -1;
-}
-
-long wd_rt_base64_decode(const char *in, size_t n, unsigned char *out) {
-  if (n % 4)
-    return -1;
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 4) {
-    int v[4], pad = 0;
-    for (int k = 0; k < 4; k++) {
-      const unsigned char ch = (unsigned char)in[i + (size_t)k];
-      if (ch == '=' && i + 4 == n && k >= 2) {
-        v[k] = 0;
-        pad++;
-        continue;
-      }
-      if (pad || (v[k] = b64_value(ch)) < 0) /* data after '=' */
-        return -1;
-    }
-    const unsigned long w = (unsigned long)v[0] << 18 | (unsigned long)v[1] << 12 |
-                            (unsigned long)v[2] << 6 | (unsigned long)v[3];
-    out[o++] = (unsigned char)(w >> 16);
-    if (pad < 2)
-      out[o++] = (unsigned char)(w >> 8);
-    if (pad < 1)
-      out[o++] = (unsigned char)w;
-  }
-  return (long)o;
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -291,15 +253,10 @@ int wd_rt_event_parse(const char *json, size_t n, const wd_rt_config_t *cur, wd_
     if (!a || bad)
       rc = fail(err, WD_EINVAL, "missing_required_parameter", "audio",
                 "input_audio_buffer.append needs `audio`, base64 of the session's format.");
-    else if (!(ev->audio = malloc(len / 4 * 3 + 1)))
+    else if (!(ev->audio = malloc(WD_BASE64_DECODED_MAX(len))))
       rc = fail(err, WD_ENOMEM, NULL, NULL, "Out of memory.");
-    else {
-      const long got = wd_rt_base64_decode(a, len, ev->audio);
-      if (got < 0)
-        rc = fail(err, WD_EINVAL, "invalid_value", "audio", "`audio` is not valid base64.");
-      else
-        ev->audio_len = (size_t)got;
-    }
+    else if (wd_base64_decode(a, len, WD_BASE64_PADDED, ev->audio, &ev->audio_len) < 0)
+      rc = fail(err, WD_EINVAL, "invalid_value", "audio", "`audio` is not valid base64.");
   } else if (strcmp(type, "input_audio_buffer.commit") == 0) {
     ev->type = WD_RT_COMMIT;
   } else if (strcmp(type, "input_audio_buffer.clear") == 0) {

@@ -72,8 +72,4 @@ int wd_rt_event_parse(const char *json, size_t n, const wd_rt_config_t *cur, wd_
                       wd_rt_error_t *err);
 void wd_rt_event_clear(wd_rt_event_t *ev);
 
-/* Standard base64 (with its padding) into out (room for n / 4 * 3 bytes);
- * the decoded length, or -1 for anything else. */
-long wd_rt_base64_decode(const char *in, size_t n, unsigned char *out);
-
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base64.h"
 #include "error.h"
 #include "languages.h"
 #include "pystr.h"
@@ -418,53 +419,6 @@ out:
   return rc;
 }
 
-/* One base64 digit's value, or -1. */
-static int b64_digit(unsigned char c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+' || c == '-') /* the URL-safe alphabet too */
-    return 62;
-  if (c == '/' || c == '_')
-    return 63;
-  return -1;
-}
-
-/* Standard (or URL-safe) base64, padded or not, into a malloc'd buffer.
- * WD_EFORMAT for anything else, WD_ENOMEM. */
-static int b64_decode(const char *s, size_t n, uint8_t **ret, size_t *ret_len) {
-  while (n > 0 && s[n - 1] == '=')
-    n--;
-  if (n % 4 == 1)
-    return WD_EFORMAT;
-  uint8_t *out = malloc(n / 4 * 3 + 3);
-  if (!out)
-    return WD_ENOMEM;
-  size_t k = 0;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n; i++) {
-    const int d = b64_digit((unsigned char)s[i]);
-    if (d < 0) {
-      free(out);
-      return WD_EFORMAT;
-    }
-    acc = (acc << 6) | (uint32_t)d;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[k++] = (uint8_t)(acc >> bits);
-      acc &= (1u << bits) - 1;
-    }
-  }
-  *ret = out;
-  *ret_len = k;
-  return 0;
-}
-
 /* A data URL "data:[<mime>][;params];base64,<data>" into its bytes. The
  * MIME type is not checked: the audio decoder sniffs the bytes, as it does
  * the file's. WD_EFORMAT, WD_ENOMEM. */
@@ -483,7 +437,16 @@ static int data_url_decode(const wd_multipart_part_t *p, uint8_t **ret, size_t *
   const size_t body = n - head - 1;
   if (body == 0)
     return WD_EFORMAT;
-  return b64_decode(comma + 1, body, ret, ret_len);
+  uint8_t *out = malloc(WD_BASE64_DECODED_MAX(body));
+  if (!out)
+    return WD_ENOMEM;
+  const int rc = wd_base64_decode(comma + 1, body, WD_BASE64_URLSAFE, out, ret_len);
+  if (rc < 0) {
+    free(out);
+    return rc;
+  }
+  *ret = out;
+  return 0;
 }
 
 /* known_speaker_names[] and known_speaker_references[]: counts, names,
@@ -654,6 +617,22 @@ static int validate(wd_request_t *r, wd_raw_t *raw, const wd_request_model_t *mo
     return wd_api_error_set(err, 400, "stream", "invalid_type",
                             "Invalid value for 'stream': expected true or false, got '%.64s'.",
                             raw->stream);
+  /* json has no place for speakers (OpenAI's Transcription is text, usage
+   * and logprobs; its diarizing model labels diarized_json only): asked
+   * with json, diarization is validated as above but not run, and the
+   * answer is the plain transcription's. A stream has a place (its
+   * segment events' speaker), whatever the format. */
+  if (r->diarize && r->format == WD_FMT_JSON && !r->stream) {
+    r->diarize = 0;
+    for (int i = 0; i < r->n_known; i++) {
+      free(r->known_names[i]);
+      free(r->known_refs[i]);
+      r->known_names[i] = NULL;
+      r->known_refs[i] = NULL;
+      r->known_ref_lens[i] = 0;
+    }
+    r->n_known = 0;
+  }
   return 0;
 }
 

@@ -65,7 +65,9 @@ typedef struct {
   /* Speaker diarization (issue #41): response_format diarized_json, model
    * gpt-4o-transcribe-diarize (served by the first model, with diarization
    * on; then text, srt and vtt carry speaker labels too), or whisperd's own
-   * diarize=true field. */
+   * diarize=true field. Left 0 for json (not streamed), which has no place
+   * for speakers: such a request is checked as diarizing but run as a
+   * plain transcription. */
   int diarize;
   /* known_speaker_names[] and known_speaker_references[] (data URLs of
    * audio, decoded from base64 here; their length is checked after the

@@ -242,7 +242,12 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.rt_turn_latency_s_sum = rs.turn_latency_s_sum;
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
+  st.diar_running = s->n_diarizing;
   pthread_mutex_unlock(&s->mu);
+  st.diar_held_s = wd__server_diar_held_s(s);
+  st.diar_done = (double)atomic_load(&s->n_diar_done);
+  st.diar_canceled = (double)atomic_load(&s->n_diar_canceled);
+  st.diar_failed = (double)atomic_load(&s->n_diar_failed);
   wd_worker_stats_t ws;
   wd_metrics_worker_t per[WD_METRICS_MAX_WORKERS];
   int n_per = 0;
@@ -498,10 +503,14 @@ static void on_hangup(void *ctx, uint64_t serial) {
   wd_server_t *s = ctx;
   uint64_t job_id = 0;
   wd_served_t *rec = NULL;
-  if (!wd__transcription_by_serial(s, serial, &job_id, &rec))
-    return; /* its job ended meanwhile */
-  wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
-  wd_chunk_cancel(rec->m.workers, job_id);
+  if (!wd__transcription_hung_up(s, serial, &job_id, &rec))
+    return; /* its job (and diarization) ended meanwhile */
+  if (job_id) {
+    wd_log_info("api: client went away, cancelling job %llu", (unsigned long long)job_id);
+    wd_chunk_cancel(rec->m.workers, job_id);
+  } else {
+    wd_log_info("api: client went away, stopping its diarization");
+  }
   wd_served_release(rec);
 }
 
@@ -729,6 +738,44 @@ void wd_server_quiesce(wd_server_t *s) {
   wd_log_info("api: no longer accepting connections");
 }
 
+void wd_server_drain_by(wd_server_t *s, double grace_s) {
+  if (s)
+    atomic_store(&s->drain_deadline_us,
+                 (long long)((wd_now_s() + (grace_s > 0 ? grace_s : 0)) * 1e6) + 1);
+}
+
+int wd__server_draining_past(wd_server_t *s) {
+  const long long at = atomic_load(&s->drain_deadline_us);
+  return at > 0 && wd_now_s() * 1e6 >= (double)at;
+}
+
+void wd__server_diar_started(wd_server_t *s) {
+  pthread_mutex_lock(&s->mu);
+  s->n_diarizing++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void wd__server_diar_hold(wd_server_t *s, double audio_s) {
+  atomic_fetch_add(&s->diar_held_ms, llround(audio_s * 1e3));
+}
+
+double wd__server_diar_held_s(wd_server_t *s) {
+  return (double)atomic_load(&s->diar_held_ms) / 1e3;
+}
+
+void wd__server_diar_ended(wd_server_t *s, int rc) {
+  if (rc == 0)
+    atomic_fetch_add(&s->n_diar_done, 1);
+  else if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN)
+    atomic_fetch_add(&s->n_diar_canceled, 1);
+  else
+    atomic_fetch_add(&s->n_diar_failed, 1);
+  pthread_mutex_lock(&s->mu);
+  s->n_diarizing--;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
 /* Waits on s->cv until *count is 0 or the deadline passes. Under s->mu. */
 static void wait_zero(wd_server_t *s, const int *count, double deadline) {
   while (*count > 0) {
@@ -750,6 +797,15 @@ int wd_server_free(wd_server_t *s, double wait_s) {
     return 0;
   if (s->mhd) {
     wd_server_quiesce(s);
+    /* Diarizations may run until the drain's deadline (none set: not at
+     * all); past it they stop at their next window (503), so that the
+     * decode threads' end below does not wait for them. Then every answer
+     * gets wait_s to go out. */
+    const long long at = atomic_load(&s->drain_deadline_us);
+    pthread_mutex_lock(&s->mu);
+    wait_zero(s, &s->n_diarizing, at > 0 ? (double)at / 1e6 : 0.0);
+    pthread_mutex_unlock(&s->mu);
+    atomic_store(&s->drain_deadline_us, (long long)(wd_now_s() * 1e6));
     pthread_mutex_lock(&s->mu);
     wait_zero(s, &s->n_active, wd_now_s() + (wait_s > 0 ? wait_s : 0));
     pthread_mutex_unlock(&s->mu);

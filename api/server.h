@@ -136,9 +136,18 @@ void wd_server_set_ready(wd_server_t *s, int ready);
 /* Stops accepting connections (SIGTERM); requests in progress go on. */
 void wd_server_quiesce(wd_server_t *s);
 
+/* The drain's deadline, grace_s from now: speaker diarizations (which run
+ * beside the workers' jobs, not in them) may finish until then and are
+ * stopped at it, answered 503 as the workers' drain answers the jobs it
+ * cancels; wd_server_free waits for them that long. Call it with the grace
+ * given to wd_workers_drain(), when the drain starts. */
+void wd_server_drain_by(wd_server_t *s, double grace_s);
+
 /*
- * Waits up to wait_s for open requests to finish answering, then closes
- * everything and frees. NULL is allowed. The workers must still exist: call
+ * Lets speaker diarizations run until the drain's deadline
+ * (wd_server_drain_by; none set: not at all) and stops those still
+ * running, then waits up to wait_s for open requests to finish answering,
+ * then closes everything and frees. NULL is allowed. The workers must still exist: call
  * wd_workers_drain() before this and free them after. Jobs still
  * running are cancelled and waited for (their callbacks point into the
  * server), up to wait_s + 10 s; if the worker never ends them, the server

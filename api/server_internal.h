@@ -50,12 +50,19 @@ struct wd_server {
   atomic_int ready;
   atomic_int quiescing;
   atomic_int n_suspended;    /* connections waiting on the worker */
+  /* Diarizations (transcription.c's diar_task) ended by result, for
+   * /metrics (n_diarizing, running, is under mu); the drain's deadline in
+   * wd_now_s() microseconds (0: none yet), past which they stop. */
+  atomic_ullong n_diar_done, n_diar_canceled, n_diar_failed;
+  atomic_llong diar_held_ms; /* audio of diarizations outliving their jobs */
+  atomic_llong drain_deadline_us;
   struct wd_realtime *realtime; /* /v1/realtime sessions (realtime.h) */
 
   pthread_mutex_t mu;
-  pthread_cond_t cv;         /* signalled when n_active or n_jobs drops */
+  pthread_cond_t cv;         /* signalled when n_active, n_jobs or n_diarizing drops */
   int n_active;              /* requests between their headers and completion */
   int n_jobs;                /* submitted jobs whose on_done has not returned */
+  int n_diarizing;           /* diarizations started and not ended */
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
@@ -63,9 +70,29 @@ struct wd_server {
  * workers (NULL: before any model is attached). */
 int wd__server_retry_after(const wd_server_model_t *m);
 
-/* The in-flight transcription watched under token (its serial): its job
- * and its model's record, referenced; 0 when none is (transcription.c). */
-int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
-                                wd_served_t **ret_rec);
+/* The client of the in-flight transcription watched under token (its
+ * serial) hung up: marks it so (its diarization stops) and gives its job
+ * (perhaps ended: cancelling that is harmless; 0 for none, a diarized
+ * upload without speech) and its model's record, referenced; 0 when none
+ * is in flight (transcription.c). */
+int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                              wd_served_t **ret_rec);
+
+/* The drain's deadline (wd_server_drain_by, or wd_server_free's end of
+ * waiting) has passed: diarizations still running stop, answered as the
+ * drain answers the jobs it cancels (WD_ESHUTDOWN). Any thread. */
+int wd__server_draining_past(wd_server_t *s);
+
+/* A diarization ended with rc (0, WD_ECANCELED, WD_ESHUTDOWN, ...): the
+ * /metrics counters. Any thread. */
+void wd__server_diar_ended(wd_server_t *s, int rc);
+
+/* A diarization started (wd__server_diar_ended ends it). */
+void wd__server_diar_started(wd_server_t *s);
+
+/* Audio seconds held in the budget by diarizations whose job has ended:
+ * audio_s more (negative: released). Any thread. */
+void wd__server_diar_hold(wd_server_t *s, double audio_s);
+double wd__server_diar_held_s(wd_server_t *s);
 
 #endif

@@ -47,8 +47,22 @@
  * early, sees it: the request is answered (or its stream finished) only
  * when both have ended (ready_locked). The diarization polls
  * diar_should_stop between windows: the client gone, the transcription
- * failed or cancelled, or the job's deadline passed. Attribution and
- * rendering (cheap: milliseconds) run on the MHD thread, as every render.
+ * failed or cancelled, the job's deadline passed, or the server's drain
+ * deadline (wd_server_drain_by) passed. Attribution and rendering (cheap:
+ * milliseconds) run on the MHD thread, as every render.
+ *
+ * A diarized request stays in the server's in-flight list (s->live, and
+ * s->n_jobs) until both halves have ended, whichever ends last removing it
+ * (under t->mu each sees whether the other has): a client that hangs up
+ * after its transcription ended is still found by the watcher's serial,
+ * and its diarization stopped (t->hung_up) rather than run to its end.
+ *
+ * The audio budget. The worker holds a job's seconds until on_done; a
+ * diarization that outlives its job holds them from there until it ends
+ * (t->diar_holds, wd__server_diar_hold), and admission (diar_room) counts
+ * them beside the workers' jobs: each upload's seconds counted once, and
+ * no flood of uploads quickly transcribed (silence) can pile up
+ * diarizations, with their samples, past the budget.
  *
  * The hang-up watch is registered under the same lock right after
  * suspending and removed right before resuming, so the watcher never
@@ -178,6 +192,10 @@ struct wd_transcription {
   wd_api_error_t diar_err;
   /* Under mu. */
   int diar_pending;          /* the diarization has not ended */
+  int diar_holds;            /* the budget holds audio_s for the diarization */
+  /* Set by the watcher's thread (under s->mu, so not t->mu): the client
+   * hung up while its connection was suspended. */
+  atomic_int hung_up;
   int diar_rc;
   wd_diar_result_t diar;     /* its result (diar_rc 0) */
   float known_emb[WD_DIAR_MAX_KNOWN][WD_DIAR_EMB_DIM]; /* the references' embeddings */
@@ -440,8 +458,9 @@ static void suspend_locked(wd_transcription_t *t) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(t->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   /* While decoding there is no job to cancel: the hang-up shows when the
-   * job after it is suspended. */
-  if (ci && t->job_id)
+   * job after it is suspended. A diarization is watched too, job or not
+   * (audio without speech has none: its job ended inside the submit). */
+  if (ci && (t->job_id || t->diar_pending))
     t->watch = wd_watcher_add(t->s->watcher, ci->connect_fd, t->serial);
 }
 
@@ -557,15 +576,33 @@ static void ev_done_locked(wd_transcription_t *t) {
   ev_append(t, NULL, "[DONE]");
 }
 
-/* Appends an error event for a job (or a diarization) that failed with
- * rc. Under t->mu. */
-static void ev_error_locked(wd_transcription_t *t, int rc) {
-  wd_api_error_t e;
-  wd_api_error_from_job(&e, rc, 0, t->s->o.job_timeout_s, 0);
-  char *body = wd_api_error_json(&e);
+/* Appends e as the stream's error event. Under t->mu. */
+static void ev_error_event_locked(wd_transcription_t *t, const wd_api_error_t *e) {
+  char *body = wd_api_error_json(e);
   if (body)
     ev_append(t, NULL, body);
   free(body);
+}
+
+/* Appends an error event for a job that failed with rc. Under t->mu. */
+static void ev_error_locked(wd_transcription_t *t, int rc) {
+  wd_api_error_t e;
+  wd_api_error_from_job(&e, rc, 0, t->s->o.job_timeout_s, 0);
+  ev_error_event_locked(t, &e);
+}
+
+/* A diarization's failure (rc) as its request's answer, the transcription
+ * having succeeded: a stop by the drain, the job's deadline or a cancel
+ * as a job's; anything else names the diarization, since a diarized
+ * answer without its speakers would be a wrong one, not a partial one. */
+static void diar_error(const wd_transcription_t *t, int rc, wd_api_error_t *e) {
+  if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN || rc == WD_ETIMEDOUT)
+    wd_api_error_from_job(e, rc, 0, t->s->o.job_timeout_s, wd__server_retry_after(t->m));
+  else
+    wd_api_error_set(e, 500, NULL, NULL,
+                     "Speaker diarization failed (%s); the transcription itself succeeded but "
+                     "is not answered without its speakers. Retry, or ask without diarization.",
+                     wd_strerror(rc));
 }
 
 /* Worker thread: the job ended. */
@@ -573,6 +610,13 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   wd_transcription_t *t = ud;
   pthread_mutex_lock(&t->mu);
   t->done = 1;
+  /* The diarization, if still running, leaves the in-flight list, and
+   * holds the upload's place in the audio budget from here. */
+  const int last = !t->diar_pending;
+  if (t->diar_pending) {
+    t->diar_holds = 1;
+    wd__server_diar_hold(t->s, t->audio_s);
+  }
   t->rc = rc;
   if (rc == 0 && tr) {
     /* Take the contents; the struct itself stays the worker's. */
@@ -592,7 +636,8 @@ static void on_done(void *ud, int rc, wd_transcript_t *tr) {
   if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
-  live_remove(t);
+  if (last)
+    live_remove(t);
   tr_unref(t);
 }
 
@@ -650,10 +695,13 @@ static void diar_stream_locked(wd_transcription_t *t) {
       wd_diar_segs_free(&d);
     }
   }
-  if (rc == 0)
+  if (rc == 0) {
     ev_done_locked(t);
-  else
-    ev_error_locked(t, rc);
+  } else {
+    wd_api_error_t e;
+    diar_error(t, rc, &e);
+    ev_error_event_locked(t, &e);
+  }
   t->ev_finished = 1;
   wd_transcript_free(&t->result);
 }
@@ -680,10 +728,8 @@ static enum MHD_Result answer_result(wd_transcription_t *t, int rc) {
     if (drc < 0) {
       wd_transcript_free(&t->result);
       wd_api_error_t e;
-      wd_api_error_from_job(&e, drc, 0, s->o.job_timeout_s, wd__server_retry_after(t->m));
-      if (drc != WD_ECANCELED)
-        wd_log_warning("api: diarization failed: %s (%s)", wd_strerror(drc), wd_err_name(drc));
-      return answer_error(t, &e);
+      diar_error(t, drc, &e);
+      return answer_error(t, &e); /* diar_task logged why */
     }
   }
   wd_diar_segs_t d = { 0 };
@@ -877,20 +923,42 @@ static enum MHD_Result after_submit(wd_transcription_t *t, int rc) {
   return MHD_YES;
 }
 
+/* Whether the audio budget, with the workers' jobs (st) and the
+ * diarizations that outlive theirs (see the header comment), has room for
+ * seconds more; seconds 0: any room at all. As the worker's own rule,
+ * holding nothing admits any length (one request is bounded by
+ * max_audio_s). The workers' own room is theirs to tell. */
+static int diar_room(const wd_transcription_t *t, const wd_worker_stats_t *st, double seconds) {
+  const double diar_s = wd__server_diar_held_s(t->s);
+  if (diar_s <= 0 || st->audio_budget_s <= 0)
+    return 1;
+  const double held_s = st->audio_held_s + diar_s;
+  return seconds > 0 ? held_s + seconds <= st->audio_budget_s : held_s < st->audio_budget_s;
+}
+
 /* The length a file's header declares, before its audio is decoded: no
  * room for that much audio is a 429 that costs no decoding. */
 static int decode_room(void *ud, double seconds) {
   const wd_transcription_t *t = ud;
-  return wd_workers_has_room(t->m->workers, seconds) ? 0 : WD_EBUSY;
+  if (!wd_workers_has_room(t->m->workers, seconds))
+    return WD_EBUSY;
+  if (wd__server_diar_held_s(t->s) <= 0)
+    return 0;
+  wd_worker_stats_t st;
+  wd_workers_stats(t->m->workers, &st);
+  return diar_room(t, &st, seconds) ? 0 : WD_EBUSY;
 }
 
 /* The diarization's stop test, polled between its windows: the client
- * left, the transcription failed (or was cancelled), or the job's
- * deadline passed. */
+ * left (seen by MHD or by the watcher), the transcription failed (or was
+ * cancelled), the job's deadline passed, or the server's drain deadline
+ * did. */
 static int diar_should_stop(void *ud) {
   wd_transcription_t *t = ud;
   const double limit_s = t->s->o.job_timeout_s;
   if (limit_s > 0 && wd_now_s() - t->t_start > limit_s)
+    return 1;
+  if (wd__server_draining_past(t->s) || atomic_load(&t->hung_up))
     return 1;
   pthread_mutex_lock(&t->mu);
   const int stop = t->conn_gone || (t->done && t->rc < 0);
@@ -910,10 +978,14 @@ static void diar_task(void *arg) {
                        t, &r);
   for (int k = 0; k < t->n_known && rc == 0; k++)
     rc = wd_diar_embed_clip(t->m->diar, t->known_pcm[k], t->known_n[k], emb[k]);
-  /* Stopped by the job's deadline: the 504 a job past it gets. */
+  /* Stopped by the job's deadline: the 504 a job past it gets; by the
+   * drain's: the 503 of a job the drain cancels (core/worker.h). */
   const double limit_s = t->s->o.job_timeout_s;
   if (rc == WD_ECANCELED && limit_s > 0 && wd_now_s() - t->t_start > limit_s)
     rc = WD_ETIMEDOUT;
+  else if (rc == WD_ECANCELED && wd__server_draining_past(t->s))
+    rc = WD_ESHUTDOWN;
+  const double took_s = wd_now_s() - t0;
   free(t->diar_pcm);
   t->diar_pcm = NULL;
   for (int k = 0; k < t->n_known; k++) {
@@ -922,8 +994,17 @@ static void diar_task(void *arg) {
   }
   if (rc == 0)
     wd_log_debug("api: diarized %.1f s of audio in %.0f ms: %d speakers, %zu turns",
-                 (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, (wd_now_s() - t0) * 1e3,
-                 r.n_speakers, r.n_turns);
+                 (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s * 1e3, r.n_speakers,
+                 r.n_turns);
+  else if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN)
+    wd_log_info("api: diarization of %.1f s of audio stopped after %.1f s (%s)",
+                (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s,
+                rc == WD_ESHUTDOWN ? "the drain's deadline" : "its request ended");
+  else
+    wd_log_warning("api: diarization of %.1f s of audio failed after %.1f s: %s (%s)",
+                   (double)t->diar_n / WD_AUDIO_SAMPLE_RATE, took_s, wd_strerror(rc),
+                   wd_err_name(rc));
+  wd__server_diar_ended(t->s, rc);
   pthread_mutex_lock(&t->mu);
   t->diar_rc = rc;
   if (rc == 0) {
@@ -933,9 +1014,16 @@ static void diar_task(void *arg) {
     wd_diar_result_free(&r);
   }
   t->diar_pending = 0;
+  const int last = t->done; /* the job ended: the request leaves the list here */
+  if (t->diar_holds) {
+    t->diar_holds = 0;
+    wd__server_diar_hold(t->s, -t->audio_s);
+  }
   if (!t->decoding && ready_locked(t))
     resume_locked(t);
   pthread_mutex_unlock(&t->mu);
+  if (last)
+    live_remove(t);
   tr_unref(t);
 }
 
@@ -1061,6 +1149,7 @@ static void decode_task(void *arg) {
     /* Its own task on the decode threads, beside the transcription; when
      * their queue is full, here (this is one of them too). */
     atomic_fetch_add(&t->refs, 1);
+    wd__server_diar_started(s);
     if (wd_taskq_push(s->decoders, diar_task, t) < 0)
       diar_task(t);
   }
@@ -1222,7 +1311,7 @@ static enum MHD_Result on_body_complete(wd_transcription_t *t) {
   wd_workers_stats(t->m->workers, &st);
   const int free_run = st.max_batch > st.running ? st.max_batch - st.running : 0;
   if (st.queued + atomic_load(&s->n_decoding) >= st.queue_max + free_run ||
-      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s)) {
+      (st.audio_budget_s > 0 && st.audio_held_s >= st.audio_budget_s) || !diar_room(t, &st, 0)) {
     wd_request_clear(&req);
     wd_multipart_free(form);
     free(prompt);
@@ -1373,12 +1462,13 @@ void wd_transcription_cancel_all(wd_server_t *s) {
   free(jobs);
 }
 
-int wd__transcription_by_serial(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
-                                wd_served_t **ret_rec) {
+int wd__transcription_hung_up(wd_server_t *s, uint64_t serial, uint64_t *ret_job,
+                              wd_served_t **ret_rec) {
   int found = 0;
   pthread_mutex_lock(&s->mu);
-  for (const wd_transcription_t *t = s->live; t && !found; t = t->live_next)
-    if (t->serial == serial && t->live_job_id) {
+  for (wd_transcription_t *t = s->live; t && !found; t = t->live_next)
+    if (t->serial == serial) {
+      atomic_store(&t->hung_up, 1); /* its diarization's stop test reads it */
       wd_served_ref(t->rec);
       *ret_job = t->live_job_id;
       *ret_rec = t->rec;

@@ -48,6 +48,7 @@
 #include "diar_internal.h"
 #include "diar_seg.h"
 #include "error.h"
+#include "fault.h"
 
 #define BATCH 8 /* chunks per segmentation forward */
 
@@ -245,6 +246,10 @@ int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_pa
   for (size_t c0 = 0; c0 < g.n_chunks; c0 += BATCH) {
     if (should_stop && should_stop(stop_arg)) {
       rc = WD_ECANCELED;
+      goto out;
+    }
+    if (wd__fault_diar_oom()) { /* tests: a failure part-way (core/fault.h) */
+      rc = WD_ENOMEM;
       goto out;
     }
     const size_t nb = g.n_chunks - c0 < BATCH ? g.n_chunks - c0 : BATCH;

@@ -11,6 +11,8 @@
 
 /* Segment stores left before the failing one; 0 = disarmed. */
 static atomic_long wd_fault_oom_left;
+/* Diarization batches left before the failing one; 0 = disarmed. */
+static atomic_long wd_fault_diar_left;
 /* Milliseconds every audio decode sleeps first; 0 = disarmed. */
 static atomic_long wd_fault_decode_ms;
 /* Milliseconds every model load of `serve` sleeps first; 0 = disarmed. */
@@ -32,7 +34,7 @@ static int wd_fault_item(const char *item, size_t len, const char *name, long *n
 }
 
 int wd_fault_arm(const char *spec) {
-  long oom = 0, delay = 0, load = 0;
+  long oom = 0, delay = 0, load = 0, diar = 0;
   for (const char *p = spec ? spec : ""; *p;) {
     const size_t len = strcspn(p, ",");
     int r = wd_fault_item(p, len, "oom:", &oom);
@@ -40,6 +42,8 @@ int wd_fault_arm(const char *spec) {
       r = wd_fault_item(p, len, "decode_delay:", &delay);
     if (r == 0)
       r = wd_fault_item(p, len, "load_delay:", &load);
+    if (r == 0)
+      r = wd_fault_item(p, len, "diar_oom:", &diar);
     if (r <= 0)
       return WD_EINVAL;
     p += len + (p[len] == ',');
@@ -47,6 +51,7 @@ int wd_fault_arm(const char *spec) {
   atomic_store(&wd_fault_oom_left, oom);
   atomic_store(&wd_fault_decode_ms, delay);
   atomic_store(&wd_fault_load_ms, load);
+  atomic_store(&wd_fault_diar_left, diar);
   return 0;
 }
 
@@ -58,12 +63,16 @@ long wd__fault_load_delay_ms(void) {
   return atomic_load_explicit(&wd_fault_load_ms, memory_order_relaxed);
 }
 
-int wd__fault_oom(void) {
-  long left = atomic_load_explicit(&wd_fault_oom_left, memory_order_relaxed);
-  /* Counts down to 1 and fires there, once: the count then rests at 0. */
+/* Counts *left down to 1 and fires there, once: the count then rests at 0. */
+static int wd_fault_count_down(atomic_long *left_p) {
+  long left = atomic_load_explicit(left_p, memory_order_relaxed);
   while (left > 0) {
-    if (atomic_compare_exchange_weak(&wd_fault_oom_left, &left, left - 1))
+    if (atomic_compare_exchange_weak(left_p, &left, left - 1))
       return left == 1;
   }
   return 0;
 }
+
+int wd__fault_oom(void) { return wd_fault_count_down(&wd_fault_oom_left); }
+
+int wd__fault_diar_oom(void) { return wd_fault_count_down(&wd_fault_diar_left); }

@@ -18,6 +18,12 @@
  *           first: a model as slow to load as a large one, to show that
  *           requests for the other models are answered meanwhile.
  *
+ *   diar_oom:N  the Nth speaker-diarization batch of windows from the
+ *           arming on (core/diar.c; 1 = the next) fails as if its
+ *           allocation had (WD_ENOMEM), once: a diarization that fails
+ *           part-way on a decode thread while its request's transcription
+ *           succeeds on the worker.
+ *
  * A real out-of-memory there is a malloc that returns NULL; this makes one
  * happen at a chosen point without starving the whole process.
  * `whisperd serve` arms it from --fault-inject (WHISPERD_FAULT_INJECT) once it is ready
@@ -36,6 +42,9 @@ int wd_fault_arm(const char *spec);
 
 /* For core/: 1 when this segment store must fail (consumes it). */
 int wd__fault_oom(void);
+
+/* For core/diar.c: 1 when this batch of windows must fail (consumes it). */
+int wd__fault_diar_oom(void);
 
 /* For core/: milliseconds an audio decode must sleep first (0: none). */
 long wd__fault_decode_delay_ms(void);

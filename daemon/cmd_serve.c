@@ -299,6 +299,8 @@ int wd_cmd_serve(const wd_config_t *cfg) {
 out:
   wd_server_set_ready(srv, 0);
   wd_server_quiesce(srv);
+  /* One grace for all: the workers' jobs and the diarizations beside them. */
+  wd_server_drain_by(srv, cfg->shutdown_grace_s);
   wd_serve_models_drain(sv, cfg->shutdown_grace_s);
   /* Answers still going out get a few seconds. A server that could not stop
    * still runs threads that use the worker and the model: leave them be. */

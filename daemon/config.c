@@ -75,7 +75,7 @@ static const wd_option_t wd_options[] = {
   { "vk-force-staging", 0, WD_OPT_BOOL, OFF(vk_force_staging), "false", 0, 0, NULL, NULL,
     "Upload weights and read results through the staging ring even where device memory is mapped (tests: the path a discrete GPU takes)", 0 },
   { "fault-inject", 0, WD_OPT_STR, OFF(fault_inject), "", 0, 0, NULL, "SPEC",
-    "Testing only: inject faults, a comma list of oom:N, decode_delay:MS, load_delay:MS, submit:N, ... (daemon/runtime.h)", 0 },
+    "Testing only: inject faults, a comma list of oom:N, decode_delay:MS, load_delay:MS, diar_oom:N, submit:N, ... (daemon/runtime.h)", 0 },
   { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "0", 0, 3600, NULL, "SECONDS",
     "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt (0: 20 s on a GPU, 300 s on a CPU driver such as lavapipe)", 0 },
   { "threads", 0, WD_OPT_INT, OFF(threads), "0", 0, 256, NULL, "N",

@@ -88,9 +88,10 @@ const char *wd_runtime_device(wd_runtime_t *rt);
 int wd_runtime_warmup(wd_runtime_t *rt, char *err, size_t err_len);
 
 /* Arms the fault injection of --fault-inject (WHISPERD_FAULT_INJECT), a
- * comma-separated list: "oom:N", "decode_delay:MS" and "load_delay:MS" go
- * to core/fault.h (the Nth transcript segment stored fails as out of
- * memory; each upload's decode sleeps; each model load of serve sleeps),
+ * comma-separated list: "oom:N", "decode_delay:MS", "load_delay:MS" and
+ * "diar_oom:N" go to core/fault.h (the Nth transcript segment stored fails
+ * as out of memory; each upload's decode sleeps; each model load of serve
+ * sleeps; the Nth diarization batch fails as out of memory),
  * the rest to gpu/vk_fault.h ("submit:N" fails the Nth
  * submit from now as a lost device), for the tests of the failure paths.
  * Called once the daemon is ready, so the warm-up is not counted. 0 for an

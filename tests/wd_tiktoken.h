@@ -12,45 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
+
 /* A vocabulary read from a .tiktoken file: tokens[rank], lens[rank]. */
 typedef struct {
   char **tokens;
   size_t *lens;
   int n;
 } wd_tiktoken_t;
-
-static inline int wd_tiktoken_b64_val(int c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  if (c == '+')
-    return 62;
-  if (c == '/')
-    return 63;
-  return -1;
-}
-
-/* Decodes standard base64 (padding optional) into out; returns the length or -1. */
-static inline long wd_tiktoken_b64_decode(const char *s, size_t n, unsigned char *out) {
-  long o = 0;
-  unsigned acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < n && s[i] != '='; i++) {
-    const int v = wd_tiktoken_b64_val((unsigned char)s[i]);
-    if (v < 0)
-      return -1;
-    acc = (acc << 6) | (unsigned)v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (unsigned char)((acc >> bits) & 0xffu);
-    }
-  }
-  return o;
-}
 
 static inline void wd_tiktoken_free(wd_tiktoken_t *v) {
   for (int i = 0; v->tokens && i < v->n; i++)
@@ -81,12 +50,13 @@ static inline int wd_tiktoken_load(const char *path, wd_tiktoken_t *v) {
     const long rank = strtol(sp + 1, NULL, 10);
     if (rank < 0 || rank >= cap || v->tokens[rank])
       goto done;
-    unsigned char buf[512];
-    const long l = wd_tiktoken_b64_decode(line, (size_t)(sp - line), buf);
-    if (l < 0 || !(v->tokens[rank] = malloc((size_t)l + 1)))
+    unsigned char buf[WD_BASE64_DECODED_MAX(sizeof line)];
+    size_t l = 0;
+    if (wd_base64_decode(line, (size_t)(sp - line), 0, buf, &l) < 0 ||
+        !(v->tokens[rank] = malloc(l + 1)))
       goto done;
-    memcpy(v->tokens[rank], buf, (size_t)l);
-    v->lens[rank] = (size_t)l;
+    memcpy(v->tokens[rank], buf, l);
+    v->lens[rank] = l;
     if (rank + 1 > v->n)
       v->n = (int)rank + 1;
   }

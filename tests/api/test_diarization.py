@@ -4,7 +4,11 @@ and raw multipart against the real daemon: response_format diarized_json
 formats' labels (text and srt "A: ", vtt <v A>), known_speaker_names[] and
 known_speaker_references[], chunking_strategy, stream=true (one
 transcript.text.segment event per diarized segment in time order, then
-transcript.text.done), and every refusal with its param.
+transcript.text.done), and every refusal with its param; and the
+request's life cycle: a client leaving once its transcription has ended
+(or with no speech, hence no job), SIGTERM's grace, the audio budget held
+by a diarization that outlives its job, a diarization failing part-way
+(the last three on daemons of their own: a grace, a budget, a fault).
 
 Two daemons: one started without the diarization models (the 400 naming
 scripts/fetch-diarization.sh, and the checks the form alone decides; these
@@ -21,6 +25,7 @@ import base64
 import io
 import os
 import re
+import signal
 import time
 import wave
 
@@ -99,9 +104,12 @@ def test_no_model_400_names_the_fetch_script(nodiar, fields, param):
 
 
 def test_no_model_alias_and_sdk(nodiar):
-    r = post_audio(nodiar.port, model=DIARIZE)
+    r = post_audio(nodiar.port, model=DIARIZE, response_format="text")
     err = check_error(r, 400, param="model", code="diarization_unavailable")
     assert "scripts/fetch-diarization.sh" in err["message"], err
+    # json has no place for speakers: the alias with it (OpenAI's default
+    # format) is a plain transcription, which needs no diarization models.
+    wd_api.assert_jfk_json(post_audio(nodiar.port, model=DIARIZE))
     with open(JFK_WAV, "rb") as f, pytest.raises(openai.BadRequestError) as e:
         client(nodiar).audio.transcriptions.create(model="whisper-1", file=f,
                                                    response_format="diarized_json")
@@ -189,6 +197,28 @@ def diar():
                     + (why.group(1) if why else "no diarization line in its log"))
     yield d
     stop_daemon(d)
+
+
+def diar_counts(port):
+    """Diarizations from /metrics (running; ended done, canceled, failed)
+    beside the jobs' figures (wd_api.job_counts)."""
+    c = wd_api.job_counts(port)
+    m = c["raw"]
+    c["diar_running"] = m["whisperd_diarizations_running"]
+    for r in ("done", "canceled", "failed"):
+        c["diar_" + r] = m[f'whisperd_diarizations_total{{result="{r}"}}']
+    return c
+
+
+def wait_diar(port, pred, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        c = diar_counts(port)
+        if pred(c):
+            return c
+        assert time.monotonic() < deadline, f"/metrics: {what} not reached: " + \
+            str({k: v for k, v in c.items() if k != "raw"})
+        time.sleep(0.02)
 
 
 def sample_diarized(d, **kw):
@@ -279,9 +309,14 @@ def test_alias_formats_carry_labels(diar):
     assert vtt.startswith("WEBVTT\n\n"), vtt
     cues = vtt[len("WEBVTT\n\n"):].strip().split("\n\n")
     assert all(re.match(r"^[\d:.]+ --> [\d:.]+\n<v [AB]>\S", c) for c in cues), vtt
-    # json has no place for speakers: OpenAI's {"text"} (and usage).
+    # json has no place for speakers: OpenAI's {"text"} (and usage), and
+    # no diarization run for it.
+    before = diar_counts(diar.port)
     j = post("json").json()
     assert set(j) == {"text", "usage"} and j["text"], j
+    after = diar_counts(diar.port)
+    assert all(after[k] == before[k] for k in ("diar_done", "diar_canceled", "diar_failed")), \
+        (before, after)
     # The SDK with the alias: a Transcription; diarized_json: diarized.
     with open(SAMPLE, "rb") as f:
         res = client(diar).audio.transcriptions.create(model=DIARIZE, file=f,
@@ -414,3 +449,188 @@ def test_short_clip_whole_streamed_and_left(diar):
     wd_api.wait_counts(diar.port, lambda c: not c["running"] and not c["queued"],
                        what="the hung-up job ended")
     wd_api.assert_healthy(diar)
+
+
+# --- the request's life cycle: hang-ups and the drain ---------------------------
+
+def speech_then_quiet(quiet_s):
+    """The 4 s of two voices (SHORT), then quiet_s s of silence: the
+    transcription (of the speech alone, with the VAD; of quiet windows
+    otherwise) ends well before the diarization, whose segmentation reads
+    every window (about 50 ms of one core a second of audio)."""
+    with wave.open(SAMPLE, "rb") as w:
+        params = w.getparams()
+        w.setpos(int(SHORT[0] * params.framerate))
+        frames = w.readframes(int((SHORT[1] - SHORT[0]) * params.framerate))
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames + b"\0" * (2 * params.framerate * quiet_s))
+    return out.getvalue()
+
+
+def start_diarizing(d, quiet_s, stream=None):
+    """A diarized request of speech_then_quiet(quiet_s), returned once its
+    transcription has ended and its diarization still runs."""
+    before = wait_diar(d.port, lambda c: c["diar_running"] == 0,
+                       what="no diarization left from a test before")
+    kw = dict(path=None, data=speech_then_quiet(quiet_s), filename="quiet.wav",
+              response_format="diarized_json")
+    if stream:
+        kw["stream"] = "true"
+    b = wd_api.Background(d.port, **kw)
+    # Ended: its jobs (a chunk each, with the VAD) done and none left;
+    # twice 0.2 s apart, since a chunk submits the next from its end.
+    def ended(c):
+        return c["done"] > before["done"] and not c["running"] and not c["queued"] \
+            and c["diar_running"] == 1
+    while True:
+        wait_diar(d.port, ended, what="the transcription ended, the diarization running")
+        time.sleep(0.2)
+        if ended(diar_counts(d.port)):
+            return b, before
+
+
+@pytest.mark.parametrize("stream", [None, "true"])
+def test_hangup_after_transcription_stops_diarization(diar, stream):
+    """A client that hangs up once its transcription has ended (its
+    connection suspended for the diarization, plain or streamed): the
+    watcher sees it, the diarization stops at its next window (counted
+    canceled, not done) and the decode thread and connection are free."""
+    b, before = start_diarizing(diar, 60, stream)
+    t0 = time.monotonic()
+    b.close()
+    c = wait_diar(diar.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+    took = time.monotonic() - t0
+    assert c["diar_canceled"] == before["diar_canceled"] + 1, c
+    assert c["diar_done"] == before["diar_done"], c
+    # Its next window is tens of milliseconds away; the rest of it, seconds.
+    assert took < 3, f"the diarization ran {took:.1f} s after its client left"
+    assert re.search(r"diarization of 64\.0 s of audio stopped after [\d.]+ s "
+                     r"\(its request ended\)", diar.log()), diar.log()
+    wd_api.wait_counts(diar.port, lambda c: c["raw"]["whisperd_http_requests_active"] <= 1,
+                       what="the request ended")
+    wd_api.assert_healthy(diar)
+    r = post_audio(diar.port, response_format="diarized_json")
+    assert r.status == 200 and {s["speaker"] for s in r.json()["segments"]} == {"A"}, r
+
+
+def test_hangup_while_diarizing_audio_without_speech(diar):
+    """Audio without speech has no job at all (the VAD finds nothing: the
+    transcription ends inside its submit), only the diarization: its
+    client hanging up stops that too."""
+    if not os.path.exists(VAD):
+        pytest.skip("models/silero-vad-v6.safetensors missing (scripts/fetch-vad.sh)")
+    # A client that left in a test before may leave its diarization ending.
+    before = wait_diar(diar.port, lambda c: c["diar_running"] == 0,
+                       what="no diarization left from a test before")
+    with wave.open(SAMPLE, "rb") as w:
+        params = w.getparams()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        w.writeframes(b"\0" * (2 * params.framerate * 120))
+    b = wd_api.Background(diar.port, path=None, data=out.getvalue(), filename="quiet.wav",
+                          response_format="diarized_json")
+    wait_diar(diar.port, lambda c: c["diar_running"] == 1, what="the diarization running")
+    time.sleep(0.2)
+    b.close()
+    c = wait_diar(diar.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+    assert c["diar_canceled"] == before["diar_canceled"] + 1, c
+    assert c["done"] == before["done"] and c["failed"] == before["failed"], c  # no job
+    assert "client went away, stopping its diarization" in diar.log(), diar.log_tail()
+
+
+def diar_daemon(grace_s, extra=()):
+    for p in (SEG, EMB):
+        if not os.path.exists(p):
+            pytest.skip(f"{p} missing (scripts/fetch-diarization.sh)")
+    args = ["--diar-seg-model", SEG, "--diar-emb-model", EMB, "--shutdown-grace", str(grace_s),
+            *extra]
+    if os.path.exists(VAD):
+        args += ["--vad-model", VAD]
+    return wd_api.start_daemon(args=args)
+
+
+def test_sigterm_cuts_a_diarization_at_the_grace():
+    """SIGTERM while a diarization runs past --shutdown-grace: it is stopped
+    at the grace and answered as the drain answers a job it cuts (503
+    shutting_down), and the daemon exits 0 then, not when the diarization
+    would have ended."""
+    d = diar_daemon(1)
+    try:
+        b, _ = start_diarizing(d, 120)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        r = b.response(timeout=60)
+        answered = time.monotonic() - t0
+        check_error(r, 503, code="shutting_down")
+        rc = d.proc.wait(60)
+        exited = time.monotonic() - t0
+    finally:
+        d.stop(timeout=60)
+    assert rc == 0, d.log_tail()
+    assert answered < 1 + 3 and exited < 1 + 5, (answered, exited)
+    assert "(the drain's deadline)" in d.log(), d.log_tail()
+
+
+def test_sigterm_lets_a_diarization_finish_within_the_grace():
+    """A diarization that ends within --shutdown-grace, after the workers'
+    drain has ended: answered in full before the daemon exits 0."""
+    d = diar_daemon(60)
+    try:
+        b, _ = start_diarizing(d, 30)
+        d.proc.send_signal(signal.SIGTERM)
+        r = b.response(timeout=120)
+        assert r is not None and r.status == 200, r
+        segs = r.json()["segments"]
+        assert segs and {s["speaker"] for s in segs} <= {"A", "B"}, r.json()
+        rc = d.proc.wait(60)
+    finally:
+        d.stop(timeout=60)
+    assert rc == 0, d.log_tail()
+
+
+def test_diarization_outliving_its_job_holds_the_audio_budget():
+    """A diarization still running after its transcription ended keeps its
+    upload's seconds in --queue-audio-s (once: the job's were released):
+    another upload is refused 429 meanwhile, and admitted once it ends, so
+    uploads transcribed quickly (silence) cannot pile diarizations up past
+    the budget."""
+    d = diar_daemon(5, ["--queue-audio-s", "100"])
+    try:
+        # 124 s: over the budget, admitted as the worker admits any one job
+        # while it holds nothing.
+        b, _ = start_diarizing(d, 120)
+        m = wd_api.metrics(d.port)
+        assert m["whisperd_diarizations_audio_seconds"] == pytest.approx(124, abs=0.01), m
+        assert m["whisperd_queue_audio_seconds"] == 0, m
+        r = post_audio(d.port)
+        check_error(r, 429, code="rate_limit_exceeded", etype="rate_limit_error")
+        b.close()  # its diarization stops: the budget is free again
+        wait_diar(d.port, lambda c: c["diar_running"] == 0, what="the diarization stopped")
+        assert wd_api.metrics(d.port)["whisperd_diarizations_audio_seconds"] == 0
+        wd_api.assert_jfk_json(post_audio(d.port))
+    finally:
+        d.stop(timeout=60)
+
+
+def test_diarization_failing_part_way():
+    """A diarization that fails part-way (--fault-inject diar_oom:1: its
+    first batch of windows, as out of memory) while its transcription
+    succeeds: the request gets a 500 naming the diarization, not an answer
+    without speakers; the daemon serves on and the next one is whole."""
+    d = diar_daemon(5, ["--fault-inject", "diar_oom:1"])
+    try:
+        kw = dict(path=None, data=clip_wav(SAMPLE, *SHORT), filename="short.wav",
+                  response_format="diarized_json")
+        err = check_error(post_audio(d.port, **kw), 500)
+        assert err["message"].startswith("Speaker diarization failed (out of memory)"), err
+        c = diar_counts(d.port)
+        assert c["diar_failed"] == 1 and c["done"] >= 1 and c["failed"] == 0, c
+        assert "diarization of 4.0 s of audio failed" in d.log(), d.log_tail()
+        r = post_audio(d.port, **kw)
+        assert r.status == 200 and r.json()["segments"], r
+        assert diar_counts(d.port)["diar_done"] == 1
+    finally:
+        d.stop(timeout=60)

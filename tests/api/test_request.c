@@ -204,20 +204,47 @@ WD_TEST(diarization) {
   }
   wd_request_clear(&r);
   wd_multipart_free(g_form.form);
-  /* OpenAI's diarizing model: served by the first model, json by default,
-   * diarizing; text, srt, vtt too. */
+  /* OpenAI's diarizing model: served by the first model, diarizing for
+   * text, srt and vtt; json (its default) has no place for speakers: not
+   * diarized. */
   static const char *const fmts[] = { "json", "text", "srt", "vtt" };
   for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
     if (parse_ok(KV("model", "gpt-4o-transcribe-diarize", "response_format", fmts[i], "file",
                     NULL), T, &english, &r) == 0) {
-      WD_CHECK_EQ_INT(r.diarize, 1);
+      WD_CHECK_EQ_INT(r.diarize, i > 0);
       WD_CHECK_EQ_INT(r.model_idx, 0);
       WD_CHECK_EQ_STR(r.model, "gpt-4o-transcribe-diarize");
     }
     wd_request_clear(&r);
     wd_multipart_free(g_form.form);
   }
-  /* whisperd's own diarize=true; false and absent do not diarize. */
+  /* json streamed has a place (the segment events' speaker): diarized. */
+  if (parse_ok(KV("model", "gpt-4o-transcribe-diarize", "stream", "true", "file", NULL), T,
+               &english, &r) == 0) {
+    WD_CHECK_EQ_INT(r.format, WD_FMT_JSON);
+    WD_CHECK_EQ_INT(r.diarize, 1);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  /* json with known speakers: checked as for a diarization (a bad one is
+   * still refused), then dropped with it. */
+  if (parse_ok(KV("model", "gpt-4o-transcribe-diarize", "known_speaker_names[]", "a",
+                  "known_speaker_references[]", REF_RIFF, "file", NULL), T, &english, &r) == 0) {
+    WD_CHECK_EQ_INT(r.diarize, 0);
+    WD_CHECK_EQ_INT(r.n_known, 0);
+    WD_CHECK(r.known_refs[0] == NULL && r.known_names[0] == NULL);
+  }
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
+  parse_fail(KV("model", "gpt-4o-transcribe-diarize", "known_speaker_names[]", "a",
+                "known_speaker_references[]", "UklGRg==", "file", NULL), T, &english, 400,
+             "known_speaker_references", "invalid_value", "data URL");
+  /* whisperd's own diarize=true; false and absent do not diarize; true
+   * with json (the default) neither. */
+  if (parse_ok(KV("model", "tiny.en", "diarize", "true", "file", NULL), T, &english, &r) == 0)
+    WD_CHECK_EQ_INT(r.diarize, 0);
+  wd_request_clear(&r);
+  wd_multipart_free(g_form.form);
   if (parse_ok(KV("model", "tiny.en", "diarize", "true", "response_format", "vtt", "file", NULL),
                T, &english, &r) == 0)
     WD_CHECK_EQ_INT(r.diarize, 1);
