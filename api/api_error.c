@@ -72,7 +72,7 @@ void wd_api_error_from_job(wd_api_error_t *e, int rc, int when_submitting, doubl
   switch (rc) {
   case WD_EBUSY:
     wd_api_error_set(e, 429, NULL, "rate_limit_exceeded",
-                     "The server is busy: its job queue is full. Retry after %d s.",
+                     "The server is busy: its job queue is full or its audio budget is spent. Retry after %d s.",
                      retry_after_s > 0 ? retry_after_s : 1);
     e->retry_after_s = retry_after_s > 0 ? retry_after_s : 1;
     break;

@@ -223,7 +223,7 @@ void wd_cpu_kernels_pick(wd_cpu_engine_t *e) {
   const double ms = wd_now_ms() - t0;
   e->pick_source = "measured";
   const char *why = fa ? "WHISPERD_CPU_ENC_ATTN forces a kernel: cache neither read nor written"
-                    : !use_cache ? "no cache directory: WHISPERD_CACHE_DIR, XDG_CACHE_HOME, HOME"
+                    : !use_cache ? "no cache directory (WHISPERD_CACHE_DIR, CACHE_DIRECTORY, XDG_CACHE_HOME, HOME: unset, relative or too long)"
                     : read_rc == WD_EFORMAT ? "a corrupt cache file replaced"
                     : read_rc == 0          ? "the cached choice was not one this CPU runs"
                     : read_rc == WD_ENOENT  ? "nothing cached for this CPU and model"
@@ -282,6 +282,11 @@ void wd_cpu_engine_pick_preview(const wd_model_t *m, const wd_cpu_engine_opts_t 
 }
 
 void wd_cpu_engine_cache_dir(char *buf, size_t len) {
-  if (wd_pick_cache_dir(buf, len) < 0)
-    snprintf(buf, len, "none (set WHISPERD_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+  const int rc = wd_pick_cache_dir(buf, len);
+  if (rc == WD_EINVAL)
+    snprintf(buf, len, "none (WHISPERD_CACHE_DIR is not an absolute path)");
+  else if (rc == WD_ERANGE)
+    snprintf(buf, len, "none (the cache directory's path is too long)");
+  else if (rc < 0)
+    snprintf(buf, len, "none (set WHISPERD_CACHE_DIR, CACHE_DIRECTORY, XDG_CACHE_HOME or HOME)");
 }

@@ -56,6 +56,14 @@ static const char *env_path(const char *name) {
 int wd_pick_cache_dir(char *dir, size_t len) {
   const char *v;
   int n;
+  /* Ours, set but relative, is a mistake to say rather than to pass over
+   * for another directory: no cache (WD_EINVAL) until it is fixed. */
+  const char *own = getenv("WHISPERD_CACHE_DIR");
+  if (own && own[0] && own[0] != '/') {
+    if (len)
+      dir[0] = '\0';
+    return WD_EINVAL;
+  }
   if ((v = env_path("WHISPERD_CACHE_DIR")))
     n = snprintf(dir, len, "%s", v);
   else if ((v = env_path("CACHE_DIRECTORY"))) /* "a:b" where the unit lists several */
@@ -196,7 +204,8 @@ int wd_pick_cache_read(const char *path, const char *key, wd_pick_set_t *out) {
 }
 
 /* mkdir that takes an existing directory as success. */
-static int make_dir(const char *p) { return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1; }
+/* 0700, as the XDG spec asks of the cache: only its owner reads the choices. */
+static int make_dir(const char *p) { return mkdir(p, 0700) == 0 || errno == EEXIST ? 0 : -1; }
 
 /* path's directory, and that one's parent ($HOME/.cache), where missing. */
 static void make_dirs(const char *path) {

@@ -46,8 +46,10 @@ typedef struct {
 
 /* The cache directory: $WHISPERD_CACHE_DIR, else $CACHE_DIRECTORY (systemd's
  * CacheDirectory=, its first path), else $XDG_CACHE_HOME/whisperd, else
- * $HOME/.cache/whisperd (absolute paths only). 0, or WD_ENOENT where none
- * is set (no cache), WD_ERANGE where it does not fit in len. */
+ * $HOME/.cache/whisperd (absolute paths only; the others are passed over
+ * when relative). 0, or WD_ENOENT where none is set (no cache), WD_EINVAL
+ * where WHISPERD_CACHE_DIR is relative (no cache: the setting is wrong),
+ * WD_ERANGE where it does not fit in len. */
 int wd_pick_cache_dir(char *dir, size_t len);
 
 /* The file for key in dir: dir/cpu-kernels-<16 hex digits>.txt. */

@@ -274,6 +274,8 @@ WD_TEST(directory_precedence) {
   setenv("WHISPERD_CACHE_DIR", "/explicit", 1);
   WD_CHECK_EQ_INT(wd_pick_cache_dir(dir, sizeof dir), 0);
   WD_CHECK_EQ_STR(dir, "/explicit");
+  setenv("WHISPERD_CACHE_DIR", "cache", 1); /* relative: a wrong setting, no cache */
+  WD_CHECK_EQ_INT(wd_pick_cache_dir(dir, sizeof dir), WD_EINVAL);
   unsetenv("WHISPERD_CACHE_DIR");
   WD_CHECK_EQ_INT(wd_pick_cache_dir(dir, sizeof dir), 0);
   WD_CHECK_EQ_STR(dir, "/var/cache/whisperd"); /* systemd's first */
