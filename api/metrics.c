@@ -8,6 +8,7 @@
  *   http_connections_open                    gauge
  *   http_connections_header_timeouts_total   counter: slow-loris cut-offs
  *   diarizations_running                     gauge: speaker diarizations now
+ *   diarizations_queued                      gauge: waiting for a diarization thread
  *   diarizations_audio_seconds               gauge: their audio in the budget
  *   diarizations_total{result="done"|"canceled"|"failed"}   counter
  *   queue_depth, queue_capacity, queue_audio_seconds,
@@ -333,6 +334,9 @@ int wd_metrics_render(wd_metrics_t *m, const wd_metrics_state_t *st, const wd_wo
           st ? st->rt_turn_latency_s_sum : 0);
   gauge(&o, "diarizations_running", "Speaker diarizations running now.",
         st ? st->diar_running : 0);
+  gauge(&o, "diarizations_queued",
+        "Speaker diarizations waiting for a diarization thread (--diarize-threads).",
+        st ? st->diar_queued : 0);
   gauge(&o, "diarizations_audio_seconds",
         "Audio seconds of diarizations whose transcription has ended, held in the audio budget "
         "beside queue_audio_seconds.",

@@ -36,7 +36,7 @@ typedef struct {
   /* speaker diarizations of transcription requests: running now, ended by
    * result (canceled: the client left, the transcription failed or the
    * drain stopped it) */
-  int diar_running;
+  int diar_running, diar_queued; /* queued: waiting for a diarization thread */
   double diar_done, diar_canceled, diar_failed;
   double diar_held_s; /* their audio in the budget once their job has ended */
 } wd_metrics_state_t;

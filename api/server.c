@@ -71,6 +71,9 @@
 #define WD_HEADER_TIMEOUT_DEFAULT_S 15
 /* Decode threads when opts.decode_threads is 0. */
 #define WD_DECODE_THREADS_DEFAULT 2
+/* Diarization threads when opts.diarize_threads is 0: one, since each
+ * diarization is CPU work beside the engine's on the same cores. */
+#define WD_DIARIZE_THREADS_DEFAULT 1
 
 /* One request on a connection, from its headers to its completion. */
 typedef struct {
@@ -242,7 +245,8 @@ static enum MHD_Result route_metrics(wd_server_t *s, struct MHD_Connection *c, w
   st.rt_turn_latency_s_sum = rs.turn_latency_s_sum;
   pthread_mutex_lock(&s->mu);
   st.requests_active = s->n_active;
-  st.diar_running = s->n_diarizing;
+  st.diar_running = s->n_diar_running;
+  st.diar_queued = s->n_diarizing - s->n_diar_running;
   pthread_mutex_unlock(&s->mu);
   st.diar_held_s = wd__server_diar_held_s(s);
   st.diar_done = (double)atomic_load(&s->n_diar_done);
@@ -565,6 +569,7 @@ static void server_destroy(wd_server_t *s) {
   wd_served_table_destroy(&s->served);
   wd_realtime_free(s->realtime); /* MHD is stopped: nothing reaches the hub any more */
   wd_taskq_free(s->decoders);
+  wd_taskq_free(s->diarizers); /* after the decoders, which push to it */
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
   wd_metrics_free(s->metrics);
@@ -602,13 +607,22 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
     rc = fail(err, err_len, rc, "cannot start the hang-up watcher: %s", wd_strerror(rc));
     goto fail;
   }
-  /* One decode per connection at most: max_connections bounds the tasks
-   * (a diarized request's diarization is a second task of its connection;
-   * when the queue is full it runs on the decode task's own thread). */
+  /* One decode per connection at most: max_connections bounds the tasks. */
   if ((rc = wd_taskq_new(o->decode_threads > 0 ? o->decode_threads : WD_DECODE_THREADS_DEFAULT,
                          o->max_connections > 0 ? o->max_connections : 1024, "wd-decode",
                          &s->decoders)) < 0) {
     rc = fail(err, err_len, rc, "cannot start the decode threads: %s", wd_strerror(rc));
+    goto fail;
+  }
+  /* Diarizations have threads of their own: one of a long upload runs for
+   * minutes, and on the decode threads two of them held up every other
+   * upload (a jfk.wav answered after 169 s instead of 0.9 s behind two
+   * 10-minute diarized uploads). One diarization per connection at most,
+   * and the audio budget admits them (transcription.c). */
+  if ((rc = wd_taskq_new(o->diarize_threads > 0 ? o->diarize_threads : WD_DIARIZE_THREADS_DEFAULT,
+                         o->max_connections > 0 ? o->max_connections : 1024, "wd-diarize",
+                         &s->diarizers)) < 0) {
+    rc = fail(err, err_len, rc, "cannot start the diarization threads: %s", wd_strerror(rc));
     goto fail;
   }
 
@@ -755,6 +769,12 @@ void wd__server_diar_started(wd_server_t *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
+void wd__server_diar_begun(wd_server_t *s) {
+  pthread_mutex_lock(&s->mu);
+  s->n_diar_running++;
+  pthread_mutex_unlock(&s->mu);
+}
+
 void wd__server_diar_hold(wd_server_t *s, double audio_s) {
   atomic_fetch_add(&s->diar_held_ms, llround(audio_s * 1e3));
 }
@@ -772,6 +792,7 @@ void wd__server_diar_ended(wd_server_t *s, int rc) {
     atomic_fetch_add(&s->n_diar_failed, 1);
   pthread_mutex_lock(&s->mu);
   s->n_diarizing--;
+  s->n_diar_running--;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
 }
@@ -813,6 +834,10 @@ int wd_server_free(wd_server_t *s, double wait_s) {
      * and resume their connections, which then submit or answer. */
     wd_taskq_free(s->decoders);
     s->decoders = NULL;
+    /* Diarizations those pushed, and any still queued, stop at once: the
+     * drain's deadline has passed. */
+    wd_taskq_free(s->diarizers);
+    s->diarizers = NULL;
     pthread_mutex_lock(&s->mu);
     const int n_jobs = s->n_jobs;
     pthread_mutex_unlock(&s->mu);

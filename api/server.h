@@ -49,6 +49,8 @@ typedef struct {
   int max_connections_per_ip;/* 0 = 3/4 of max_connections */
   int decode_threads;        /* threads that decode uploads off the HTTP
                               * threads; 0 = 2 */
+  int diarize_threads;       /* threads that run diarizations, off the
+                              * decode threads; 0 = 1 */
   int realtime_sessions;     /* /v1/realtime sessions at once; 0 = 32 */
   int no_web_ui;             /* 1: no page at / (404 there, as any unknown path) */
   int realtime_partial_ms;   /* partial transcripts of an open turn every this

@@ -40,6 +40,7 @@ struct wd_server {
   wd_watcher_t *watcher;
   wd_conn_guard_t *guard;    /* header deadlines (slow-loris) */
   wd_taskq_t *decoders;      /* audio decoding, off the HTTP threads */
+  wd_taskq_t *diarizers;     /* diarizations, off the decode threads */
   atomic_int n_decoding;     /* uploads pushed there and not yet submitted */
 
   /* The served models and the requests waiting for one (served.h), under
@@ -63,6 +64,7 @@ struct wd_server {
   int n_active;              /* requests between their headers and completion */
   int n_jobs;                /* submitted jobs whose on_done has not returned */
   int n_diarizing;           /* diarizations started and not ended */
+  int n_diar_running;        /* of those, taken up by a diarization thread */
   wd_transcription_t *live;  /* transcriptions with a job in flight */
 };
 
@@ -87,8 +89,10 @@ int wd__server_draining_past(wd_server_t *s);
  * /metrics counters. Any thread. */
 void wd__server_diar_ended(wd_server_t *s, int rc);
 
-/* A diarization started (wd__server_diar_ended ends it). */
+/* A diarization started, queued for a diarization thread
+ * (wd__server_diar_ended ends it), and begun: taken up by one. */
 void wd__server_diar_started(wd_server_t *s);
+void wd__server_diar_begun(wd_server_t *s);
 
 /* Audio seconds held in the budget by diarizations whose job has ended:
  * audio_s more (negative: released). Any thread. */

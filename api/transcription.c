@@ -40,8 +40,10 @@
  * (400 for one that is not 1.2-10 s of audio), submits the transcription
  * (with word timestamps: they decide where a segment is cut) and then
  * pushes the diarization (wd_diar_run, and the references' embeddings) as
- * a task of its own on the same decode threads, so that it runs beside the
- * transcription on the worker; it rides on the transcription's admission
+ * a task of its own on the diarization threads (s->diarizers, not the
+ * decode threads: a long one would hold up every other upload), so that
+ * it runs beside the transcription on the worker; it rides on the
+ * transcription's admission
  * (the audio budget counted the upload's seconds once). t->diar_pending is
  * set under t->mu before the job is submitted, so that on_done, however
  * early, sees it: the request is answered (or its stream finished) only
@@ -192,6 +194,7 @@ struct wd_transcription {
   wd_api_error_t diar_err;
   /* Under mu. */
   int diar_pending;          /* the diarization has not ended */
+  int diar_refused;          /* decode thread: its queue refused it (rc) */
   int diar_holds;            /* the budget holds audio_s for the diarization */
   /* Set by the watcher's thread (under s->mu, so not t->mu): the client
    * hung up while its connection was suspended. */
@@ -596,7 +599,7 @@ static void ev_error_locked(wd_transcription_t *t, int rc) {
  * as a job's; anything else names the diarization, since a diarized
  * answer without its speakers would be a wrong one, not a partial one. */
 static void diar_error(const wd_transcription_t *t, int rc, wd_api_error_t *e) {
-  if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN || rc == WD_ETIMEDOUT)
+  if (rc == WD_ECANCELED || rc == WD_ESHUTDOWN || rc == WD_ETIMEDOUT || rc == WD_EBUSY)
     wd_api_error_from_job(e, rc, 0, t->s->o.job_timeout_s, wd__server_retry_after(t->m));
   else
     wd_api_error_set(e, 500, NULL, NULL,
@@ -974,8 +977,10 @@ static void diar_task(void *arg) {
   wd_diar_result_t r = { 0 };
   float emb[WD_DIAR_MAX_KNOWN][WD_DIAR_EMB_DIM];
   const double t0 = wd_now_s();
-  int rc = wd_diar_run(t->m->diar, t->diar_pcm, t->diar_n, t->m->diar_params, diar_should_stop,
-                       t, &r);
+  wd__server_diar_begun(t->s);
+  int rc = t->diar_refused ? t->diar_refused
+                           : wd_diar_run(t->m->diar, t->diar_pcm, t->diar_n, t->m->diar_params,
+                                         diar_should_stop, t, &r);
   for (int k = 0; k < t->n_known && rc == 0; k++)
     rc = wd_diar_embed_clip(t->m->diar, t->known_pcm[k], t->known_n[k], emb[k]);
   /* Stopped by the job's deadline: the 504 a job past it gets; by the
@@ -1146,12 +1151,16 @@ static void decode_task(void *arg) {
   resume_locked(t);
   pthread_mutex_unlock(&t->mu);
   if (diar_go) {
-    /* Its own task on the decode threads, beside the transcription; when
-     * their queue is full, here (this is one of them too). */
+    /* Its own task on the diarization threads, beside the transcription.
+     * Their queue holds one per connection, so a refusal means the server
+     * is stopping: the task then ends here at once with that answer. */
     atomic_fetch_add(&t->refs, 1);
     wd__server_diar_started(s);
-    if (wd_taskq_push(s->decoders, diar_task, t) < 0)
+    const int prc = wd_taskq_push(s->diarizers, diar_task, t);
+    if (prc < 0) {
+      t->diar_refused = prc == WD_EBUSY ? WD_EBUSY : WD_ESHUTDOWN;
       diar_task(t);
+    }
   }
   tr_unref(t);
 }

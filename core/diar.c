@@ -42,6 +42,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "diar_campp.h"
 #include "diar_fbank.h"
@@ -224,6 +225,17 @@ static int embed_chunk(const wd_diar_t *d, const float *pcm, size_t n, size_t st
   return 0;
 }
 
+/* Tests (core/fault.h, diar_delay:MS): waits MS before a batch of windows,
+ * looking at should_stop every 20 ms as the windows would. 1: stopped. */
+static int fault_wait(int (*should_stop)(void *), void *stop_arg) {
+  for (long ms = wd__fault_diar_delay_ms(); ms > 0; ms -= 20) {
+    if (should_stop && should_stop(stop_arg))
+      return 1;
+    nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000000L }, NULL);
+  }
+  return 0;
+}
+
 int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_params_t *p,
                 int (*should_stop)(void *), void *stop_arg, wd_diar_result_t *out) {
   memset(out, 0, sizeof *out);
@@ -245,6 +257,10 @@ int wd_diar_run(const wd_diar_t *d, const float *pcm, size_t n, const wd_diar_pa
   }
   for (size_t c0 = 0; c0 < g.n_chunks; c0 += BATCH) {
     if (should_stop && should_stop(stop_arg)) {
+      rc = WD_ECANCELED;
+      goto out;
+    }
+    if (fault_wait(should_stop, stop_arg)) { /* tests: a long diarization (core/fault.h) */
       rc = WD_ECANCELED;
       goto out;
     }

@@ -13,6 +13,8 @@
 static atomic_long wd_fault_oom_left;
 /* Diarization batches left before the failing one; 0 = disarmed. */
 static atomic_long wd_fault_diar_left;
+/* Milliseconds every diarization batch of windows waits first; 0 = disarmed. */
+static atomic_long wd_fault_diar_ms;
 /* Milliseconds every audio decode sleeps first; 0 = disarmed. */
 static atomic_long wd_fault_decode_ms;
 /* Milliseconds every model load of `serve` sleeps first; 0 = disarmed. */
@@ -34,7 +36,7 @@ static int wd_fault_item(const char *item, size_t len, const char *name, long *n
 }
 
 int wd_fault_arm(const char *spec) {
-  long oom = 0, delay = 0, load = 0, diar = 0;
+  long oom = 0, delay = 0, load = 0, diar = 0, diar_ms = 0;
   for (const char *p = spec ? spec : ""; *p;) {
     const size_t len = strcspn(p, ",");
     int r = wd_fault_item(p, len, "oom:", &oom);
@@ -44,6 +46,8 @@ int wd_fault_arm(const char *spec) {
       r = wd_fault_item(p, len, "load_delay:", &load);
     if (r == 0)
       r = wd_fault_item(p, len, "diar_oom:", &diar);
+    if (r == 0)
+      r = wd_fault_item(p, len, "diar_delay:", &diar_ms);
     if (r <= 0)
       return WD_EINVAL;
     p += len + (p[len] == ',');
@@ -52,11 +56,16 @@ int wd_fault_arm(const char *spec) {
   atomic_store(&wd_fault_decode_ms, delay);
   atomic_store(&wd_fault_load_ms, load);
   atomic_store(&wd_fault_diar_left, diar);
+  atomic_store(&wd_fault_diar_ms, diar_ms);
   return 0;
 }
 
 long wd__fault_decode_delay_ms(void) {
   return atomic_load_explicit(&wd_fault_decode_ms, memory_order_relaxed);
+}
+
+long wd__fault_diar_delay_ms(void) {
+  return atomic_load_explicit(&wd_fault_diar_ms, memory_order_relaxed);
 }
 
 long wd__fault_load_delay_ms(void) {

@@ -24,6 +24,11 @@
  *           part-way on a decode thread while its request's transcription
  *           succeeds on the worker.
  *
+ *   diar_delay:MS  every speaker-diarization batch of windows waits MS
+ *           first (core/diar.c), watching its stop condition meanwhile: a
+ *           diarization as long as hours of audio, to show that it holds
+ *           up no other upload and still stops when its request ends.
+ *
  * A real out-of-memory there is a malloc that returns NULL; this makes one
  * happen at a chosen point without starving the whole process.
  * `whisperd serve` arms it from --fault-inject (WHISPERD_FAULT_INJECT) once it is ready
@@ -45,6 +50,9 @@ int wd__fault_oom(void);
 
 /* For core/diar.c: 1 when this batch of windows must fail (consumes it). */
 int wd__fault_diar_oom(void);
+
+/* For core/diar.c: milliseconds a batch of windows must wait first (0: none). */
+long wd__fault_diar_delay_ms(void);
 
 /* For core/: milliseconds an audio decode must sleep first (0: none). */
 long wd__fault_decode_delay_ms(void);

@@ -130,6 +130,7 @@ static wd_server_opts_t server_opts(const wd_config_t *cfg, int listen_fd) {
     .header_timeout_s = cfg->header_timeout_s,
     .max_connections_per_ip = cfg->max_connections_per_ip,
     .decode_threads = cfg->decode_threads,
+    .diarize_threads = cfg->diarize_threads,
     .realtime_sessions = cfg->realtime_sessions,
     .realtime_partial_ms = cfg->realtime_partial_ms,
     .no_web_ui = strcmp(cfg->web_ui, "off") == 0,

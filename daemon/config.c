@@ -75,7 +75,7 @@ static const wd_option_t wd_options[] = {
   { "vk-force-staging", 0, WD_OPT_BOOL, OFF(vk_force_staging), "false", 0, 0, NULL, NULL,
     "Upload weights and read results through the staging ring even where device memory is mapped (tests: the path a discrete GPU takes)", 0 },
   { "fault-inject", 0, WD_OPT_STR, OFF(fault_inject), "", 0, 0, NULL, "SPEC",
-    "Testing only: inject faults, a comma list of oom:N, decode_delay:MS, load_delay:MS, diar_oom:N, submit:N, ... (daemon/runtime.h)", 0 },
+    "Testing only: inject faults, a comma list of oom:N, decode_delay:MS, load_delay:MS, diar_oom:N, diar_delay:MS, submit:N, ... (daemon/runtime.h)", 0 },
   { "gpu-timeout", 0, WD_OPT_INT, OFF(gpu_timeout_s), "0", 0, 3600, NULL, "SECONDS",
     "Longest wait for one GPU submit; past it the device is taken for hung and rebuilt (0: 20 s on a GPU, 300 s on a CPU driver such as lavapipe)", 0 },
   { "threads", 0, WD_OPT_INT, OFF(threads), "0", 0, 256, NULL, "N",
@@ -197,6 +197,8 @@ static const wd_option_t wd_options[] = {
     "PATH", "speaker diarization: pyannote segmentation-3.0 weights (scripts/fetch-diarization.sh makes them); loaded at start when present with --diar-emb-model, for requests' response_format diarized_json", 0 },
   { "diar-emb-model", 0, WD_OPT_STR, OFF(diar_emb_model), "models/diar-campplus-zh-en.safetensors", 0, 0, NULL,
     "PATH", "speaker diarization: CAM++ speaker-embedding weights (scripts/fetch-diarization.sh makes them)", 0 },
+  { "diarize-threads", 0, WD_OPT_INT, OFF(diarize_threads), "1", 1, 256, NULL, "N",
+    "serve: threads that run requests' speaker diarizations, each one at a time, off the decode threads (so a long diarization never holds up other uploads); more diarized requests wait for one", 0 },
   { "threshold", 0, WD_OPT_STR, OFF(diar_threshold), "", 0, 0, NULL, "X",
     "diarize: clustering threshold, the cosine distance below which speakers' centroids merge "
     "(empty: the pipeline's default, core/diar_pipeline.c)", 0 },

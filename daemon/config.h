@@ -99,6 +99,7 @@ typedef struct {
   bool diarize;           /* transcribe: speaker labels (core/diar.h) */
   char *diar_seg_model;   /* pyannote segmentation-3.0, converted */
   char *diar_emb_model;   /* CAM++ zh_en, converted */
+  int diarize_threads;    /* serve: threads running diarizations */
   char *clip_timestamps;  /* "start,end,..." seconds, "" = the whole file */
   /* diarize (core/diar.h; the models are diar_seg_model and diar_emb_model) */
   char *diar_threshold;   /* a float; "" = the pipeline's default */

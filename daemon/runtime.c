@@ -440,7 +440,8 @@ int wd_runtime_arm_faults(const char *spec) {
     const int core = (len >= 4 && strncmp(p, "oom:", 4) == 0) ||
                      (len >= 13 && strncmp(p, "decode_delay:", 13) == 0) ||
                      (len >= 11 && strncmp(p, "load_delay:", 11) == 0) ||
-                     (len >= 9 && strncmp(p, "diar_oom:", 9) == 0);
+                     (len >= 9 && strncmp(p, "diar_oom:", 9) == 0) ||
+                     (len >= 11 && strncmp(p, "diar_delay:", 11) == 0);
     char *dst = core ? core_spec : vk_spec;
     const size_t cap = dst == core_spec ? sizeof core_spec : sizeof vk_spec;
     const size_t used = strlen(dst);

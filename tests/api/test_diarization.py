@@ -634,3 +634,34 @@ def test_diarization_failing_part_way():
         assert diar_counts(d.port)["diar_done"] == 1
     finally:
         d.stop(timeout=60)
+
+
+def test_long_diarizations_hold_up_no_upload():
+    """Diarizations run on threads of their own (--diarize-threads), never on
+    the decode threads: with one decode thread, two diarized uploads whose
+    diarizations last (--fault-inject diar_delay: each batch of windows
+    waits 60 s first) have one diarization running and the other waiting
+    for the one diarization thread (whisperd_diarizations_queued), and a
+    plain upload is decoded and answered meanwhile. Their clients hanging
+    up stop both, the queued one as soon as it is taken up."""
+    d = diar_daemon(5, ["--decode-threads", "1", "--diarize-threads", "1",
+                        "--fault-inject", "diar_delay:60000"])
+    try:
+        kw = dict(path=None, data=clip_wav(SAMPLE, *SHORT), filename="short.wav",
+                  response_format="diarized_json")
+        bs = [wd_api.Background(d.port, **kw) for _ in range(2)]
+        wait_diar(d.port, lambda c: c["diar_running"] == 1
+                  and c["raw"]["whisperd_diarizations_queued"] == 1,
+                  what="one diarization running and one queued")
+        t0 = time.monotonic()
+        wd_api.assert_jfk_json(post_audio(d.port, timeout=40))
+        assert time.monotonic() - t0 < 40
+        for b in bs:
+            b.close()
+        c = wait_diar(d.port, lambda c: c["diar_running"] == 0
+                      and c["raw"]["whisperd_diarizations_queued"] == 0,
+                      what="both diarizations stopped", timeout=20)
+        assert c["diar_canceled"] == 2 and c["diar_done"] == 0, c
+        wd_api.assert_healthy(d)
+    finally:
+        d.stop(timeout=60)
