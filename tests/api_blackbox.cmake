@@ -71,8 +71,9 @@ endforeach()
 
 # Diarization under both sanitizers: the no-model 400s, 4 s of two voices
 # whole, streamed and left by its client, and a client leaving the
-# diarization of audio without speech (test_diarization.py -k "short or
-# no_model or without_speech": the decode thread's diarization task beside
+# diarization of audio without speech, and diarizations queued on their
+# own thread while an upload goes through (test_diarization.py -k "short
+# or no_model or without_speech or hold_up": the diarization task beside
 # the worker's job, their meeting, and the watcher stopping a diarization);
 # the rest of the file (30 s files, every parameter) stays in the release
 # tree.
@@ -80,7 +81,7 @@ if(wd_api_sanitized)
   add_test(NAME api_py_test_diarization_short
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/api/run.sh ${WD_API_VENV}
                    $<TARGET_FILE:whisperd> ${CMAKE_CURRENT_SOURCE_DIR}/api/test_diarization.py
-                   -k "short or no_model or without_speech")
+                   -k "short or no_model or without_speech or hold_up")
   set_tests_properties(api_py_test_diarization_short PROPERTIES SKIP_RETURN_CODE 77
     TIMEOUT 900 RESOURCE_LOCK whisperd_api)
   if(WD_TSAN)
