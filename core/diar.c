@@ -27,6 +27,9 @@
  *     trunk's normalizations (the fbank's mean, CAM++'s context means) then
  *     span a block with its margins instead of the chunk's window: the
  *     evaluation (tests/bench/diar_eval.py) measures what that costs.
+ *     A clustered local speaker is also tried split in two at a change
+ *     point inside its mask (change_point): the segmentation model
+ *     sometimes gives one local speaker two voices of a window.
  * should_stop is polled before each batch and each chunk's embeddings.
  *
  * Memory: per batch BATCH x 589 x 7 log-probabilities, one block's fbank
@@ -111,6 +114,7 @@ typedef struct {
   long ring_b[RING];
   float *hidden; /* a chunk's window of trunk frames: T_out x 512 */
   float *w;      /* T_out trunk-frame weights */
+  double *split; /* change_point's sums: 6 x 512 */
   size_t T_blk, T_out;
 } scratch_t;
 
@@ -122,6 +126,7 @@ static void scratch_free(scratch_t *s) {
   free(s->ring);
   free(s->hidden);
   free(s->w);
+  free(s->split);
 }
 
 static int scratch_init(scratch_t *s) {
@@ -137,7 +142,9 @@ static int scratch_init(scratch_t *s) {
   s->ring = malloc((size_t)RING * BLOCK_FRAMES * WD_CAMPP_HIDDEN * sizeof *s->ring);
   s->hidden = malloc(s->T_out * WD_CAMPP_HIDDEN * sizeof *s->hidden);
   s->w = malloc(s->T_out * sizeof *s->w);
-  if (!s->pad || !s->logp || !s->feats || !s->bhid || !s->ring || !s->hidden || !s->w) {
+  s->split = malloc(6 * WD_CAMPP_HIDDEN * sizeof *s->split);
+  if (!s->pad || !s->logp || !s->feats || !s->bhid || !s->ring || !s->hidden || !s->w ||
+      !s->split) {
     scratch_free(s);
     return WD_ENOMEM;
   }
@@ -196,15 +203,104 @@ static int window_trunk(const wd_diar_t *d, const float *pcm, size_t n, size_t s
   return 0;
 }
 
+/* Pooled statistics (mean, then std; wd_campp_embed's) of weights
+ * summing v1 (squares v2) with sums sx, sxx of w x and w x^2 per channel. */
+static void pooled(double v1, double v2, const double *sx, const double *sxx, float *stats) {
+  const double den = v1 - v2 / v1;
+  for (size_t c = 0; c < WD_CAMPP_HIDDEN; c++) {
+    const double mean = sx[c] / v1, var = sxx[c] - sx[c] * mean;
+    stats[c] = (float)mean;
+    stats[WD_CAMPP_HIDDEN + c] = den > 1e-12 && var > 0 ? (float)sqrt(var / den) : 0.0f;
+  }
+}
+
+/* A clustered local speaker's change point (diar_internal.h,
+ * WD__DIAR_SPLIT_*): the cut (a segmentation frame) whose left and right
+ * parts of mask have the most distant embeddings, written to eL and eR,
+ * or 0 when no split reaches WD__DIAR_SPLIT_DISTANCE (or there are too
+ * few clean frames for two parts). s->w holds mask's trunk weights. The
+ * candidates are scored at trunk-frame resolution from running sums of
+ * the weighted statistics (one pass over the trunk frames, then only the
+ * dense layer per part), the winner's parts embedded exactly. */
+static int change_point(const wd_diar_t *d, const uint8_t *mask, scratch_t *s, float *eL,
+                        float *eR) {
+  uint16_t idx[WD__DIAR_FRAMES]; /* the clean frames, in order */
+  int k = 0;
+  for (int f = 0; f < WD__DIAR_FRAMES; f++)
+    if (mask[f])
+      idx[k++] = (uint16_t)f;
+  if (k < 2 * WD__DIAR_SPLIT_MIN_PART)
+    return 0;
+  const size_t H = WD_CAMPP_HIDDEN, T = s->T_out;
+  double *sx = s->split, *sxx = sx + H, *lx = sxx + H, *lxx = lx + H, *rx = lxx + H,
+         *rxx = rx + H;
+  double v1 = 0, v2 = 0, l1 = 0, l2 = 0;
+  memset(sx, 0, 4 * H * sizeof *sx); /* sx, sxx, lx, lxx */
+  for (size_t j = 0; j < T; j++) {
+    const double w = s->w[j];
+    if (w <= 0)
+      continue;
+    v1 += w, v2 += w * w;
+    const float *x = s->hidden + j * H;
+    for (size_t c = 0; c < H; c++)
+      sx[c] += w * x[c], sxx[c] += w * x[c] * x[c];
+  }
+  float stats[2 * WD_CAMPP_HIDDEN], l[WD_DIAR_EMB_DIM], r[WD_DIAR_EMB_DIM];
+  double best = WD__DIAR_SPLIT_DISTANCE;
+  int cut = 0;
+  size_t j = 0; /* the left sums hold trunk frames 0 .. j-1 */
+  for (int q = WD__DIAR_SPLIT_MIN_PART; q <= k - WD__DIAR_SPLIT_MIN_PART;
+       q += WD__DIAR_SPLIT_STEP) {
+    const size_t J = wd__diar_seg_to_trunk(idx[q], T);
+    for (; j < J; j++) {
+      const double w = s->w[j];
+      if (w <= 0)
+        continue;
+      l1 += w, l2 += w * w;
+      const float *x = s->hidden + j * H;
+      for (size_t c = 0; c < H; c++)
+        lx[c] += w * x[c], lxx[c] += w * x[c] * x[c];
+    }
+    if (!(l1 > 0) || !(v1 - l1 > 0))
+      continue;
+    pooled(l1, l2, lx, lxx, stats);
+    wd_campp_dense_f32(d->emb, stats, l);
+    for (size_t c = 0; c < H; c++)
+      rx[c] = sx[c] - lx[c], rxx[c] = sxx[c] - lxx[c];
+    pooled(v1 - l1, v2 - l2, rx, rxx, stats);
+    wd_campp_dense_f32(d->emb, stats, r);
+    const double dist = wd__diar_cos_dist(l, r);
+    if (dist >= best) {
+      best = dist;
+      cut = idx[q];
+    }
+  }
+  if (cut == 0)
+    return 0;
+  uint8_t part[WD__DIAR_FRAMES];
+  wd__diar_split_part(mask, cut, 0, part);
+  wd__diar_trunk_weights(part, T, s->w);
+  if (wd_campp_embed(d->emb, s->hidden, T, s->w, l) < 0)
+    return 0;
+  wd__diar_split_part(mask, cut, 1, part);
+  wd__diar_trunk_weights(part, T, s->w);
+  if (wd_campp_embed(d->emb, s->hidden, T, s->w, r) < 0)
+    return 0;
+  memcpy(eL, l, sizeof l);
+  memcpy(eR, r, sizeof r);
+  return cut;
+}
+
 /* The embeddings of chunk c's active local speakers (act: its 589 x 3
- * activity), pooled from the window's trunk frames. */
+ * activity), pooled from the window's trunk frames; a clustered one with
+ * a change point (change_point) split into two. */
 static int embed_chunk(const wd_diar_t *d, const float *pcm, size_t n, size_t start, size_t c,
                        scratch_t *s, wd__diar_acts_t *a) {
   const uint8_t *act = a->act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
   uint8_t mask[WD__DIAR_FRAMES];
   int have_trunk = 0;
   for (int sp = 0; sp < WD__DIAR_LOCAL; sp++) {
-    const size_t i = c * WD__DIAR_LOCAL + (size_t)sp;
+    const size_t i = c * WD__DIAR_SLOTS + (size_t)sp;
     const int clean = wd__diar_embed_mask(act, sp, mask);
     if (clean < 0)
       continue; /* never active: state stays -1 */
@@ -214,13 +310,22 @@ static int embed_chunk(const wd_diar_t *d, const float *pcm, size_t n, size_t st
         return rc;
       have_trunk = 1;
     }
-    wd__diar_trunk_weights(mask, s->T_out, s->w);
+    wd__diar_trunk_weights(mask, s->T_out, s->w); /* change_point reuses them */
     const int rc = wd_campp_embed(d->emb, s->hidden, s->T_out, s->w, a->emb + i * WD_DIAR_EMB_DIM);
     if (rc == WD_EINVAL)
       continue; /* no weight at all (the speaker's frames all past the signal) */
     if (rc < 0)
       return rc;
     a->state[i] = (double)clean >= WD__DIAR_TRAIN_RATIO * WD__DIAR_FRAMES ? 1 : 0;
+    if (a->state[i] != 1)
+      continue;
+    const size_t j = i + WD__DIAR_LOCAL; /* the right part's slot */
+    const int cut = change_point(d, mask, s, a->emb + i * WD_DIAR_EMB_DIM,
+                                 a->emb + j * WD_DIAR_EMB_DIM);
+    if (cut > 0) {
+      a->cut[c * WD__DIAR_LOCAL + (size_t)sp] = (uint16_t)cut;
+      a->state[j] = 1;
+    }
   }
   return 0;
 }

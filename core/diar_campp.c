@@ -528,6 +528,25 @@ int wd_campp_embed(const wd_campp_t *m, const float *hidden, size_t T_out, const
     stats[c] = (float)mean[c];
     stats[WD_CAMPP_HIDDEN + c] = den > 1e-12 ? (float)sqrt(var[c] / den) : 0.0f;
   }
+  wd_campp_dense(m, stats, emb);
+  return 0;
+}
+
+void wd_campp_dense_f32(const wd_campp_t *m, const float *stats, float *emb) {
+  /* Eight float partial sums per output: a reduction the compiler may
+   * vectorize without reassociating anything itself. */
+  for (size_t o = 0; o < WD_CAMPP_EMB; o++) {
+    const float *row = m->dense_w + o * 2 * WD_CAMPP_HIDDEN;
+    float acc[8] = { 0 };
+    for (size_t i = 0; i < 2 * WD_CAMPP_HIDDEN; i += 8)
+      for (size_t u = 0; u < 8; u++)
+        acc[u] += row[i + u] * stats[i + u];
+    emb[o] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) +
+             m->dense_b[o];
+  }
+}
+
+void wd_campp_dense(const wd_campp_t *m, const float *stats, float *emb) {
   for (size_t o = 0; o < WD_CAMPP_EMB; o++) {
     const float *row = m->dense_w + o * 2 * WD_CAMPP_HIDDEN;
     double acc = 0.0;
@@ -535,5 +554,4 @@ int wd_campp_embed(const wd_campp_t *m, const float *hidden, size_t T_out, const
       acc += (double)row[i] * stats[i];
     emb[o] = (float)acc + m->dense_b[o];
   }
-  return 0;
 }

@@ -59,4 +59,12 @@ int wd_campp_trunk(const wd_campp_t *m, const float *feats, size_t T, float *hid
 int wd_campp_embed(const wd_campp_t *m, const float *hidden, size_t T_out, const float *w,
                    float *emb);
 
+/* emb[192] from pooled statistics (stats: the 512 means, then the 512
+ * standard deviations), wd_campp_embed's dense layer: for callers that
+ * pool the statistics themselves (diar.c's change points). */
+void wd_campp_dense(const wd_campp_t *m, const float *stats, float *emb);
+/* The same in float arithmetic (eight partial sums), several times faster
+ * and not bit-equal: for scores, not for the embeddings kept. */
+void wd_campp_dense_f32(const wd_campp_t *m, const float *stats, float *emb);
+
 #endif

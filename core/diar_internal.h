@@ -41,6 +41,22 @@
  * frames are at least 20% of the chunk's (filter_embeddings'
  * min_active_ratio); the others are only assigned to the clusters. */
 #define WD__DIAR_TRAIN_RATIO 0.2
+/* Change points inside a local speaker (issue #41): the segmentation model
+ * sometimes gives one local speaker two voices of a chunk, whose one
+ * embedding then sits between them. A clustered local speaker's clean
+ * frames are tried split at every WD__DIAR_SPLIT_STEP-th of them into a
+ * left and a right part of at least WD__DIAR_SPLIT_MIN_PART frames (~1 s)
+ * each; when the two parts' embeddings are at least
+ * WD__DIAR_SPLIT_DISTANCE apart (cosine distance) at the best split, the
+ * local speaker becomes two embeddings: its left part in its own slot,
+ * its right part in slot WD__DIAR_LOCAL + s, both clustered (cannot-link:
+ * one chunk). 0.6: on the evaluation files one voice's local speakers
+ * (each >= 2 s clean) reach at most 0.55 (pyannote's sample.wav) and
+ * 0.47 (voxint), two real voices 0.6-1.08 (docs/diarization.md). */
+#define WD__DIAR_SLOTS (2 * WD__DIAR_LOCAL) /* embeddings per chunk */
+#define WD__DIAR_SPLIT_MIN_PART 59
+#define WD__DIAR_SPLIT_STEP 10
+#define WD__DIAR_SPLIT_DISTANCE 0.7
 
 typedef struct {
   size_t n_samples; /* the signal */
@@ -86,6 +102,21 @@ size_t wd__diar_seg_to_trunk(size_t f, size_t T_out);
  * 0 or WD_ENOMEM. */
 int wd__diar_count(const uint8_t *act, const wd__diar_geom_t *g, uint8_t *count);
 
+/* wd__diar_reconstruct with split local speakers: hard is n_chunks x
+ * WD__DIAR_SLOTS (slot s < 3: local speaker s, or its frames before
+ * cut[c * 3 + s] when that is > 0; slot 3 + s: its frames from that cut
+ * on), cut n_chunks x 3 (NULL: nothing split, slots 3.. unused). */
+int wd__diar_reconstruct_split(const uint8_t *act, const uint16_t *cut, const int *hard,
+                               const uint8_t *count, const wd__diar_geom_t *g, int k,
+                               uint8_t *binary);
+
+/* A split's part of an embedding mask (589 frames): the frames before
+ * frame cut (side 0) or from it on (side 1). */
+void wd__diar_split_part(const uint8_t *mask, int cut, int side, uint8_t *part);
+
+/* Cosine distance of two WD_DIAR_EMB_DIM vectors (1 when either is 0). */
+double wd__diar_cos_dist(const float *a, const float *b);
+
 /* to_diarization after reconstruct: hard (n_chunks x 3) is each local
  * speaker's cluster in 0 .. k-1, or negative for none; each cluster's
  * activity in a chunk is the max over its local speakers, summed over the
@@ -110,10 +141,13 @@ int wd__diar_turns(const uint8_t *binary, size_t n_frames, int k, double end_s,
 typedef struct {
   wd__diar_geom_t g;
   uint8_t *act;  /* n_chunks x 589 x 3, 0/1 */
-  float *emb;    /* n_chunks x 3 x WD_DIAR_EMB_DIM, the network's output (not
-                  * normalized); rows of inactive speakers unused */
-  int8_t *state; /* n_chunks x 3: -1 inactive, 0 embedded (assigned only),
-                  * 1 embedded and clustered */
+  float *emb;    /* n_chunks x WD__DIAR_SLOTS x WD_DIAR_EMB_DIM, the
+                  * network's output (not normalized); rows of inactive
+                  * slots unused */
+  int8_t *state; /* n_chunks x WD__DIAR_SLOTS: -1 inactive, 0 embedded
+                  * (assigned only), 1 embedded and clustered */
+  uint16_t *cut; /* n_chunks x 3: the first frame of local speaker s's
+                  * right part (slot 3 + s), 0 when not split */
 } wd__diar_acts_t;
 
 /* Allocates a's arrays for geometry g (zeroed). 0 or WD_ENOMEM. */

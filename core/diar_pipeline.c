@@ -18,13 +18,17 @@
  * speaker without a centroid could be neither named nor matched to a known
  * speaker.
  *
- * And one addition: the clustering is pyannote's with cannot-link
+ * And two additions: the clustering is pyannote's with cannot-link
  * constraints between the local speakers of one chunk
- * (wd_diar_cluster_linked, WD__DIAR_LINK_RATIO below).
+ * (wd_diar_cluster_linked, WD__DIAR_LINK_RATIO below); and a local speaker
+ * whose left and right parts sound like two voices is split at that
+ * change point into two embeddings (diar.c, WD__DIAR_SPLIT_*), both
+ * clustered and reconstructed part by part (wd__diar_reconstruct_split).
  *
  * Memory: O(duration): per chunk (one per step_s) its activity, 589 x 3
- * bytes, and 3 embeddings of 192 floats (4.1 KB per second of signal at the
- * 1 s step); per aggregated frame (59 per second) a count byte and the
+ * bytes, and 6 embedding slots of 192 floats (3 local speakers and the
+ * right parts of split ones) and 3 cuts (6.4 KB per second of signal at
+ * the 1 s step); per aggregated frame (59 per second) a count byte and the
  * clusters' sums. Clustering is bounded by WD_DIAR_CLUSTER_N_MAX.
  * Thread-safe: no shared state.
  */
@@ -163,6 +167,23 @@ void wd__diar_trunk_weights(const uint8_t *mask, size_t T_out, float *w) {
   }
 }
 
+/* ---- change points inside a local speaker ---- */
+
+void wd__diar_split_part(const uint8_t *mask, int cut, int side, uint8_t *part) {
+  for (int f = 0; f < WD__DIAR_FRAMES; f++)
+    part[f] = (uint8_t)(mask[f] && (f < cut) == (side == 0));
+}
+
+double wd__diar_cos_dist(const float *a, const float *b) {
+  double d = 0, na = 0, nb = 0;
+  for (size_t k = 0; k < WD_DIAR_EMB_DIM; k++) {
+    d += (double)a[k] * b[k];
+    na += (double)a[k] * a[k];
+    nb += (double)b[k] * b[k];
+  }
+  return na > 0 && nb > 0 ? 1.0 - d / sqrt(na * nb) : 1.0;
+}
+
 /* ---- speaker count (SpeakerDiarizationMixin.speaker_count) ---- */
 
 int wd__diar_count(const uint8_t *act, const wd__diar_geom_t *g, uint8_t *count) {
@@ -189,8 +210,36 @@ int wd__diar_count(const uint8_t *act, const wd__diar_geom_t *g, uint8_t *count)
 
 /* ---- reconstruction (reconstruct + to_diarization) ---- */
 
+/* Slot s's activity at frame f of a chunk (a: its 589 x 3 activity, cut:
+ * its 3 cuts or NULL): slot s < 3 local speaker s before its cut, slot
+ * 3 + s local speaker s from its cut on. */
+static uint8_t slot_act(const uint8_t *a, const uint16_t *cut, int s, size_t f) {
+  const int l = s % WD__DIAR_LOCAL;
+  const size_t c = cut ? cut[l] : 0;
+  if (s < WD__DIAR_LOCAL)
+    return (uint8_t)(a[3 * f + (size_t)l] && (c == 0 || f < c));
+  return (uint8_t)(a[3 * f + (size_t)l] && c > 0 && f >= c);
+}
+
 int wd__diar_reconstruct(const uint8_t *act, const int *hard, const uint8_t *count,
                          const wd__diar_geom_t *g, int k, uint8_t *binary) {
+  /* hard n_chunks x 3 into the slots' layout, the right parts unused. */
+  const size_t n = g->n_chunks;
+  int *h = malloc((n ? n : 1) * WD__DIAR_SLOTS * sizeof *h);
+  if (!h)
+    return WD_ENOMEM;
+  for (size_t c = 0; c < n; c++)
+    for (int s = 0; s < WD__DIAR_SLOTS; s++)
+      h[c * WD__DIAR_SLOTS + (size_t)s] =
+          s < WD__DIAR_LOCAL ? hard[c * WD__DIAR_LOCAL + (size_t)s] : -1;
+  const int rc = wd__diar_reconstruct_split(act, NULL, h, count, g, k, binary);
+  free(h);
+  return rc;
+}
+
+int wd__diar_reconstruct_split(const uint8_t *act, const uint16_t *cut, const int *hard,
+                               const uint8_t *count, const wd__diar_geom_t *g, int k,
+                               uint8_t *binary) {
   const size_t K = k > 0 ? (size_t)k : 0;
   memset(binary, 0, g->n_frames * K);
   if (K == 0)
@@ -201,20 +250,22 @@ int wd__diar_reconstruct(const uint8_t *act, const int *hard, const uint8_t *cou
   for (size_t c = 0; c < g->n_chunks; c++) {
     const size_t f0 = wd__diar_chunk_frame(g, c);
     const uint8_t *a = act + c * WD__DIAR_FRAMES * WD__DIAR_LOCAL;
-    const int *h = hard + WD__DIAR_LOCAL * c;
+    const int *h = hard + WD__DIAR_SLOTS * c;
+    const uint16_t *ct = cut ? cut + WD__DIAR_LOCAL * c : NULL;
     for (size_t f = 0; f < WD__DIAR_FRAMES && f0 + f < g->n_frames; f++) {
-      /* Each cluster present in the chunk adds the max of its local
-       * speakers, once: at its first local speaker. */
-      for (int s = 0; s < WD__DIAR_LOCAL; s++) {
+      /* Each cluster present in the chunk adds the max of its slots,
+       * once: at its first slot. */
+      for (int s = 0; s < WD__DIAR_SLOTS; s++) {
         if (h[s] < 0 || h[s] >= k)
           continue;
         int first = 1;
         uint8_t m = 0;
-        for (int t = 0; t < WD__DIAR_LOCAL; t++)
+        for (int t = 0; t < WD__DIAR_SLOTS; t++)
           if (h[t] == h[s]) {
             first &= t >= s;
-            if (a[3 * f + (size_t)t] > m)
-              m = a[3 * f + (size_t)t];
+            const uint8_t v = slot_act(a, ct, t, f);
+            if (v > m)
+              m = v;
           }
         if (first)
           sum[(f0 + f) * K + (size_t)h[s]] += (float)m;
@@ -355,13 +406,14 @@ int wd__diar_acts_init(wd__diar_acts_t *a, const wd__diar_geom_t *g) {
   const size_t n = g->n_chunks;
   *a = (wd__diar_acts_t){ .g = *g };
   a->act = calloc(n * WD__DIAR_FRAMES * WD__DIAR_LOCAL, 1);
-  a->emb = calloc(n * WD__DIAR_LOCAL * WD_DIAR_EMB_DIM, sizeof *a->emb);
-  a->state = malloc(n * WD__DIAR_LOCAL);
-  if (!a->act || !a->emb || !a->state) {
+  a->emb = calloc(n * WD__DIAR_SLOTS * WD_DIAR_EMB_DIM, sizeof *a->emb);
+  a->state = malloc(n * WD__DIAR_SLOTS);
+  a->cut = calloc(n * WD__DIAR_LOCAL, sizeof *a->cut);
+  if (!a->act || !a->emb || !a->state || !a->cut) {
     wd__diar_acts_free(a);
     return WD_ENOMEM;
   }
-  memset(a->state, -1, n * WD__DIAR_LOCAL);
+  memset(a->state, -1, n * WD__DIAR_SLOTS);
   return 0;
 }
 
@@ -369,6 +421,8 @@ void wd__diar_acts_free(wd__diar_acts_t *a) {
   free(a->act);
   free(a->emb);
   free(a->state);
+  free(a->cut);
+  a->cut = NULL;
   a->act = NULL;
   a->emb = NULL;
   a->state = NULL;
@@ -380,7 +434,7 @@ void wd__diar_acts_free(wd__diar_acts_t *a) {
  * first on ties (np.argmax); hard[i] = -2 for inactive ones. */
 static void assign(const wd__diar_acts_t *a, const size_t *train, const int *labels,
                    size_t n_train, int k, float *cent, int *hard) {
-  const size_t K = (size_t)k, D = WD_DIAR_EMB_DIM, n = a->g.n_chunks * WD__DIAR_LOCAL;
+  const size_t K = (size_t)k, D = WD_DIAR_EMB_DIM, n = a->g.n_chunks * WD__DIAR_SLOTS;
   double acc[WD_DIAR_EMB_DIM];
   for (size_t kk = 0; kk < K; kk++) {
     size_t cnt = 0;
@@ -436,7 +490,7 @@ static int chunk_picked(size_t r, size_t m, size_t n_ch) {
 static size_t picked_count(const size_t *train, size_t n_all, size_t m, size_t n_ch) {
   size_t c = 0, r = 0;
   for (size_t i = 0; i < n_all; i++) {
-    r += i > 0 && train[i] / WD__DIAR_LOCAL != train[i - 1] / WD__DIAR_LOCAL; /* chunk rank */
+    r += i > 0 && train[i] / WD__DIAR_SLOTS != train[i - 1] / WD__DIAR_SLOTS; /* chunk rank */
     c += (size_t)chunk_picked(r, m, n_ch);
   }
   return c;
@@ -454,18 +508,18 @@ static size_t train_chunks(size_t *train, size_t n_all) {
     return n_all;
   size_t n_ch = 0;
   for (size_t i = 0; i < n_all; i++)
-    n_ch += i == 0 || train[i] / WD__DIAR_LOCAL != train[i - 1] / WD__DIAR_LOCAL;
+    n_ch += i == 0 || train[i] / WD__DIAR_SLOTS != train[i - 1] / WD__DIAR_SLOTS;
   /* m chunks: first the share that fits on average, then fewer until their
-   * embeddings fit (a chunk holds 1 .. WD__DIAR_LOCAL: m = 1 always fits). */
+   * embeddings fit (a chunk holds 1 .. WD__DIAR_SLOTS: m = 1 always fits). */
   size_t m = n_ch * WD_DIAR_CLUSTER_N_MAX / n_all;
   m = m < 1 ? 1 : m;
   for (size_t c; m > 1 && (c = picked_count(train, n_all, m, n_ch)) > WD_DIAR_CLUSTER_N_MAX;) {
     const size_t shrunk = m * WD_DIAR_CLUSTER_N_MAX / c;
     m = shrunk < m ? shrunk : m - 1;
   }
-  size_t kept = 0, r = 0, prev = train[0] / WD__DIAR_LOCAL;
+  size_t kept = 0, r = 0, prev = train[0] / WD__DIAR_SLOTS;
   for (size_t i = 0; i < n_all; i++) {
-    const size_t ch = train[i] / WD__DIAR_LOCAL; /* read before kept may overwrite it */
+    const size_t ch = train[i] / WD__DIAR_SLOTS; /* read before kept may overwrite it */
     r += ch != prev;
     prev = ch;
     if (chunk_picked(r, m, n_ch))
@@ -479,7 +533,7 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
   if (p->min_speakers > 0 && p->max_speakers > 0 && p->min_speakers > p->max_speakers)
     return WD_EINVAL;
   const wd__diar_geom_t *g = &a->g;
-  const size_t n = g->n_chunks * WD__DIAR_LOCAL, D = WD_DIAR_EMB_DIM;
+  const size_t n = g->n_chunks * WD__DIAR_SLOTS, D = WD_DIAR_EMB_DIM;
   int rc = WD_ENOMEM, k = 0;
   uint8_t *count = malloc(g->n_frames);
   size_t *train = malloc((n ? n : 1) * sizeof *train);
@@ -529,7 +583,7 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
      * are different voices to the segmentation model (cannot-link). */
     for (size_t i = 0; i < n_train; i++) {
       memcpy(temb + i * D, a->emb + train[i] * D, D * sizeof *temb);
-      group[i] = (int)(train[i] / WD__DIAR_LOCAL);
+      group[i] = (int)(train[i] / WD__DIAR_SLOTS);
     }
     rc = wd_diar_cluster_linked(temb, n_train, D, group, WD__DIAR_LINK_RATIO, p->threshold,
                                 p->min_cluster_size, p->min_speakers, p->max_speakers, labels, &k);
@@ -547,7 +601,7 @@ int wd__diar_finish(const wd__diar_acts_t *a, const wd_diar_params_t *p, wd_diar
   for (size_t i = 0; i < g->n_frames; i++)
     if (p->max_speakers > 0 && count[i] > p->max_speakers)
       count[i] = (uint8_t)p->max_speakers;
-  if ((rc = wd__diar_reconstruct(a->act, hard, count, g, k, binary)) < 0)
+  if ((rc = wd__diar_reconstruct_split(a->act, a->cut, hard, count, g, k, binary)) < 0)
     goto fail;
   rc = wd__diar_turns(binary, g->n_frames, k, (double)g->n_samples / WD_DIAR_SAMPLE_RATE, cent,
                       out);

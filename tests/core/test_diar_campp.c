@@ -217,6 +217,14 @@ WD_TEST(pooling) {
   memset(w, 0, To * sizeof *w);
   w[5] = 0.5f;
   WD_CHECK_EQ_INT(wd_campp_embed(g_m, hid, To, w, e1), 0);
+  /* ... which is the dense layer of those statistics (wd_campp_dense),
+   * and its float version within float rounding (wd_campp_dense_f32). */
+  float stats[2 * WD_CAMPP_HIDDEN] = { 0 };
+  memcpy(stats, hid + 5 * WD_CAMPP_HIDDEN, WD_CAMPP_HIDDEN * sizeof *stats);
+  wd_campp_dense(g_m, stats, e2);
+  WD_CHECK(memcmp(e1, e2, sizeof e1) == 0);
+  wd_campp_dense_f32(g_m, stats, e2);
+  WD_CHECK(max_diff(e1, e2, WD_CAMPP_EMB) < 1e-4);
   w[5] = 0.0f;
   WD_CHECK_EQ_INT(wd_campp_embed(g_m, hid, To, w, e1), WD_EINVAL);
   w[5] = -1.0f, w[6] = 2.0f;

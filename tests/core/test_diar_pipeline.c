@@ -210,6 +210,59 @@ WD_TEST(reconstruction_top_k_and_turns) {
   WD_CHECK(bin[2 * 100] == 1 && bin[2 * 100 + 1] == 1);
 }
 
+/* A split local speaker (issue #41): its frames before the cut go to its
+ * slot's cluster, those from the cut on to slot 3 + s's; both parts in
+ * one cluster give back the unsplit speaker (the max, not the sum). */
+WD_TEST(reconstruction_split_local_speaker) {
+  wd__diar_geom_t g;
+  uint8_t act[2 * FR * 3], count[653], bin[653 * 2];
+  two_chunks(&g, act);
+  for (int f = 0; f < FR; f++)
+    act[3 * f + 0] = 1; /* chunk 0 only, local speaker 0 throughout */
+  uint16_t cut[6] = { 300, 0, 0, 0, 0, 0 };
+  int hard[12] = { 0, -2, -2, 1, -1, -1, -2, -2, -2, -1, -1, -1 };
+  memset(count, 1, sizeof count);
+  WD_CHECK_EQ_INT(wd__diar_reconstruct_split(act, cut, hard, count, &g, 2, bin), 0);
+  WD_CHECK(bin[2 * 10] == 1 && bin[2 * 10 + 1] == 0);
+  WD_CHECK(bin[2 * 299] == 1 && bin[2 * 299 + 1] == 0);
+  WD_CHECK(bin[2 * 300] == 0 && bin[2 * 300 + 1] == 1);
+  WD_CHECK(bin[2 * 588] == 0 && bin[2 * 588 + 1] == 1);
+  hard[3] = 0; /* both parts cluster 0: the speaker whole */
+  WD_CHECK_EQ_INT(wd__diar_reconstruct_split(act, cut, hard, count, &g, 2, bin), 0);
+  WD_CHECK(bin[2 * 10] == 1 && bin[2 * 400] == 1 && bin[2 * 400 + 1] == 0);
+  /* No cut (NULL): slot 3 stays silent, slot 0 has it all. */
+  hard[3] = 1;
+  WD_CHECK_EQ_INT(wd__diar_reconstruct_split(act, NULL, hard, count, &g, 2, bin), 0);
+  WD_CHECK(bin[2 * 400] == 1 && bin[2 * 400 + 1] == 0);
+}
+
+WD_TEST(split_part_and_cos_dist) {
+  uint8_t mask[FR], l[FR], r[FR];
+  for (int f = 0; f < FR; f++)
+    mask[f] = (uint8_t)(f % 3 != 0);
+  wd__diar_split_part(mask, 100, 0, l);
+  wd__diar_split_part(mask, 100, 1, r);
+  int nl = 0, nr = 0, bad = 0;
+  for (int f = 0; f < FR; f++) {
+    nl += l[f];
+    nr += r[f];
+    bad += (l[f] && f >= 100) || (r[f] && f < 100) || (l[f] | r[f]) != mask[f];
+  }
+  WD_CHECK_EQ_INT(bad, 0);
+  WD_CHECK_EQ_INT(nl, 66); /* 1..99 without multiples of 3 */
+  WD_CHECK_EQ_INT(nl + nr, 392);
+  float a[WD_DIAR_EMB_DIM] = { 0 }, b[WD_DIAR_EMB_DIM] = { 0 }, z[WD_DIAR_EMB_DIM] = { 0 };
+  a[0] = 2.0f;
+  b[0] = 1.0f;
+  b[1] = 1.0f;
+  WD_CHECK_NEAR(wd__diar_cos_dist(a, a), 0.0, 1e-12);
+  WD_CHECK_NEAR(wd__diar_cos_dist(a, b), 1.0 - sqrt(0.5), 1e-9);
+  b[0] = -1.0f;
+  b[1] = 0.0f;
+  WD_CHECK_NEAR(wd__diar_cos_dist(a, b), 2.0, 1e-12);
+  WD_CHECK_NEAR(wd__diar_cos_dist(a, z), 1.0, 1e-12);
+}
+
 WD_TEST(turns_renumbered_and_clipped) {
   enum { N = 100, K = 3 };
   uint8_t bin[N * K] = { 0 };
@@ -276,10 +329,10 @@ WD_TEST(finish_two_synthetic_speakers) {
       const int clean = wd__diar_embed_mask(act, s, mask);
       if (clean < 0)
         continue;
-      float *e = a.emb + (c * 3 + (size_t)s) * WD_DIAR_EMB_DIM;
+      float *e = a.emb + (c * WD__DIAR_SLOTS + (size_t)s) * WD_DIAR_EMB_DIM;
       for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
         e[d] = dir[s][d] + 0.3f * noise(&seed);
-      a.state[c * 3 + (size_t)s] = clean >= WD__DIAR_TRAIN_RATIO * FR ? 1 : 0;
+      a.state[c * WD__DIAR_SLOTS + (size_t)s] = clean >= WD__DIAR_TRAIN_RATIO * FR ? 1 : 0;
     }
   }
   wd_diar_params_t p;
@@ -335,10 +388,10 @@ static void close_voices_every_chunk(const wd__diar_geom_t *g, wd__diar_acts_t *
     for (size_t f = 0; f < FR; f++)
       act[3 * f + (f < FR / 2 ? 0 : 1)] = 1;
     for (int s = 0; s < 2; s++) {
-      float *e = a->emb + (c * 3 + (size_t)s) * WD_DIAR_EMB_DIM;
+      float *e = a->emb + (c * WD__DIAR_SLOTS + (size_t)s) * WD_DIAR_EMB_DIM;
       for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
         e[d] = dir[s][d] + 0.05f * noise(&seed);
-      a->state[c * 3 + (size_t)s] = 1;
+      a->state[c * WD__DIAR_SLOTS + (size_t)s] = 1;
     }
   }
 }
@@ -397,13 +450,13 @@ WD_TEST(finish_long_upload_keeps_the_chunks_cannot_link) {
     far[d] = noise(&seed);
   for (size_t c = 0; c < g.n_chunks; c++) {
     if (c % 2) {
-      a.state[c * 3 + 1] = 0;
+      a.state[c * WD__DIAR_SLOTS + 1] = 0;
       continue;
     }
-    float *e = a.emb + (c * 3 + 2) * WD_DIAR_EMB_DIM;
+    float *e = a.emb + (c * WD__DIAR_SLOTS + 2) * WD_DIAR_EMB_DIM;
     for (int d = 0; d < WD_DIAR_EMB_DIM; d++)
       e[d] = far[d] + 0.05f * noise(&seed);
-    a.state[c * 3 + 2] = 1;
+    a.state[c * WD__DIAR_SLOTS + 2] = 1;
   }
   WD_CHECK_EQ_INT(wd__diar_finish(&a, &p, &r), 0); /* not WD_ERANGE: at most 2,000 clustered */
   WD_CHECK_EQ_INT(r.n_speakers, 2);
