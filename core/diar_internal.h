@@ -50,9 +50,11 @@
  * WD__DIAR_SPLIT_DISTANCE apart (cosine distance) at the best split, the
  * local speaker becomes two embeddings: its left part in its own slot,
  * its right part in slot WD__DIAR_LOCAL + s, both clustered (cannot-link:
- * one chunk). 0.6: on the evaluation files one voice's local speakers
+ * one chunk). 0.7: on the evaluation files one voice's local speakers
  * (each >= 2 s clean) reach at most 0.55 (pyannote's sample.wav) and
- * 0.47 (voxint), two real voices 0.6-1.08 (docs/diarization.md). */
+ * 0.47 (voxint), two real voices 0.6-1.08 (docs/diarization.md); at 0.6
+ * the pipeline split sample.wav into 3 speakers, at 0.8 it left a tuning
+ * file (real3spk_tune) one speaker short. */
 #define WD__DIAR_SLOTS (2 * WD__DIAR_LOCAL) /* embeddings per chunk */
 #define WD__DIAR_SPLIT_MIN_PART 59
 #define WD__DIAR_SPLIT_STEP 10
