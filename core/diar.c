@@ -214,6 +214,19 @@ static void pooled(double v1, double v2, const double *sx, const double *sxx, fl
   }
 }
 
+/* Trunk frame j of s->hidden into a part's weighted sums: the weights
+ * (v1), their squares (v2), and per channel w x (sx) and w x^2 (sxx). */
+static void add_frame(const scratch_t *s, size_t j, double *v1, double *v2, double *sx,
+                      double *sxx) {
+  const double w = s->w[j];
+  if (w <= 0)
+    return;
+  *v1 += w, *v2 += w * w;
+  const float *x = s->hidden + j * WD_CAMPP_HIDDEN;
+  for (size_t c = 0; c < WD_CAMPP_HIDDEN; c++)
+    sx[c] += w * x[c], sxx[c] += w * x[c] * x[c];
+}
+
 /* A clustered local speaker's change point (diar_internal.h,
  * WD__DIAR_SPLIT_*): the cut (a segmentation frame) whose left and right
  * parts of mask have the most distant embeddings, written to eL and eR,
@@ -236,15 +249,8 @@ static int change_point(const wd_diar_t *d, const uint8_t *mask, scratch_t *s, f
          *rxx = rx + H;
   double v1 = 0, v2 = 0, l1 = 0, l2 = 0;
   memset(sx, 0, 4 * H * sizeof *sx); /* sx, sxx, lx, lxx */
-  for (size_t j = 0; j < T; j++) {
-    const double w = s->w[j];
-    if (w <= 0)
-      continue;
-    v1 += w, v2 += w * w;
-    const float *x = s->hidden + j * H;
-    for (size_t c = 0; c < H; c++)
-      sx[c] += w * x[c], sxx[c] += w * x[c] * x[c];
-  }
+  for (size_t j = 0; j < T; j++)
+    add_frame(s, j, &v1, &v2, sx, sxx);
   float stats[2 * WD_CAMPP_HIDDEN], l[WD_DIAR_EMB_DIM], r[WD_DIAR_EMB_DIM];
   double best = WD__DIAR_SPLIT_DISTANCE;
   int cut = 0;
@@ -252,15 +258,8 @@ static int change_point(const wd_diar_t *d, const uint8_t *mask, scratch_t *s, f
   for (int q = WD__DIAR_SPLIT_MIN_PART; q <= k - WD__DIAR_SPLIT_MIN_PART;
        q += WD__DIAR_SPLIT_STEP) {
     const size_t J = wd__diar_seg_to_trunk(idx[q], T);
-    for (; j < J; j++) {
-      const double w = s->w[j];
-      if (w <= 0)
-        continue;
-      l1 += w, l2 += w * w;
-      const float *x = s->hidden + j * H;
-      for (size_t c = 0; c < H; c++)
-        lx[c] += w * x[c], lxx[c] += w * x[c] * x[c];
-    }
+    for (; j < J; j++)
+      add_frame(s, j, &l1, &l2, lx, lxx);
     if (!(l1 > 0) || !(v1 - l1 > 0))
       continue;
     pooled(l1, l2, lx, lxx, stats);
