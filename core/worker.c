@@ -7,16 +7,21 @@
  * engine max_audio). A running job holds one audio slot and as many
  * sequence slots as its decoder has rows (1, beam_size or best_of) for its
  * whole life, and borrows free ones while a window's fallback attempts run
- * side by side if no job is queued (job_rows); admission is strictly FIFO,
- * so a job that needs more slots than are free waits at the head instead
- * of being overtaken forever.
+ * side by side if no job is queued (job_rows). Admission is FIFO but for
+ * fair share between requests (pick_queued: the parts of a chunked
+ * request, one group, yield to requests with fewer jobs running, and never
+ * take a worker's last free slot); a job that needs more slots than are
+ * free waits where it is instead of being overtaken forever.
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
  *      refused by a drain; admit queued jobs while slots are free;
  *   2. without it: end running jobs that were cancelled or timed out; encode
- *      ONE window, the one of the job encoded least recently (round-robin:
- *      a long file's next window waits behind a new file's first); the
+ *      at most ONE window (pick_encode: a request with nothing under way
+ *      first, then the job encoded least recently, so a long file's next
+ *      window waits behind a new file's first; a chunked request's parts
+ *      wait while a plain request decodes, until its steps have had as much
+ *      time as their encodes); the
  *      prefills (a window's prompt in one submit) of the jobs that start a
  *      window; then one engine step over the rows of every job that needs a
  *      step (after the slot copies its beams asked for), and
@@ -58,6 +63,7 @@ typedef struct wd_job {
   int seq[WD_DECODER_MAX_ROWS]; /* engine sequence slot of each decoder row */
   int n_rows, audio;        /* rows it needs to run (admission); audio slot */
   int n_held;               /* rows held: n_rows, more while fallback attempts run */
+  uint64_t group;           /* wd_job_params_t's; 0: its own */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
   double credited_s;        /* of its audio, what st.decoded_s counts already */
@@ -88,6 +94,8 @@ struct wd_worker {
   wd_worker_stats_t st;
   /* worker thread only */
   uint64_t encode_clock;
+  double enc_ahead_s; /* encode time of parts of a busy request not yet matched by
+                         step time while a request of its own steps (pick_encode) */
   unsigned seq_used, audio_used; /* bit masks of engine slots */
   int lost; /* an engine call said WD_EDEVLOST: reset before admitting; written by this
                thread under mu (queue_full reads it there), read here without it */
@@ -341,17 +349,70 @@ static int end_stopped(wd_worker_t *w, wd_job_t **jobs, int n, int shutdown) {
 
 /* One encode: the job whose last encode is oldest. A job that fails or is
  * done leaves jobs[0..*live). */
+/* How many of jobs[0..live) of group g (not 0) have been encoded at least
+ * once since their admission (admission sets last_encode to 0): the
+ * request's jobs under way. */
+static int group_started(wd_job_t *const *jobs, int live, uint64_t g) {
+  int n = 0;
+  for (int i = 0; i < live; i++)
+    n += jobs[i]->group == g && jobs[i]->last_encode > 0;
+  return n;
+}
+
+/*
+ * The job whose window to encode this turn, or NULL. First the job of the
+ * request with the fewest jobs under way (a plain request's window before
+ * the next part of a chunked request that has parts under way), then the
+ * one encoded least recently, then run[]'s order.
+ *
+ * An encode takes as long as tens of steps (base on a CPU: ~0.9 s against
+ * ~15 ms; a chunk part of a multilingual model without a language encodes
+ * twice, detection and window), and a turn is one encode and one step, so
+ * a plain request decoding beside the newly admitted parts of chunked jobs
+ * moved one token per encode. While a plain request (group 0) is under
+ * way, the parts of a request that has parts under way therefore wait
+ * until the prefills and steps since have taken as long as their encodes
+ * (enc_ahead_s): the plain request gets at least half of the worker's time.
+ * Parts alone, or plain requests alone (N uploads at once), encode as they
+ * did, in the order they did. *ret_paced: the pick is such a part.
+ */
+static wd_job_t *pick_encode(wd_worker_t *w, wd_job_t *const *jobs, int live, int *ret_paced) {
+  int solo = 0, steps = 0;
+  for (int i = 0; i < live; i++) {
+    solo |= jobs[i]->group == 0 && jobs[i]->last_encode > 0;
+    steps |= wd_decoder_need(jobs[i]->dec) == WD_DEC_STEP;
+  }
+  if (!solo)
+    w->enc_ahead_s = 0;
+  const int hold = solo && steps && w->enc_ahead_s > 0; /* a paced part waits */
+  wd_job_t *best = NULL;
+  int best_n = 0;
+  for (int i = 0; i < live; i++) {
+    wd_job_t *j = jobs[i];
+    if (wd_decoder_need(j->dec) != WD_DEC_ENCODE)
+      continue;
+    const int n = j->group ? group_started(jobs, live, j->group) : 0;
+    if (n > 0 && hold)
+      continue;
+    if (!best || n < best_n || (n == best_n && j->last_encode < best->last_encode)) {
+      best = j;
+      best_n = n;
+    }
+  }
+  *ret_paced = best && best_n > 0 && solo;
+  return best;
+}
+
 static void run_encode(wd_worker_t *w, wd_job_t **jobs, int *live) {
   const wd_engine_t *e = w->o.engine;
-  wd_job_t *enc = NULL;
-  for (int i = 0; i < *live; i++)
-    if (wd_decoder_need(jobs[i]->dec) == WD_DEC_ENCODE &&
-        (!enc || jobs[i]->last_encode < enc->last_encode))
-      enc = jobs[i];
+  int paced = 0;
+  wd_job_t *enc = pick_encode(w, jobs, *live, &paced);
   if (!enc)
     return;
   const double t0 = wd_now_s();
   int rc = eng_rc(w, e->encode(e->self, enc->audio, wd_decoder_window(enc->dec)));
+  if (paced)
+    w->enc_ahead_s += wd_now_s() - t0;
   count_call(w, t0, &w->st.encodes);
   credit_decoded(w, enc); /* its seek is where the windows before this one ended */
   pthread_mutex_unlock(&w->mu);
@@ -462,9 +523,15 @@ static void run_turn(wd_worker_t *w) {
   int live = end_stopped(w, jobs, n, shutdown);
   run_encode(w, jobs, &live);
   wd_step_rows_t st;
+  const double t0 = wd_now_s();
   gather_rows(w, jobs, live, spare, &st);
   if (st.rows > 0)
     run_step(w, &st);
+  if (w->enc_ahead_s > 0) { /* prefills, alignments and the step pay it back */
+    w->enc_ahead_s -= wd_now_s() - t0;
+    if (w->enc_ahead_s < 0)
+      w->enc_ahead_s = 0;
+  }
 }
 
 /* After a lost device: the running jobs end with WD_EDEVLOST (their
@@ -514,6 +581,65 @@ static void try_reset(wd_worker_t *w) {
   wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (wd_now_s() - t0) * 1e3);
 }
 
+/* Under mu: how many running jobs share group g (0: none do). */
+static int group_running(const wd_worker_t *w, uint64_t g) {
+  int n = 0;
+  for (int i = 0; g != 0 && i < w->n_running; i++)
+    n += w->run[i]->group == g;
+  return n;
+}
+
+/* How far down the queue the pick looks: a bound on the work done under
+ * mu per admission; jobs further back keep FIFO order among themselves. */
+#define WD_WORKER_PICK_SCAN 256
+
+/* Under mu, the queue not empty: the job to admit next, the first queued
+ * job of the group with the fewest jobs running (wd_job_params_t.group), and
+ * in *ret_before the job queued before it (NULL at the head). A request's
+ * parts (a chunked job's, each decoded as a job of its own) are queued
+ * max_batch at a time; admitted in plain FIFO order they held every slot
+ * and a short request behind two 10-minute chunked ones waited 48 s on
+ * base instead of about 1. A group with none running ties with a job of
+ * its own, so no request starves: each keeps at least one job going. */
+static wd_job_t *pick_queued(const wd_worker_t *w, wd_job_t **ret_before) {
+  wd_job_t *best = w->head, *best_before = NULL, *prev = w->head;
+  int best_n = group_running(w, best->group);
+  for (int k = 1; best_n > 0 && prev->next && k < WD_WORKER_PICK_SCAN; k++) {
+    wd_job_t *j = prev->next;
+    const int n = j->group == best->group ? best_n : group_running(w, j->group);
+    if (n < best_n) {
+      best = j;
+      best_before = prev;
+      best_n = n;
+    }
+    prev = j;
+  }
+  *ret_before = best_before;
+  return best;
+}
+
+/* Under mu: whether j, picked next, must wait to leave a slot free. On a
+ * worker of two or more slots, a group with a job running never takes the
+ * last free one: a request that comes while long chunked jobs run starts
+ * at once instead of waiting for one of their parts to end (a part of a
+ * 10-minute upload runs for seconds on a GPU, tens of seconds on a CPU).
+ * The price: a chunked job alone runs on one row fewer than max_batch. */
+static int keep_spare(const wd_worker_t *w, const wd_job_t *j) {
+  return w->cap >= 2 && w->n_running + 1 >= w->cap && group_running(w, j->group) > 0;
+}
+
+/* Under mu: takes j (queued after `before`, NULL at the head) off the queue. */
+static void unlink_queued(wd_worker_t *w, wd_job_t *j, wd_job_t *before) {
+  if (before)
+    before->next = j->next;
+  else
+    w->head = j->next;
+  if (w->tail == j)
+    w->tail = before;
+  w->n_queued--;
+  j->next = NULL;
+}
+
 static void *worker_main(void *arg) {
   wd_worker_t *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -557,15 +683,13 @@ static void *worker_main(void *arg) {
       try_reset(w);
       pthread_mutex_lock(&w->mu);
     }
-    /* Admit while slots are free. */
+    /* Admit while slots are free, the next job by fair share. */
+    wd_job_t *j, *before;
     while (!w->lost && !w->draining && w->head && w->n_running < w->cap &&
-           w->head->n_rows <= free_slots(w->seq_used, w->o.engine->max_seqs)) {
-      wd_job_t *j = w->head;
-      w->head = j->next;
-      if (!w->head)
-        w->tail = NULL;
-      w->n_queued--;
-      j->next = NULL;
+           (j = pick_queued(w, &before)) &&
+           j->n_rows <= free_slots(w->seq_used, w->o.engine->max_seqs) &&
+           !keep_spare(w, j)) {
+      unlink_queued(w, j, before);
       for (int r = 0; r < j->n_rows; r++)
         j->seq[r] = take_slot(&w->seq_used, w->o.engine->max_seqs);
       j->n_held = j->n_rows;
@@ -736,6 +860,7 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
     return WD_ERANGE;
   }
   j->cb = p->cb;
+  j->group = p->group;
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
   j->held_s = audio_s;
   pthread_mutex_lock(&w->mu);

@@ -76,6 +76,12 @@ typedef struct {
    * won: neither queue_max nor the audio budget refuses it (a drain still
    * does). Its submitter bounds how many such parts it has queued at once. */
   int admitted;
+  /* Jobs of one request share a group (a chunked job's parts: its id); 0 is
+   * a group of its own. When a slot frees, the worker admits the first
+   * queued job of the group with the fewest jobs running, so one request's
+   * many parts cannot hold every slot while a short request queued behind
+   * them waits for all of them; FIFO among equals. */
+  uint64_t group;
 } wd_job_params_t;
 
 /* Starts the worker thread. */

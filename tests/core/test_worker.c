@@ -9,6 +9,7 @@
  * segments in order.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -533,6 +534,118 @@ WD_TEST(bad_options_refused_at_submit) {
   p.decode.translate = 1;
   WD_CHECK_EQ_INT(wd_worker_submit(w, pcm, n, &p, NULL), WD_EINVAL);
   WD_CHECK_EQ_INT(o.done, 0);
+  rig_stop(&g);
+}
+
+/* ---- fair share -----------------------------------------------------------
+ * A chunked request's parts are jobs of one group (wd_job_params_t.group).
+ * Each job here records when it ended (seq: 1, 2, ... in order of ending)
+ * and how many encodes had been done by then; g_fair's engine counts the
+ * encodes and, for the pacing test, adds 0.2 s to each (the reference
+ * engine's encode already costs as much as tens of its steps, as on a real
+ * engine). */
+static struct {
+  wd_engine_t iface;
+  int (*inner_encode)(void *self, int a, const float *mel);
+  atomic_int encodes, ended;
+} g_fair;
+
+typedef struct {
+  outcome_t o;
+  int seq, encodes_at_end;
+} fair_job_t;
+
+static void fair_done(void *ud, int rc, wd_transcript_t *t) {
+  fair_job_t *f = ud;
+  f->seq = atomic_fetch_add(&g_fair.ended, 1) + 1;
+  f->encodes_at_end = atomic_load(&g_fair.encodes);
+  on_done(&f->o, rc, t); /* signals under g_mu: wait_done then sees the fields */
+}
+
+static int slow_encode(void *self, int a, const float *mel) {
+  nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+  const int rc = g_fair.inner_encode(self, a, mel);
+  atomic_fetch_add(&g_fair.encodes, 1);
+  return rc;
+}
+
+static const wd_engine_t *slow_wrap(const wd_engine_t *ref) {
+  g_fair.iface = *ref;
+  g_fair.inner_encode = ref->encode;
+  g_fair.iface.encode = slow_encode;
+  return &g_fair.iface;
+}
+
+/* Submits a clip as a job of group `group` (0: a request of its own; a
+ * part, as chunk_job.c submits its later ones, otherwise). */
+static int submit_group(wd_worker_t *w, const char *name, uint64_t group, fair_job_t *f) {
+  outcome_init(&f->o);
+  size_t n = 0;
+  int16_t *pcm = load_audio(name, 1, &n);
+  if (!pcm)
+    return WD_EAUDIO;
+  wd_job_params_t p = { .cb = { .ud = f, .on_done = fair_done }, .group = group,
+                        .admitted = group != 0 };
+  wd_decode_opts_default(&p.decode);
+  return wd_worker_submit(w, pcm, n, &p, NULL);
+}
+
+/* Two slots; two parts of one request queued, then a plain request. The
+ * parts do not take both slots (the last free one is never a running
+ * group's), so the plain request runs beside the long first part and ends
+ * before the short second part, which waits for the first. In FIFO order
+ * both parts ran and the plain request waited for the short one. */
+WD_TEST(parts_of_one_request_leave_a_slot_to_the_next_request) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  memset(&g_fair, 0, sizeof g_fair);
+  rig_t g;
+  if (rig_start(&g, TINY, 2, 8) < 0)
+    return;
+  fair_job_t f[3];
+  WD_CHECK_EQ_INT(submit_group(g.w, "audio/jfk.wav", 7, &f[0]), 0);
+  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 7, &f[1]), 0);
+  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 0, &f[2]), 0);
+  for (int i = 0; i < 3; i++) {
+    wait_done(&f[i].o, 1);
+    WD_CHECK_EQ_INT(f[i].o.rc, 0);
+  }
+  WD_CHECK(f[2].seq < f[1].seq);
+  for (int i = 0; i < 3; i++)
+    wd_transcript_free(&f[i].o.t);
+  rig_stop(&g);
+}
+
+/* Eight slots; five parts of one request, then a plain request, all running
+ * at once. The plain request is encoded right after the first part (its
+ * request has none under way), and while it decodes the parts' encodes wait
+ * for its steps: it ends after 3 of the 6 encodes (here, every run). With
+ * one encode per turn it decoded one token per encode and ended after all
+ * 6. */
+WD_TEST(plain_request_decodes_between_the_encodes_of_parts) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  memset(&g_fair, 0, sizeof g_fair);
+  rig_t g;
+  g_wrap = slow_wrap;
+  const int started = rig_start(&g, TINY, 8, 8);
+  g_wrap = NULL;
+  if (started < 0)
+    return;
+  fair_job_t f[6];
+  for (int i = 0; i < 5; i++)
+    WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 9, &f[i]), 0);
+  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 0, &f[5]), 0);
+  for (int i = 0; i < 6; i++) {
+    wait_done(&f[i].o, 1);
+    WD_CHECK_EQ_INT(f[i].o.rc, 0);
+  }
+  fprintf(stderr, "plain request ended after %d of %d encodes\n", f[5].encodes_at_end,
+          atomic_load(&g_fair.encodes));
+  WD_CHECK(f[5].encodes_at_end <= 4);
+  WD_CHECK_EQ_INT(atomic_load(&g_fair.encodes), 6);
+  for (int i = 0; i < 6; i++)
+    wd_transcript_free(&f[i].o.t);
   rig_stop(&g);
 }
 
