@@ -4,6 +4,7 @@
  */
 #include "cpu_pick_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -228,6 +230,40 @@ static void make_dirs(const char *path) {
   }
 }
 
+/* A writer's temporary file lives for milliseconds; one this old was left
+ * by a process that died between mkstemp and rename. */
+#define STALE_S 3600
+
+/* Removes the temporary files of path (path.XXXXXX, mkstemp's six
+ * characters) older than STALE_S: nothing else cleans them up, and each
+ * crash of a writer would leave one more. */
+static void sweep_stale(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path)
+    return;
+  char dir[WD_PICK_PATH];
+  const size_t dlen = (size_t)(slash - path), blen = strlen(slash + 1);
+  if (dlen >= sizeof dir)
+    return;
+  memcpy(dir, path, dlen);
+  dir[dlen] = '\0';
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  const time_t now = time(NULL);
+  for (const struct dirent *de; (de = readdir(d)) != NULL;) {
+    const char *n = de->d_name;
+    if (strlen(n) != blen + 7 || strncmp(n, slash + 1, blen) != 0 || n[blen] != '.')
+      continue;
+    char full[WD_PICK_PATH + 16];
+    struct stat st;
+    if (snprintf(full, sizeof full, "%s/%s", dir, n) < (int)sizeof full &&
+        lstat(full, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > STALE_S)
+      (void)unlink(full);
+  }
+  closedir(d);
+}
+
 int wd_pick_cache_write(const char *path, const char *key, const wd_pick_set_t *s) {
   if (!path || !key || !s || s->n < 0 || s->n > WD_PICK_MAX || !printable(key, WD_PICK_KEY))
     return WD_EINVAL;
@@ -250,6 +286,7 @@ int wd_pick_cache_write(const char *path, const char *key, const wd_pick_set_t *
     return WD_EINVAL;
   }
   make_dirs(path);
+  sweep_stale(path);
   /* A temporary name of its own (mkstemp), so that two engines of one
    * process or two processes writing the same key never share one; the
    * last rename wins, whole. */

@@ -4,13 +4,16 @@
  * a foreign key, every truncation and byte flip of a good file and random
  * garbage, a FIFO in the file's place (each must read as "measure again",
  * never hang, crash nor be taken), a
- * directory that cannot be written, values the format cannot hold.
+ * directory that cannot be written, values the format cannot hold, and
+ * the temporary files a crashed writer left, swept by the next write.
  */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cpu_pick_cache.h"
@@ -91,6 +94,35 @@ WD_TEST(round_trip) {
   WD_CHECK_EQ_INT(wd_pick_cache_write(path, KEY, &s), 0);
   WD_CHECK_EQ_INT(wd_pick_cache_read(path, KEY, &r), 0);
   WD_CHECK_EQ_INT(r.n, 0);
+  remove_dir(dir, path);
+}
+
+/* A writer that died between mkstemp and rename left path.XXXXXX behind:
+ * the next write removes those over an hour old, and nothing else (a
+ * writer's fresh one, another file, a name of another length). */
+WD_TEST(stale_temporary_files_are_swept) {
+  char dir[64], path[WD_PICK_PATH], old[WD_PICK_PATH + 16], fresh[WD_PICK_PATH + 16],
+      other[WD_PICK_PATH + 16];
+  temp_dir(dir, sizeof dir);
+  WD_CHECK(dir[0] != '\0');
+  WD_CHECK_EQ_INT(wd_pick_cache_path(dir, KEY, path, sizeof path), 0);
+  snprintf(old, sizeof old, "%s.a1B2c3", path);
+  snprintf(fresh, sizeof fresh, "%s.d4E5f6", path);
+  snprintf(other, sizeof other, "%s.abc", path);
+  spill(old, "x", 1);
+  spill(fresh, "y", 1);
+  spill(other, "z", 1);
+  const struct timespec two_hours_ago[2] = { { time(NULL) - 7200, 0 }, { time(NULL) - 7200, 0 } };
+  WD_CHECK_EQ_INT(utimensat(AT_FDCWD, old, two_hours_ago, 0), 0);
+  WD_CHECK_EQ_INT(utimensat(AT_FDCWD, other, two_hours_ago, 0), 0);
+  wd_pick_set_t s;
+  fake_set(&s);
+  WD_CHECK_EQ_INT(wd_pick_cache_write(path, KEY, &s), 0);
+  WD_CHECK(access(old, F_OK) != 0);
+  WD_CHECK_EQ_INT(access(fresh, F_OK), 0);
+  WD_CHECK_EQ_INT(access(other, F_OK), 0);
+  (void)unlink(fresh);
+  (void)unlink(other);
   remove_dir(dir, path);
 }
 
