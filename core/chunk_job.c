@@ -139,7 +139,7 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
   wd_job_params_t q = j->p;
   q.cb = (wd_job_cb_t){ .ud = c, .on_segment = NULL, .on_done = chunk_done };
   q.admitted = c != &j->chunks[0];
-  q.group = j->id; /* its parts take turns with other requests (worker.h) */
+  q.request = j->id; /* its parts take turns with other requests (worker.h) */
   if (j->deadline > 0) {
     const double left = j->deadline - wd_now_s();
     q.timeout_s = left > 0.001 ? left : 0.001;

@@ -7,11 +7,11 @@
  * engine max_audio). A running job holds one audio slot and as many
  * sequence slots as its decoder has rows (1, beam_size or best_of) for its
  * whole life, and borrows free ones while a window's fallback attempts run
- * side by side if no job is queued (job_rows). Admission is FIFO but for
- * fair share between requests (pick_queued: the parts of a chunked
- * request, one group, yield to requests with fewer jobs running, and never
- * take a worker's last free slot); a job that needs more slots than are
- * free waits where it is instead of being overtaken forever.
+ * side by side if no job could be admitted (job_rows). Admission is FIFO
+ * but for fair share between requests (pick_queued: the parts of a
+ * chunked request yield to requests with fewer jobs running, keep_spare:
+ * and never take a worker's last free slot or row); the job picked that
+ * needs more rows than are free waits instead of being overtaken forever.
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
@@ -20,7 +20,7 @@
  *      at most ONE window (pick_encode: a request with nothing under way
  *      first, then the job encoded least recently, so a long file's next
  *      window waits behind a new file's first; a chunked request's parts
- *      wait while a plain request decodes, until its steps have had as much
+ *      wait while a plain request decodes, until the steps have had as much
  *      time as their encodes); the
  *      prefills (a window's prompt in one submit) of the jobs that start a
  *      window; then one engine step over the rows of every job that needs a
@@ -63,7 +63,7 @@ typedef struct wd_job {
   int seq[WD_DECODER_MAX_ROWS]; /* engine sequence slot of each decoder row */
   int n_rows, audio;        /* rows it needs to run (admission); audio slot */
   int n_held;               /* rows held: n_rows, more while fallback attempts run */
-  uint64_t group;           /* wd_job_params_t's; 0: its own */
+  uint64_t request;         /* wd_job_params_t's; 0: a request of its own */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
   double credited_s;        /* of its audio, what st.decoded_s counts already */
@@ -90,6 +90,7 @@ struct wd_worker {
   uint64_t next_id;
   int accepting, draining, stop;
   int cancels;              /* a cancel arrived: sweep the queue */
+  int held_back;            /* admission stopped at a part keep_spare holds back */
   double next_sweep, grace_deadline;
   wd_worker_stats_t st;
   /* worker thread only */
@@ -347,62 +348,69 @@ static int end_stopped(wd_worker_t *w, wd_job_t **jobs, int n, int shutdown) {
   return live;
 }
 
-/* One encode: the job whose last encode is oldest. A job that fails or is
- * done leaves jobs[0..*live). */
-/* How many of jobs[0..live) of group g (not 0) have been encoded at least
- * once since their admission (admission sets last_encode to 0): the
+/* How many of jobs[0..live) of request r (not 0) have been encoded at
+ * least once since their admission (admission sets last_encode to 0): the
  * request's jobs under way. */
-static int group_started(wd_job_t *const *jobs, int live, uint64_t g) {
+static int request_started(wd_job_t *const *jobs, int live, uint64_t r) {
   int n = 0;
   for (int i = 0; i < live; i++)
-    n += jobs[i]->group == g && jobs[i]->last_encode > 0;
+    n += jobs[i]->request == r && jobs[i]->last_encode > 0;
   return n;
 }
 
 /*
  * The job whose window to encode this turn, or NULL. First the job of the
- * request with the fewest jobs under way (a plain request's window before
- * the next part of a chunked request that has parts under way), then the
- * one encoded least recently, then run[]'s order.
+ * request with the fewest jobs under way, a request of its own counting 0
+ * (its next window is all the progress it can make, while a chunked
+ * request with parts under way progresses through them), then the one
+ * encoded least recently, then run[]'s order. Counting a plain file's
+ * later windows as 1 instead put base's jfk.wav (detection, then window)
+ * behind new parts: 4.5-5.4 s instead of 3.7-4.0 s behind two 10-minute
+ * chunked uploads. The parts still get their turns: while a plain request
+ * decodes they get up to half of the worker's time (below).
  *
  * An encode takes as long as tens of steps (base on a CPU: ~0.9 s against
  * ~15 ms; a chunk part of a multilingual model without a language encodes
  * twice, detection and window), and a turn is one encode and one step, so
  * a plain request decoding beside the newly admitted parts of chunked jobs
- * moved one token per encode. While a plain request (group 0) is under
+ * moved one token per encode. While a plain request (request 0) is under
  * way, the parts of a request that has parts under way therefore wait
- * until the prefills and steps since have taken as long as their encodes
- * (enc_ahead_s): the plain request gets at least half of the worker's time.
- * Parts alone, or plain requests alone (N uploads at once), encode as they
- * did, in the order they did. *ret_paced: the pick is such a part.
+ * until the prefills, steps and callbacks since have taken as long as
+ * their encodes (enc_ahead_s): the steps get at least half of the worker's
+ * time. Parts alone, or plain requests alone (N uploads at once), encode
+ * as they did, in the order they did. *ret_paced: the pick is such a part.
  */
 static wd_job_t *pick_encode(wd_worker_t *w, wd_job_t *const *jobs, int live, int *ret_paced) {
   int solo = 0, steps = 0;
   for (int i = 0; i < live; i++) {
-    solo |= jobs[i]->group == 0 && jobs[i]->last_encode > 0;
+    solo |= jobs[i]->request == 0 && jobs[i]->last_encode > 0;
     steps |= wd_decoder_need(jobs[i]->dec) == WD_DEC_STEP;
   }
   if (!solo)
     w->enc_ahead_s = 0;
   const int hold = solo && steps && w->enc_ahead_s > 0; /* a paced part waits */
   wd_job_t *best = NULL;
-  int best_n = 0;
+  int best_n = 0, best_paced = 0;
   for (int i = 0; i < live; i++) {
     wd_job_t *j = jobs[i];
     if (wd_decoder_need(j->dec) != WD_DEC_ENCODE)
       continue;
-    const int n = j->group ? group_started(jobs, live, j->group) : 0;
-    if (n > 0 && hold)
+    const int n = j->request ? request_started(jobs, live, j->request) : 0;
+    const int paced = j->request && n > 0 && solo;
+    if (paced && hold)
       continue;
     if (!best || n < best_n || (n == best_n && j->last_encode < best->last_encode)) {
       best = j;
       best_n = n;
+      best_paced = paced;
     }
   }
-  *ret_paced = best && best_n > 0 && solo;
+  *ret_paced = best_paced;
   return best;
 }
 
+/* One encode, of pick_encode's job. A job that fails or is done leaves
+ * jobs[0..*live). */
 static void run_encode(wd_worker_t *w, wd_job_t **jobs, int *live) {
   const wd_engine_t *e = w->o.engine;
   int paced = 0;
@@ -518,7 +526,9 @@ static void run_turn(wd_worker_t *w) {
   const int n = w->n_running;
   memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
   const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
-  const int spare = w->n_queued == 0 && !w->draining;
+  /* rows may be lent while no queued job could take them: none queued, or
+   * only parts that keep_spare holds back */
+  const int spare = (w->n_queued == 0 || w->held_back) && !w->draining;
   pthread_mutex_unlock(&w->mu);
   int live = end_stopped(w, jobs, n, shutdown);
   run_encode(w, jobs, &live);
@@ -581,11 +591,11 @@ static void try_reset(wd_worker_t *w) {
   wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (wd_now_s() - t0) * 1e3);
 }
 
-/* Under mu: how many running jobs share group g (0: none do). */
-static int group_running(const wd_worker_t *w, uint64_t g) {
+/* Under mu: how many running jobs belong to request r (0: none do). */
+static int request_running(const wd_worker_t *w, uint64_t r) {
   int n = 0;
-  for (int i = 0; g != 0 && i < w->n_running; i++)
-    n += w->run[i]->group == g;
+  for (int i = 0; r != 0 && i < w->n_running; i++)
+    n += w->run[i]->request == r;
   return n;
 }
 
@@ -594,19 +604,21 @@ static int group_running(const wd_worker_t *w, uint64_t g) {
 #define WD_WORKER_PICK_SCAN 256
 
 /* Under mu, the queue not empty: the job to admit next, the first queued
- * job of the group with the fewest jobs running (wd_job_params_t.group), and
- * in *ret_before the job queued before it (NULL at the head). A request's
- * parts (a chunked job's, each decoded as a job of its own) are queued
- * max_batch at a time; admitted in plain FIFO order they held every slot
- * and a short request behind two 10-minute chunked ones waited 48 s on
- * base instead of about 1. A group with none running ties with a job of
- * its own, so no request starves: each keeps at least one job going. */
+ * job of the request with the fewest jobs running (wd_job_params_t.request),
+ * and in *ret_before the job queued before it (NULL at the head). A
+ * request's parts (a chunked job's, each decoded as a job of its own) are
+ * queued max_batch at a time; admitted in plain FIFO order they held every
+ * slot and a short request behind two 10-minute chunked ones waited 48 s
+ * on base instead of about 1. A request with none running ties with a job
+ * of its own, and a request with parts running keeps at least one going,
+ * so none starves; its later parts are passed over by every request with
+ * fewer jobs running. */
 static wd_job_t *pick_queued(const wd_worker_t *w, wd_job_t **ret_before) {
   wd_job_t *best = w->head, *best_before = NULL, *prev = w->head;
-  int best_n = group_running(w, best->group);
+  int best_n = request_running(w, best->request);
   for (int k = 1; best_n > 0 && prev->next && k < WD_WORKER_PICK_SCAN; k++) {
     wd_job_t *j = prev->next;
-    const int n = j->group == best->group ? best_n : group_running(w, j->group);
+    const int n = j->request == best->request ? best_n : request_running(w, j->request);
     if (n < best_n) {
       best = j;
       best_before = prev;
@@ -618,14 +630,18 @@ static wd_job_t *pick_queued(const wd_worker_t *w, wd_job_t **ret_before) {
   return best;
 }
 
-/* Under mu: whether j, picked next, must wait to leave a slot free. On a
- * worker of two or more slots, a group with a job running never takes the
- * last free one: a request that comes while long chunked jobs run starts
- * at once instead of waiting for one of their parts to end (a part of a
- * 10-minute upload runs for seconds on a GPU, tens of seconds on a CPU).
- * The price: a chunked job alone runs on one row fewer than max_batch. */
+/* Under mu: whether j, picked next, must wait to leave room. On a worker of
+ * two or more slots, a request with a job running never takes the last
+ * free slot, nor the last free row: a request that comes while long chunked
+ * jobs run starts at once instead of waiting for one of their parts to end
+ * (a part of a 10-minute upload runs for seconds on a GPU, tens of seconds
+ * on a CPU). The price: a chunked job alone runs on one row fewer than
+ * max_batch (its held-back part still lets fallback attempts borrow the
+ * free row, run_turn's spare). */
 static int keep_spare(const wd_worker_t *w, const wd_job_t *j) {
-  return w->cap >= 2 && w->n_running + 1 >= w->cap && group_running(w, j->group) > 0;
+  return w->cap >= 2 && request_running(w, j->request) > 0 &&
+         (w->n_running + 1 >= w->cap ||
+          free_slots(w->seq_used, w->o.engine->max_seqs) - j->n_rows < 1);
 }
 
 /* Under mu: takes j (queued after `before`, NULL at the head) off the queue. */
@@ -665,10 +681,7 @@ static void *worker_main(void *arg) {
           pp = &j->next;
           continue;
         }
-        *pp = j->next;
-        if (w->tail == j)
-          w->tail = prev;
-        w->n_queued--;
+        unlink_queued(w, j, prev);
         w->n_ending++;
         w->st.jobs_failed++;
         ended_rc[n_ended] = rc;
@@ -684,11 +697,15 @@ static void *worker_main(void *arg) {
       pthread_mutex_lock(&w->mu);
     }
     /* Admit while slots are free, the next job by fair share. */
-    wd_job_t *j, *before;
-    while (!w->lost && !w->draining && w->head && w->n_running < w->cap &&
-           (j = pick_queued(w, &before)) &&
-           j->n_rows <= free_slots(w->seq_used, w->o.engine->max_seqs) &&
-           !keep_spare(w, j)) {
+    w->held_back = 0;
+    while (!w->lost && !w->draining && w->head && w->n_running < w->cap) {
+      wd_job_t *before, *j = pick_queued(w, &before);
+      if (j->n_rows > free_slots(w->seq_used, w->o.engine->max_seqs))
+        break;
+      if (keep_spare(w, j)) {
+        w->held_back = 1; /* and every job the pick passed over: see pick_queued */
+        break;
+      }
       unlink_queued(w, j, before);
       for (int r = 0; r < j->n_rows; r++)
         j->seq[r] = take_slot(&w->seq_used, w->o.engine->max_seqs);
@@ -860,7 +877,7 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
     return WD_ERANGE;
   }
   j->cb = p->cb;
-  j->group = p->group;
+  j->request = p->request;
   j->deadline = p->timeout_s > 0 ? t0 + p->timeout_s : 0.0;
   j->held_s = audio_s;
   pthread_mutex_lock(&w->mu);

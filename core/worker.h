@@ -6,10 +6,11 @@
  * submitting thread makes one pass over the file's log-mel for its global
  * max, and the worker computes each 30 s window's log-mel as the window comes
  * up (about 3 ms on one core, beside milliseconds to seconds of model time).
- * The worker owns the engine: it admits queued jobs in FIFO order while
- * sequence and audio slots are free, encodes one waiting window per loop turn
- * (oldest request first, so a long file's next window queues behind a new
- * file's first one), and gathers the next token of every running job into
+ * The worker owns the engine: it admits queued jobs in FIFO order, but for
+ * fair share between requests (wd_job_params_t.request), while sequence and
+ * audio slots are free, encodes one waiting window per loop turn (a new
+ * request's first, so a long file's next window queues behind a new file's
+ * first one), and gathers the next token of every running job into
  * one engine step of up to max_batch rows. A job's results are bit-for-bit
  * the same whether it runs alone or beside others.
  *
@@ -76,12 +77,14 @@ typedef struct {
    * won: neither queue_max nor the audio budget refuses it (a drain still
    * does). Its submitter bounds how many such parts it has queued at once. */
   int admitted;
-  /* Jobs of one request share a group (a chunked job's parts: its id); 0 is
-   * a group of its own. When a slot frees, the worker admits the first
-   * queued job of the group with the fewest jobs running, so one request's
-   * many parts cannot hold every slot while a short request queued behind
-   * them waits for all of them; FIFO among equals. */
-  uint64_t group;
+  /* Jobs of one request share an id here (a chunked job's parts: its id);
+   * 0 is a request of its own. When a slot frees, the worker admits the
+   * first queued job of the request with the fewest jobs running (FIFO
+   * among equals), a request with a job running never takes the worker's
+   * last free slot or row, and its parts' encodes wait while a plain
+   * request decodes (worker.c): one request's many parts cannot hold the
+   * worker while a short request waits behind all of them. */
+  uint64_t request;
 } wd_job_params_t;
 
 /* Starts the worker thread. */

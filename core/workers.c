@@ -1,7 +1,7 @@
 /*
  * workers.c - one group over several workers (see workers.h).
  *
- * The group keeps no queue of its own: each worker keeps its FIFO, its
+ * The group keeps no queue of its own: each worker keeps its queue, its
  * batching and its device-loss handling (worker.h), and the group only
  * picks where a job goes. The pick reads every worker's queued and running
  * counts, and adds the submits already sent to that worker whose log-mel is

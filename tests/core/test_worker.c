@@ -538,16 +538,18 @@ WD_TEST(bad_options_refused_at_submit) {
 }
 
 /* ---- fair share -----------------------------------------------------------
- * A chunked request's parts are jobs of one group (wd_job_params_t.group).
+ * A chunked request's parts are jobs of one request (wd_job_params_t.request).
  * Each job here records when it ended (seq: 1, 2, ... in order of ending)
- * and how many encodes had been done by then; g_fair's engine counts the
- * encodes and, for the pacing test, adds 0.2 s to each (the reference
- * engine's encode already costs as much as tens of its steps, as on a real
- * engine). */
+ * and how many encodes had been done by then. g_fair's engine counts the
+ * encodes, holds the first one until the test has queued every job (so the
+ * worker admits the rest together when it ends, whatever the timing), and
+ * for the pacing test adds 0.2 s to each (the reference engine's encode
+ * already costs as much as tens of its steps, as on a real engine). */
 static struct {
   wd_engine_t iface;
   int (*inner_encode)(void *self, int a, const float *mel);
-  atomic_int encodes, ended;
+  long extra_ns;
+  atomic_int encodes, ended, all_queued;
 } g_fair;
 
 typedef struct {
@@ -562,50 +564,63 @@ static void fair_done(void *ud, int rc, wd_transcript_t *t) {
   on_done(&f->o, rc, t); /* signals under g_mu: wait_done then sees the fields */
 }
 
-static int slow_encode(void *self, int a, const float *mel) {
-  nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+static int fair_encode(void *self, int a, const float *mel) {
+  for (int k = 0; k < 60000 && !atomic_load(&g_fair.all_queued); k++) /* at most a minute */
+    nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+  if (g_fair.extra_ns > 0)
+    nanosleep(&(struct timespec){ 0, g_fair.extra_ns }, NULL);
   const int rc = g_fair.inner_encode(self, a, mel);
   atomic_fetch_add(&g_fair.encodes, 1);
   return rc;
 }
 
-static const wd_engine_t *slow_wrap(const wd_engine_t *ref) {
+static const wd_engine_t *fair_wrap(const wd_engine_t *ref) {
   g_fair.iface = *ref;
   g_fair.inner_encode = ref->encode;
-  g_fair.iface.encode = slow_encode;
+  g_fair.iface.encode = fair_encode;
   return &g_fair.iface;
 }
 
-/* Submits a clip as a job of group `group` (0: a request of its own; a
- * part, as chunk_job.c submits its later ones, otherwise). */
-static int submit_group(wd_worker_t *w, const char *name, uint64_t group, fair_job_t *f) {
+/* A worker of `slots` slots on g_fair's engine. */
+static int fair_start(rig_t *g, int slots, long extra_ns) {
+  memset(&g_fair, 0, sizeof g_fair);
+  g_fair.extra_ns = extra_ns;
+  g_wrap = fair_wrap;
+  const int rc = rig_start(g, TINY, slots, 8);
+  g_wrap = NULL;
+  return rc;
+}
+
+/* Submits a clip as a job of request `request` (0: a request of its own;
+ * a part, as chunk_job.c submits its later ones, otherwise). */
+static int submit_request(wd_worker_t *w, const char *name, uint64_t request, fair_job_t *f) {
   outcome_init(&f->o);
   size_t n = 0;
   int16_t *pcm = load_audio(name, 1, &n);
   if (!pcm)
     return WD_EAUDIO;
-  wd_job_params_t p = { .cb = { .ud = f, .on_done = fair_done }, .group = group,
-                        .admitted = group != 0 };
+  wd_job_params_t p = { .cb = { .ud = f, .on_done = fair_done }, .request = request,
+                        .admitted = request != 0 };
   wd_decode_opts_default(&p.decode);
   return wd_worker_submit(w, pcm, n, &p, NULL);
 }
 
 /* Two slots; two parts of one request queued, then a plain request. The
  * parts do not take both slots (the last free one is never a running
- * group's), so the plain request runs beside the long first part and ends
- * before the short second part, which waits for the first. In FIFO order
- * both parts ran and the plain request waited for the short one. */
+ * request's), so the plain request runs beside the long first part and
+ * ends before the short second part, which waits for the first. In FIFO
+ * order both parts ran and the plain request waited for the short one. */
 WD_TEST(parts_of_one_request_leave_a_slot_to_the_next_request) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  memset(&g_fair, 0, sizeof g_fair);
   rig_t g;
-  if (rig_start(&g, TINY, 2, 8) < 0)
+  if (fair_start(&g, 2, 0) < 0)
     return;
   fair_job_t f[3];
-  WD_CHECK_EQ_INT(submit_group(g.w, "audio/jfk.wav", 7, &f[0]), 0);
-  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 7, &f[1]), 0);
-  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 0, &f[2]), 0);
+  WD_CHECK_EQ_INT(submit_request(g.w, "audio/jfk.wav", 7, &f[0]), 0);
+  WD_CHECK_EQ_INT(submit_request(g.w, "audio/cards/003.wav", 7, &f[1]), 0);
+  WD_CHECK_EQ_INT(submit_request(g.w, "audio/cards/003.wav", 0, &f[2]), 0);
+  atomic_store(&g_fair.all_queued, 1);
   for (int i = 0; i < 3; i++) {
     wait_done(&f[i].o, 1);
     WD_CHECK_EQ_INT(f[i].o.rc, 0);
@@ -616,26 +631,23 @@ WD_TEST(parts_of_one_request_leave_a_slot_to_the_next_request) {
   rig_stop(&g);
 }
 
-/* Eight slots; five parts of one request, then a plain request, all running
- * at once. The plain request is encoded right after the first part (its
- * request has none under way), and while it decodes the parts' encodes wait
- * for its steps: it ends after 3 of the 6 encodes (here, every run). With
- * one encode per turn it decoded one token per encode and ended after all
- * 6. */
+/* Eight slots; five parts of one request, then a plain request. The first
+ * part is admitted alone and its encode held until all are queued; the
+ * plain request is admitted and encoded next (its request has none under
+ * way), and while it decodes the parts' encodes wait for the steps: it ends
+ * after 3 of the 6 encodes (here, every run). With one encode per turn it
+ * decoded one token per encode and ended after all 6. */
 WD_TEST(plain_request_decodes_between_the_encodes_of_parts) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  memset(&g_fair, 0, sizeof g_fair);
   rig_t g;
-  g_wrap = slow_wrap;
-  const int started = rig_start(&g, TINY, 8, 8);
-  g_wrap = NULL;
-  if (started < 0)
+  if (fair_start(&g, 8, 200000000) < 0)
     return;
   fair_job_t f[6];
   for (int i = 0; i < 5; i++)
-    WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 9, &f[i]), 0);
-  WD_CHECK_EQ_INT(submit_group(g.w, "audio/cards/003.wav", 0, &f[5]), 0);
+    WD_CHECK_EQ_INT(submit_request(g.w, "audio/cards/003.wav", 9, &f[i]), 0);
+  WD_CHECK_EQ_INT(submit_request(g.w, "audio/cards/003.wav", 0, &f[5]), 0);
+  atomic_store(&g_fair.all_queued, 1);
   for (int i = 0; i < 6; i++) {
     wait_done(&f[i].o, 1);
     WD_CHECK_EQ_INT(f[i].o.rc, 0);
