@@ -365,7 +365,7 @@ static int request_started(wd_job_t *const *jobs, int live, uint64_t r) {
  * request with parts under way progresses through them), then the one
  * encoded least recently, then run[]'s order. Counting a plain file's
  * later windows as 1 instead put base's jfk.wav (detection, then window)
- * behind new parts: 4.5-5.4 s instead of 3.7-4.0 s behind two 10-minute
+ * behind new parts: 4.5-5.4 s instead of 3.2-3.7 s behind two 10-minute
  * chunked uploads. The parts still get their turns: while a plain request
  * decodes they get up to half of the worker's time (below).
  *
