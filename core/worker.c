@@ -609,7 +609,7 @@ static int request_running(const wd_worker_t *w, uint64_t r) {
  * request's parts (a chunked job's, each decoded as a job of its own) are
  * queued max_batch at a time; admitted in plain FIFO order they held every
  * slot and a short request behind two 10-minute chunked ones waited 48 s
- * on base instead of about 1. A request with none running ties with a job
+ * on base instead of 2.3. A request with none running ties with a job
  * of its own, and a request with parts running keeps at least one going,
  * so none starves; its later parts are passed over by every request with
  * fewer jobs running. */
