@@ -27,6 +27,11 @@
 #                                     attention too) against the f32 kernels
 #   scripts/lvp-sid.sh run CMD ...    any command inside the chroot, in this
 #                                     directory, with the host build's libraries
+#   scripts/lvp-sid.sh tools DIR      writes DIR/sid-tools/{glslangValidator,
+#                                     spirv-opt,spirv-val}, wrappers that run the
+#                                     chroot's, and prints that folder (for
+#                                     another build tree's WD_GLSLANG_KHR: what
+#                                     scripts/gpu-prep.sh does)
 #   scripts/lvp-sid.sh umount         unmounts the tree and /proc from the chroot
 # The tree is bind-mounted into the chroot while it is used: unmount it
 # before deleting the chroot, or the delete reaches the tree.
@@ -143,5 +148,6 @@ case "${1:-}" in
   check) trap umounts EXIT; check "${2:-}" ;;
   umount) umounts ;;
   run) shift; run_in "${WD_SID_BUILD:-$root/build-sid}" "$@" ;;
+  tools) mounts; tools "${2:?tools DIR}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

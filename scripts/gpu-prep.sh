@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# gpu-prep.sh - what a session lent a GPU (issue #40) does on its own CPU
+# machine before the first device call, in one command. Device time is
+# scarce (minutes a session, all tries together), so nothing here runs on
+# the device: it builds a bundle that fits the device tool's carry.
+#
+#   1. the sid chroot whose glslang (>= 13) and spirv-tools compile the
+#      KHR cooperative-matrix kernels (scripts/lvp-sid.sh setup: Debian
+#      packages, a few minutes the first time, kept in /var/tmp/wd-sid)
+#   2. a lean release tree (default build-gpu): no FFmpeg (its codec
+#      libraries would double the bundle), the KHR kernels built beside
+#      the NV ones, and only what the bundle packs
+#   3. tiny.en as q5_0 (26 MB compressed where f16 is 68)
+#   4. the bundle (scripts/gpu-bundle.sh), without whisper.cpp unless
+#      --whispercpp DIR is given, into OUT (default build-gpu/bundle),
+#      checked to fit the carry beside the working tree
+#
+# usage (as root, from anywhere): scripts/gpu-prep.sh [--whispercpp DIR] [OUT]
+#   WD_GPU_BUILD=DIR  the build tree (default build-gpu)
+# Then, with the device tool (OUT relative to the repository, ignored by git):
+#   run  command: cat build-gpu/bundle/whisperd-gpu.tar.xz.* | tar xJ -C /tmp &&
+#                 cd /tmp/whisperd-gpu && RESULTS=$OUT ./run.sh attn cm numerics large peer
+#        carry:   ["build-gpu/bundle"]
+# (./run.sh's header in scripts/gpu-bundle-run.sh says what each step
+# measures; results/summary.txt is what goes into the issue.)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+wcpp=()
+if [ "${1:-}" = "--whispercpp" ]; then
+  wcpp=(--whispercpp "${2:?--whispercpp DIR}")
+  shift 2
+fi
+b=${WD_GPU_BUILD:-$root/build-gpu}
+out=${1:-$b/bundle}
+# The device tool carries at most 64 MiB: the working tree (~12 MiB) and
+# the bundle together.
+limit_mib=50
+
+"$root/scripts/lvp-sid.sh" setup
+trap '"$root/scripts/lvp-sid.sh" umount' EXIT
+t=$("$root/scripts/lvp-sid.sh" tools "$b")
+cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWD_FFMPEG=OFF -DWD_BENCH=ON \
+  -DWD_GLSLANG_KHR="$t/glslangValidator" -DWD_SPIRV_OPT_KHR="$t/spirv-opt" \
+  -DWD_SPIRV_VAL_KHR="$t/spirv-val" >/dev/null
+mapfile -t gpu_tests < <(ninja -C "$b" -t targets all | sed -n 's/^\(gpu_test_[a-z0-9_]*\): phony$/\1/p')
+cmake --build "$b" -j"$(nproc)" --target whisperd wd_synth_model bench_engine bench_cpu_step \
+  bench_gemm "${gpu_tests[@]}"
+if ! grep -q "_khr" <(strings "$b/daemon/whisperd"); then
+  echo "gpu-prep: the build has no KHR kernels (is the chroot's glslang >= 13?)" >&2
+  exit 1
+fi
+
+tiny=$root/models/ggml-tiny.en.bin
+[ -f "$tiny" ] || "$root/scripts/fetch-model.sh" tiny.en
+q=$b/ggml-tiny.en-q5_0.bin
+[ -f "$q" ] || "$b/daemon/whisperd" quantize "$tiny" "$q" q5_0
+
+rm -rf "$out"
+WD_BUNDLE_BUILD=$b WD_BUNDLE_MODEL=$q "$root/scripts/gpu-bundle.sh" "${wcpp[@]}" "$out"
+mib=$(du -sm "$out" | cut -f1)
+echo "gpu-prep: bundle $out, $mib MiB (${#gpu_tests[@]} GPU tests, KHR kernels in)"
+if [ "$mib" -gt "$limit_mib" ]; then
+  echo "gpu-prep: over $limit_mib MiB: with the working tree it would not fit the device's 64 MiB" >&2
+  exit 1
+fi
