@@ -1,27 +1,20 @@
 /*
  * worker.c - the job queue and the worker thread (see worker.h).
  *
- * Shapes: a FIFO of queued jobs (linked list, at most queue_max new jobs,
- * plus the admitted later parts of accepted ones, worker.h); run[] holds
- * the running jobs, at most cap = min(max_batch, engine max_seqs,
- * engine max_audio). A running job holds one audio slot and as many
- * sequence slots as its decoder has rows (1, beam_size or best_of) for its
- * whole life, and borrows free ones while a window's fallback attempts run
- * side by side if no job could be admitted (job_rows). Admission is FIFO
- * but for fair share between requests (pick_queued: the parts of a
- * chunked request yield to requests with fewer jobs running, keep_spare:
- * and never take a worker's last free slot or row); the job picked that
- * needs more rows than are free waits instead of being overtaken forever.
+ * Shapes: worker_internal.h (the job's and the worker's structs, the queue,
+ * run[] and the slots). The scheduling policy, which queued job is admitted
+ * and which running job encodes next, is worker_sched.c's; this file
+ * carries out its choices.
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
  *      refused by a drain; admit queued jobs while slots are free;
  *   2. without it: end running jobs that were cancelled or timed out; encode
- *      at most ONE window (pick_encode: a request with nothing under way
- *      first, then the job encoded least recently, so a long file's next
- *      window waits behind a new file's first; a chunked request's parts
- *      wait while a plain request decodes, until the steps have had as much
- *      time as their encodes); the
+ *      at most ONE window (wd__worker_pick_encode: a request with nothing
+ *      under way first, then the job encoded least recently, so a long
+ *      file's next window waits behind a new file's first; a chunked
+ *      request's parts wait while a plain request decodes, until the steps
+ *      have had as much time as their encodes); the
  *      prefills (a window's prompt in one submit) of the jobs that start a
  *      window; then one engine step over the rows of every job that needs a
  *      step (after the slot copies its beams asked for), and
@@ -51,59 +44,7 @@
 #include "error.h"
 #include "log.h"
 #include "pool.h"
-
-#define WD_WORKER_MAX_RUN WD_ENGINE_MAX_SEQS
-
-typedef struct wd_job {
-  uint64_t id;
-  wd_decoder_t *dec;
-  wd_job_cb_t cb;
-  double deadline;          /* CLOCK_MONOTONIC seconds, 0 = none */
-  atomic_int cancel;        /* set by wd_worker_cancel */
-  int seq[WD_DECODER_MAX_ROWS]; /* engine sequence slot of each decoder row */
-  int n_rows, audio;        /* rows it needs to run (admission); audio slot */
-  int n_held;               /* rows held: n_rows, more while fallback attempts run */
-  uint64_t request;         /* wd_job_params_t's; 0: a request of its own */
-  uint64_t last_encode;     /* round-robin key: smaller encodes first */
-  int n_reported;           /* segments passed to on_segment */
-  double credited_s;        /* of its audio, what st.decoded_s counts already */
-  double held_s;            /* its audio's length, counted in w->held_s */
-  struct wd_job *next;
-} wd_job_t;
-
-struct wd_worker {
-  wd_worker_opts_t o;
-  int cap;                  /* running jobs at most */
-  wd_pool_t *pool;          /* samples the rows of a step in parallel */
-  pthread_t thread;
-  int thread_started;
-  pthread_mutex_t mu;
-  pthread_cond_t wake;      /* work arrived, a cancel, a drain, stop */
-  pthread_cond_t idle;      /* a turn ended (drain waits on it) */
-  /* under mu */
-  wd_job_t *head, *tail;
-  int n_queued;
-  double held_s;            /* audio seconds of jobs queued, running or ending */
-  wd_job_t *run[WD_WORKER_MAX_RUN];
-  int n_running;
-  int n_ending;             /* unlinked, their on_done not yet returned */
-  uint64_t next_id;
-  int accepting, draining, stop;
-  int cancels;              /* a cancel arrived: sweep the queue */
-  int held_back;            /* admission stopped at a part keep_spare holds back */
-  double next_sweep, grace_deadline;
-  wd_worker_stats_t st;
-  /* worker thread only */
-  uint64_t encode_clock;
-  double enc_ahead_s; /* encode time of parts of a busy request not yet matched by
-                         step time while a request of its own steps (pick_encode) */
-  unsigned seq_used, audio_used; /* bit masks of engine slots */
-  int lost; /* an engine call said WD_EDEVLOST: reset before admitting; written by this
-               thread under mu (queue_full reads it there), read here without it */
-  double reset_at, reset_backoff; /* next reset() try, and the wait after a failed one */
-  atomic_llong heartbeat_ns;
-  atomic_llong rebuild_ns; /* CLOCK_MONOTONIC start of the running reset(), 0 when none */
-};
+#include "worker_internal.h"
 
 static void beat(wd_worker_t *w) { atomic_store(&w->heartbeat_ns, wd_now_ns()); }
 
@@ -240,13 +181,6 @@ static int take_slot(unsigned *mask, int n) {
   return -1;
 }
 
-static int free_slots(unsigned mask, int n) {
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    k += !(mask & (1u << i));
-  return k;
-}
-
 /* Grows or shrinks the rows job j holds toward what its decoder wants now
  * (extra rows for fallback attempts side by side, decoder.h). Rows are
  * lent only while no job waits in the queue (spare = 0 then): a queued
@@ -348,73 +282,12 @@ static int end_stopped(wd_worker_t *w, wd_job_t **jobs, int n, int shutdown) {
   return live;
 }
 
-/* How many of jobs[0..live) of request r (not 0) have been encoded at
- * least once since their admission (admission sets last_encode to 0): the
- * request's jobs under way. */
-static int request_started(wd_job_t *const *jobs, int live, uint64_t r) {
-  int n = 0;
-  for (int i = 0; i < live; i++)
-    n += jobs[i]->request == r && jobs[i]->last_encode > 0;
-  return n;
-}
-
-/*
- * The job whose window to encode this turn, or NULL. First the job of the
- * request with the fewest jobs under way, a request of its own counting 0
- * (its next window is all the progress it can make, while a chunked
- * request with parts under way progresses through them), then the one
- * encoded least recently, then run[]'s order. Counting a plain file's
- * later windows as 1 instead put base's jfk.wav (detection, then window)
- * behind new parts: 4.5-5.4 s instead of 3.2-3.7 s behind two 10-minute
- * chunked uploads. The parts still get their turns: while a plain request
- * decodes they get up to half of the worker's time (below).
- *
- * An encode takes as long as tens of steps (base on a CPU: ~0.9 s against
- * ~15 ms; a chunk part of a multilingual model without a language encodes
- * twice, detection and window), and a turn is one encode and one step, so
- * a plain request decoding beside the newly admitted parts of chunked jobs
- * moved one token per encode. While a plain request (request 0) is under
- * way, the parts of a request that has parts under way therefore wait
- * until the prefills, steps and callbacks since have taken as long as
- * their encodes (enc_ahead_s): the steps get at least half of the worker's
- * time. Parts alone, or plain requests alone (N uploads at once), encode
- * as they did, in the order they did. *ret_paced: the pick is such a part.
- */
-static wd_job_t *pick_encode(wd_worker_t *w, wd_job_t *const *jobs, int live, int *ret_paced) {
-  int solo = 0, steps = 0;
-  for (int i = 0; i < live; i++) {
-    solo |= jobs[i]->request == 0 && jobs[i]->last_encode > 0;
-    steps |= wd_decoder_need(jobs[i]->dec) == WD_DEC_STEP;
-  }
-  if (!solo)
-    w->enc_ahead_s = 0;
-  const int hold = solo && steps && w->enc_ahead_s > 0; /* a paced part waits */
-  wd_job_t *best = NULL;
-  int best_n = 0, best_paced = 0;
-  for (int i = 0; i < live; i++) {
-    wd_job_t *j = jobs[i];
-    if (wd_decoder_need(j->dec) != WD_DEC_ENCODE)
-      continue;
-    const int n = j->request ? request_started(jobs, live, j->request) : 0;
-    const int paced = j->request && n > 0 && solo;
-    if (paced && hold)
-      continue;
-    if (!best || n < best_n || (n == best_n && j->last_encode < best->last_encode)) {
-      best = j;
-      best_n = n;
-      best_paced = paced;
-    }
-  }
-  *ret_paced = best_paced;
-  return best;
-}
-
-/* One encode, of pick_encode's job. A job that fails or is done leaves
+/* One encode, of wd__worker_pick_encode's job. A job that fails or is done leaves
  * jobs[0..*live). */
 static void run_encode(wd_worker_t *w, wd_job_t **jobs, int *live) {
   const wd_engine_t *e = w->o.engine;
   int paced = 0;
-  wd_job_t *enc = pick_encode(w, jobs, *live, &paced);
+  wd_job_t *enc = wd__worker_pick_encode(w, jobs, *live, &paced);
   if (!enc)
     return;
   const double t0 = wd_now_s();
@@ -527,7 +400,7 @@ static void run_turn(wd_worker_t *w) {
   memcpy(jobs, w->run, (size_t)n * sizeof *jobs);
   const int shutdown = w->draining && wd_now_s() >= w->grace_deadline;
   /* rows may be lent while no queued job could take them: none queued, or
-   * only parts that keep_spare holds back */
+   * only parts that wd__worker_keep_spare holds back */
   const int spare = (w->n_queued == 0 || w->held_back) && !w->draining;
   pthread_mutex_unlock(&w->mu);
   int live = end_stopped(w, jobs, n, shutdown);
@@ -591,59 +464,6 @@ static void try_reset(wd_worker_t *w) {
   wd_log_info("worker: engine rebuilt in %.0f ms; serving again", (wd_now_s() - t0) * 1e3);
 }
 
-/* Under mu: how many running jobs belong to request r (0: none do). */
-static int request_running(const wd_worker_t *w, uint64_t r) {
-  int n = 0;
-  for (int i = 0; r != 0 && i < w->n_running; i++)
-    n += w->run[i]->request == r;
-  return n;
-}
-
-/* How far down the queue the pick looks: a bound on the work done under
- * mu per admission; jobs further back keep FIFO order among themselves. */
-#define WD_WORKER_PICK_SCAN 256
-
-/* Under mu, the queue not empty: the job to admit next, the first queued
- * job of the request with the fewest jobs running (wd_job_params_t.request),
- * and in *ret_before the job queued before it (NULL at the head). A
- * request's parts (a chunked job's, each decoded as a job of its own) are
- * queued max_batch at a time; admitted in plain FIFO order they held every
- * slot and a short request behind two 10-minute chunked ones waited 48 s
- * on base instead of 2.3. A request with none running ties with a job
- * of its own, and a request with parts running keeps at least one going,
- * so none starves; its later parts are passed over by every request with
- * fewer jobs running. */
-static wd_job_t *pick_queued(const wd_worker_t *w, wd_job_t **ret_before) {
-  wd_job_t *best = w->head, *best_before = NULL, *prev = w->head;
-  int best_n = request_running(w, best->request);
-  for (int k = 1; best_n > 0 && prev->next && k < WD_WORKER_PICK_SCAN; k++) {
-    wd_job_t *j = prev->next;
-    const int n = j->request == best->request ? best_n : request_running(w, j->request);
-    if (n < best_n) {
-      best = j;
-      best_before = prev;
-      best_n = n;
-    }
-    prev = j;
-  }
-  *ret_before = best_before;
-  return best;
-}
-
-/* Under mu: whether j, picked next, must wait to leave room. On a worker of
- * two or more slots, a request with a job running never takes the last
- * free slot, nor the last free row: a request that comes while long chunked
- * jobs run starts at once instead of waiting for one of their parts to end
- * (a part of a 10-minute upload runs for seconds on a GPU, tens of seconds
- * on a CPU). The price: a chunked job alone runs on one row fewer than
- * max_batch (its held-back part still lets fallback attempts borrow the
- * free row, run_turn's spare). */
-static int keep_spare(const wd_worker_t *w, const wd_job_t *j) {
-  return w->cap >= 2 && request_running(w, j->request) > 0 &&
-         (w->n_running + 1 >= w->cap ||
-          free_slots(w->seq_used, w->o.engine->max_seqs) - j->n_rows < 1);
-}
-
 /* Under mu: takes j (queued after `before`, NULL at the head) off the queue. */
 static void unlink_queued(wd_worker_t *w, wd_job_t *j, wd_job_t *before) {
   if (before)
@@ -699,11 +519,11 @@ static void *worker_main(void *arg) {
     /* Admit while slots are free, the next job by fair share. */
     w->held_back = 0;
     while (!w->lost && !w->draining && w->head && w->n_running < w->cap) {
-      wd_job_t *before, *j = pick_queued(w, &before);
-      if (j->n_rows > free_slots(w->seq_used, w->o.engine->max_seqs))
+      wd_job_t *before, *j = wd__worker_pick_queued(w, &before);
+      if (j->n_rows > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs))
         break;
-      if (keep_spare(w, j)) {
-        w->held_back = 1; /* and every job the pick passed over: see pick_queued */
+      if (wd__worker_keep_spare(w, j)) {
+        w->held_back = 1; /* and every job the pick passed over: see wd__worker_pick_queued */
         break;
       }
       unlink_queued(w, j, before);

@@ -82,8 +82,8 @@ typedef struct {
    * first queued job of the request with the fewest jobs running (FIFO
    * among equals), a request with a job running never takes the worker's
    * last free slot or row, and its parts' encodes wait while a plain
-   * request decodes (worker.c): one request's many parts cannot hold the
-   * worker while a short request waits behind all of them. */
+   * request decodes (worker_sched.c): one request's many parts cannot hold
+   * the worker while a short request waits behind all of them. */
   uint64_t request;
 } wd_job_params_t;
 
