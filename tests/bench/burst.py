@@ -23,6 +23,14 @@ to its /inference in every round, right after whisperd's, and the ratio of
 the last answers (whisperd / whisper-server, median of the rounds) is
 printed: issue #22's "8 concurrent jfk, last answer" figure.
 
+Both servers get the same language. whisper-server's default is English
+(it detects only when asked for "auto"), whisperd's is to detect, as
+openai/whisper does: on a multilingual model detection is an encode of its
+own (openai-exact), so the default here, --language en, sends "en" to
+both; --language auto sends nothing to whisperd and "auto" to
+whisper-server, so both detect. (On an English-only model the language
+is English either way.)
+
   python3 tests/bench/burst.py                       # 8 x jfk.wav, tiny.en, --device cpu
   python3 tests/bench/burst.py --device vulkan -n 4  # the Vulkan engine
   python3 tests/bench/burst.py --compute-type int8 --whisper-server /tmp/wcpp/build-cpu/bin/whisper-server
@@ -40,17 +48,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import wd_api  # noqa: E402
 
 
-def one(port, data, fmt):
+def one(port, data, fmt, lang):
     r = wd_api.post_audio(port, data=data, filename="audio.wav", response_format=fmt,
-                          timeout=600)
+                          language=None if lang == "auto" else lang, timeout=600)
     if r.status != 200:
         raise SystemExit(f"burst: HTTP {r.status}: {r.body[:200]!r}")
     return r.body
 
 
-def wcpp_one(port, data):
+def wcpp_one(port, data, lang):
     body, ctype = wd_api.multipart([("file", ("audio.wav", data, "audio/wav")),
-                                    ("response_format", "json"), ("temperature", "0.0")])
+                                    ("response_format", "json"), ("temperature", "0.0"),
+                                    ("language", lang)])
     r = wd_api.request(port, "POST", "/inference", body, {"Content-Type": ctype}, timeout=600)
     if r.status != 200:
         raise SystemExit(f"burst: whisper-server HTTP {r.status}: {r.body[:200]!r}")
@@ -86,6 +95,8 @@ def main():
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--compute-type", default="f32", help="--compute-type of the daemon")
     ap.add_argument("--whisper-server", help="whisper.cpp's whisper-server: the same burst there")
+    ap.add_argument("--language", default="en",
+                    help="sent to both servers (default en); auto: both detect it")
     a = ap.parse_args()
     data = wd_api.read_file(a.audio)
     d = wd_api.start_daemon(model=a.model, log_level="warning",
@@ -95,18 +106,18 @@ def main():
     peer = []
     try:
         if wc:
-            wcpp_one(wc[1], data)  # warm-up
-        ref = one(d.port, data, "json")
+            wcpp_one(wc[1], data, a.language)  # warm-up
+        ref = one(d.port, data, "json", a.language)
         print(f"whisperd --device {a.device} --max-batch {a.max_batch} --compute-type {a.compute_type}, "
-              f"{os.path.basename(a.model)}, {a.n} x {os.path.basename(a.audio)}")
+              f"{os.path.basename(a.model)}, {a.n} x {os.path.basename(a.audio)}, language {a.language}")
         print(f"text: {json.loads(ref)['text'][:80]}")
         seq, con = [], []
         for rnd in range(a.repeats):
             t0 = time.monotonic()
-            outs = [one(d.port, data, "json") for _ in range(a.n)]
+            outs = [one(d.port, data, "json", a.language) for _ in range(a.n)]
             seq.append(time.monotonic() - t0)
             t0 = time.monotonic()
-            outs += wd_api.parallel(a.n, lambda i: one(d.port, data, "json"))
+            outs += wd_api.parallel(a.n, lambda i: one(d.port, data, "json", a.language))
             con.append(time.monotonic() - t0)
             same = sum(o == ref for o in outs)
             print(f"round {rnd + 1}: sequential {seq[-1]:.3f} s, concurrent {con[-1]:.3f} s "
@@ -115,7 +126,7 @@ def main():
                 raise SystemExit("burst: an answer differs from the request alone")
             if wc:
                 t0 = time.monotonic()
-                wd_api.parallel(a.n, lambda i: wcpp_one(wc[1], data))
+                wd_api.parallel(a.n, lambda i: wcpp_one(wc[1], data, a.language))
                 peer.append(time.monotonic() - t0)
                 print(f"  whisper-server: concurrent {peer[-1]:.3f} s (whisperd / whisper-server "
                       f"{con[-1] / peer[-1]:.3f})")
