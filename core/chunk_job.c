@@ -48,6 +48,7 @@ struct cjob {
   int in_flight, max_in_flight;
   int rc;                /* the first failure */
   int cancelled;
+  int lang_wait;         /* later chunks wait for the first one's language */
   int active;            /* chunk_done calls under way */
   pthread_mutex_t emit_mu; /* on_segment calls, in time order */
   double deadline;       /* CLOCK_MONOTONIC s; 0: none */
@@ -125,6 +126,7 @@ static void reg_remove(cjob_t *j) {
 }
 
 static void chunk_done(void *ud, int rc, wd_transcript_t *t);
+static void chunk_language(void *ud, const char *code, float prob);
 
 /* Submits chunk c (its samples copied). Called without j->mu. Every chunk
  * but the first is submitted as admitted (worker.h): the first one's
@@ -137,7 +139,8 @@ static int submit_chunk(cjob_t *j, chunk_t *c) {
     return WD_ENOMEM;
   memcpy(pcm, j->samples + c->start, n * sizeof *pcm);
   wd_job_params_t q = j->p;
-  q.cb = (wd_job_cb_t){ .ud = c, .on_segment = NULL, .on_done = chunk_done };
+  q.cb = (wd_job_cb_t){ .ud = c, .on_segment = NULL, .on_done = chunk_done,
+                        .on_language = c == &j->chunks[0] ? chunk_language : NULL };
   q.admitted = c != &j->chunks[0];
   q.request = j->id; /* its parts take turns with other requests (worker.h) */
   if (j->deadline > 0) {
@@ -278,6 +281,49 @@ static void leave(cjob_t *j) {
     finish(j);
 }
 
+/* Submits chunks while fewer than max_in_flight are queued or running and
+ * the job goes on (called without j->mu; from any thread: each chunk is
+ * claimed under the lock). A failed submit (a drain, no memory) ends the
+ * job through the chunks in flight. */
+static void fill(cjob_t *j) {
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    chunk_t *next = NULL;
+    if (!j->rc && !j->cancelled && !j->lang_wait && j->next_submit < j->n &&
+        j->in_flight < j->max_in_flight) {
+      next = &j->chunks[j->next_submit++];
+      j->in_flight++;
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (!next)
+      return;
+    const int src = submit_chunk(j, next);
+    if (src < 0) {
+      pthread_mutex_lock(&j->mu);
+      if (!j->rc)
+        j->rc = src;
+      next->done = 1;
+      j->in_flight--;
+      pthread_mutex_unlock(&j->mu);
+      return;
+    }
+  }
+}
+
+/* The later chunks' language from now on (under j->mu): code, or, when
+ * there is none (the first chunk failed) or no memory to copy it, each
+ * chunk detects its own. No chunk is being submitted while lang_wait is
+ * set, so none reads j->p as it changes. */
+static void use_language(cjob_t *j, const char *code) {
+  j->lang_wait = 0;
+  char *s = code && code[0] ? strdup(code) : NULL;
+  if (!s)
+    return;
+  free(j->language);
+  j->language = s;
+  j->p.decode.language = s;
+}
+
 /* A chunk's job ended (a worker thread, no worker lock held). */
 static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
   chunk_t *c = ud;
@@ -298,24 +344,34 @@ static void chunk_done(void *ud, int rc, wd_transcript_t *t) {
     n_stop = ids_in_flight(j, stop, WD_WORKERS_CANCEL_BATCH);
   }
   j->in_flight--;
-  chunk_t *next = NULL;
-  if (!j->rc && !j->cancelled && j->next_submit < j->n) {
-    next = &j->chunks[j->next_submit++];
-    j->in_flight++;
-  }
+  if (c == &j->chunks[0] && j->lang_wait) /* it ended before telling its language */
+    use_language(j, rc == 0 ? c->t.language : NULL);
   pthread_mutex_unlock(&j->mu);
   for (size_t i = 0; i < n_stop; i++)
     wd_workers_cancel(j->g, stop[i]);
   if (j->p.cb.on_segment)
     emit_ready(j);
-  const int src = next ? submit_chunk(j, next) : 0;
+  fill(j);
   pthread_mutex_lock(&j->mu);
-  if (src < 0) {
-    if (!j->rc)
-      j->rc = src;
-    next->done = 1;
-    j->in_flight--;
+  leave(j);
+}
+
+/* The first chunk has detected its language (a worker thread): the later
+ * chunks are decoded in it, and may start now. */
+static void chunk_language(void *ud, const char *code, float prob) {
+  (void)prob;
+  chunk_t *c = ud;
+  cjob_t *j = c->parent;
+  pthread_mutex_lock(&j->mu);
+  if (!j->lang_wait) {
+    pthread_mutex_unlock(&j->mu);
+    return;
   }
+  j->active++;
+  use_language(j, code);
+  pthread_mutex_unlock(&j->mu);
+  fill(j);
+  pthread_mutex_lock(&j->mu);
   leave(j);
 }
 
@@ -397,6 +453,14 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
    * the caller's answer (429, 503), with nothing running yet. */
   j->next_submit = 1;
   j->in_flight = 1;
+  /* No language given on a multilingual model: the first chunk detects it
+   * and the others are decoded in it (chunk_language), as openai/whisper's
+   * transcribe() and faster-whisper's batched pipeline detect once a file.
+   * A chunk that detected for itself would encode twice, its 30 s of
+   * detection (real padding frames) and its window (zeros past its end). */
+  const char *lang = j->p.decode.language;
+  j->lang_wait = j->n > 1 && (!lang || !lang[0] || strcmp(lang, "auto") == 0) &&
+                 wd_workers_multilingual(g);
   j->active = 1; /* this thread, until the first batch is out */
   reg_add(j);
   const uint64_t id = j->id;
@@ -408,30 +472,10 @@ int wd_chunk_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_par
   }
   if (ret_id)
     *ret_id = id;
-  /* The rest of the first batch, admitted; a failure now (a drain, no
-   * memory) ends the job through the chunks in flight (chunk_done
-   * finishes it). */
-  for (;;) {
-    pthread_mutex_lock(&j->mu);
-    chunk_t *next = NULL;
-    if (!j->rc && !j->cancelled && j->next_submit < j->n && j->in_flight < j->max_in_flight) {
-      next = &j->chunks[j->next_submit++];
-      j->in_flight++;
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (!next)
-      break;
-    const int src = submit_chunk(j, next);
-    if (src < 0) {
-      pthread_mutex_lock(&j->mu);
-      if (!j->rc)
-        j->rc = src;
-      next->done = 1;
-      j->in_flight--;
-      pthread_mutex_unlock(&j->mu);
-      break;
-    }
-  }
+  /* The rest of the first batch, admitted (once the first chunk's language
+   * is known, where it waits for it); a failure now (a drain, no memory)
+   * ends the job through the chunks in flight (chunk_done finishes it). */
+  fill(j);
   pthread_mutex_lock(&j->mu);
   leave(j);
   return 0;

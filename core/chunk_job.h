@@ -22,6 +22,14 @@
  * queued or running at once, and new requests still meet queue_max with
  * those chunks counted among the queued.
  *
+ * Language: a request that names none, on a multilingual model, has it
+ * detected once, by the first chunk (openai's detect_language on its first
+ * 30 s); the later chunks wait for that answer (on_language, worker.h) and
+ * are decoded in it, as openai/whisper's transcribe() and faster-whisper's
+ * batched pipeline detect once a file. A chunk that detected for itself
+ * would be encoded twice (detection reads real padding frames past a short
+ * chunk's end, its window zeros).
+ *
  * Segments reach on_segment in time
  * order, a chunk's once every chunk before it has ended; on_done gets one
  * transcript, segments renumbered, times, seeks and words on the original

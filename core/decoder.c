@@ -114,6 +114,7 @@ struct wd_decoder {
 
   wd_phase_t phase;
   int window0_encoded;         /* detection's encode is the first window's */
+  int did_detect;              /* detection has run: out.language is its answer */
   /* the seek loop (transcribe.py) */
   int seek, segment_size;
   wd_toks_t all;               /* the initial prompt, then every segment's tokens */
@@ -819,6 +820,7 @@ static int detected(wd_decoder_t *d, const float *lg) {
     d->out.language_probs[i].prob = (float)exp((double)lg[top[i]] - lse);
   }
   d->out.n_language_probs = k;
+  d->did_detect = 1;
   d->sot_seq[d->n_sot++] = best;
   d->sot_seq[d->n_sot++] = d->opts.translate ? sp->translate : sp->transcribe;
   /* The seek loop pads window 0 with zeros where detection read real
@@ -865,6 +867,14 @@ double wd_decoder_done_s(const wd_decoder_t *d) {
 }
 
 double wd_decoder_total_s(const wd_decoder_t *d) { return d->content_frames * 0.01; }
+
+const char *wd_decoder_detected(const wd_decoder_t *d, float *ret_prob) {
+  if (!d->did_detect)
+    return NULL;
+  if (ret_prob)
+    *ret_prob = d->out.language_prob;
+  return d->out.language;
+}
 
 int wd_decoder_take_result(wd_decoder_t *d, wd_transcript_t *out) {
   memset(out, 0, sizeof *out);

@@ -118,6 +118,11 @@ const wd_segment_t *wd_decoder_segments(const wd_decoder_t *d, int *ret_n);
 /* Seconds of audio decoded so far, and in all. */
 double wd_decoder_done_s(const wd_decoder_t *d);
 double wd_decoder_total_s(const wd_decoder_t *d);
+/* The language this decoder detected (openai's detect_language on its
+ * first window) and its probability, once detection has run; NULL before,
+ * and always for a decoder that was given its language (or whose model is
+ * English-only). */
+const char *wd_decoder_detected(const wd_decoder_t *d, float *ret_prob);
 
 /* WD_DEC_DONE: moves the transcript into *out (caller frees with
  * wd_transcript_free). Returns WD_EINVAL before DONE. */

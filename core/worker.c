@@ -137,8 +137,17 @@ static void run_finish(wd_worker_t *w, wd_job_t *j, int rc) {
   job_end(w, j, rc, rc == 0 ? &t : NULL);
 }
 
-/* Passes the segments finalised since the last call to on_segment. */
+/* Passes a language just detected to on_language, then the segments
+ * finalised since the last call to on_segment. */
 static void report_segments(wd_job_t *j) {
+  if (j->cb.on_language && !j->lang_reported) {
+    float p = 0.0f;
+    const char *code = wd_decoder_detected(j->dec, &p);
+    if (code) {
+      j->lang_reported = 1;
+      j->cb.on_language(j->cb.ud, code, p);
+    }
+  }
   int n = 0;
   const wd_segment_t *s = wd_decoder_segments(j->dec, &n);
   if (j->cb.on_segment)
@@ -651,6 +660,10 @@ static int refusal(const wd_worker_t *w, const wd_job_params_t *p, double audio_
   if (!p->admitted && (queue_full(w) || audio_full(w, audio_s)))
     return WD_EBUSY;
   return 0;
+}
+
+int wd_worker_multilingual(const wd_worker_t *w) {
+  return wd_tokenizer_is_multilingual(w->o.tok);
 }
 
 int wd_worker_has_room(wd_worker_t *w, double audio_s) {

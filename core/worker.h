@@ -62,6 +62,11 @@ typedef struct {
   /* A segment is final (streaming, progress). done_s of total_s seconds of
    * audio are decoded. Optional. */
   void (*on_segment)(void *ud, const wd_segment_t *seg, double done_s, double total_s);
+  /* The job detected its language (a multilingual model given none): code
+   * ("de") and its probability, once, before any on_segment. A job that was
+   * given its language, or whose model is English-only, never calls it.
+   * Optional; it may submit jobs (chunk_job.c does). */
+  void (*on_language)(void *ud, const char *code, float prob);
   /* The job ended. rc == 0: *t holds the transcript and the callee owns it
    * (wd_transcript_free). rc < 0: WD_ECANCELED, WD_ETIMEDOUT, WD_ESHUTDOWN,
    * WD_ENOMEM or an engine error (WD_EVULKAN, WD_EDEVLOST, ...); t is NULL. */
@@ -107,6 +112,10 @@ void wd_worker_free(wd_worker_t *w);
  */
 int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
                      const wd_job_params_t *p, uint64_t *ret_id);
+
+/* Whether the worker's model is multilingual (it detects a language when
+ * given none); 0 for an English-only one. */
+int wd_worker_multilingual(const wd_worker_t *w);
 
 /* Whether the worker could take audio_s more seconds of audio now (the
  * audio budget alone; the queue's length is submit's to check). The HTTP

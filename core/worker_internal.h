@@ -43,6 +43,7 @@ typedef struct wd_job {
   uint64_t request;         /* wd_job_params_t's; 0: a request of its own */
   uint64_t last_encode;     /* round-robin key: smaller encodes first */
   int n_reported;           /* segments passed to on_segment */
+  int lang_reported;        /* on_language called */
   double credited_s;        /* of its audio, what st.decoded_s counts already */
   double held_s;            /* its audio's length, counted in w->held_s */
   struct wd_job *next;

@@ -134,6 +134,10 @@ static int pick(wd_workers_t *g) {
   return best;
 }
 
+int wd_workers_multilingual(const wd_workers_t *g) {
+  return g && g->n > 0 && wd_worker_multilingual(g->w[0]);
+}
+
 int wd_workers_has_room(wd_workers_t *g, double audio_s) {
   for (int i = 0; g && i < g->n; i++) {
     wd_worker_stats_t st;

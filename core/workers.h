@@ -64,6 +64,10 @@ int wd_workers_submit(wd_workers_t *g, int16_t *samples, size_t n_samples,
  * audio now (wd_worker_has_room). */
 int wd_workers_has_room(wd_workers_t *g, double audio_s);
 
+/* Whether the group's model is multilingual (its workers share one model:
+ * the first one's answer). */
+int wd_workers_multilingual(const wd_workers_t *g);
+
 /* Cancels the job with the group's id id on the worker that runs it;
  * unknown and finished ids are ignored. */
 void wd_workers_cancel(wd_workers_t *g, uint64_t id);

@@ -251,6 +251,11 @@ void wd_worker_free(wd_worker_t *w) {
   free(w);
 }
 
+int wd_worker_multilingual(const wd_worker_t *w) {
+  (void)w;
+  return 0;
+}
+
 int wd_worker_has_room(wd_worker_t *w, double audio_s) {
   pthread_mutex_lock(&w->mu);
   g_fake.n_room_asks++;

@@ -252,10 +252,18 @@ def test_disconnect_cancels_every_chunk(plain_daemon):
     wd_api.assert_jfk_json(post_audio(plain_daemon.port))
 
 
+def windows_encoded(port):
+    m = wd_api.metrics(port)
+    return sum(v for k, v in m.items() if k.split("{")[0] == "whisperd_windows_encoded_total")
+
+
 def test_translation_chunked(tmp_path):
     """chunking_strategy on /v1/audio/translations (base, multilingual): each
     copy of jfk translated (English to English: its words), every segment
-    inside its copy on the file's timeline, none in the silences."""
+    inside its copy on the file's timeline, none in the silences. No
+    language given: the first chunk detects it and the second is decoded in
+    it, so the two chunks (each shorter than 30 s) take three encodes, not
+    four (detection's and each window's)."""
     if not os.path.exists(VAD_MODEL):
         pytest.skip("models/silero-vad-v6.safetensors not present (scripts/fetch-vad.sh)")
     if not os.path.exists(wd_api.BASE):
@@ -263,9 +271,11 @@ def test_translation_chunked(tmp_path):
     d = wd_api.start_daemon(model=wd_api.BASE, args=["--vad-model", VAD_MODEL])
     try:
         data, jfk_s = wav_with_silences()
+        before = windows_encoded(d.port)
         r = post_audio(d.port, "translations", data=data, filename="gaps.wav",
                        response_format="verbose_json", chunking_strategy="auto")
         assert r.status == 200, r
+        assert windows_encoded(d.port) - before == 3, (before, windows_encoded(d.port))
         j = r.json()
         assert j["task"] == "translate" and j["language"] == "english", j
         jfk = words(wd_api.JFK_TEXT)

@@ -12,7 +12,8 @@
  * half-way (as a real one is while it computes the log-mel). The chunks
  * come from the real Silero VAD over copies of jfk.wav, so the test needs
  * models/silero-vad-v6.safetensors (scripts/fetch-vad.sh) and skips
- * without it.
+ * without it. On a multilingual model given no language, the later chunks
+ * wait for the first one's detected language and are submitted in it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ typedef struct {
   uint64_t id;
   wd_job_cb_t cb;
   int admitted;
+  char lang[16];          /* the decode options' language, "" for none */
 } fake_job_t;
 
 struct wd_worker {
@@ -49,6 +51,7 @@ struct wd_worker {
   int full_from;          /* with this many jobs the queue is full: a job not
                            * admitted gets WD_EBUSY, as from a real worker
                            * (-1: never full) */
+  int multilingual;       /* the model's, as wd_worker_multilingual says */
 };
 
 static void fake_init(wd_worker_t *w, int max_batch) {
@@ -72,6 +75,8 @@ int wd_worker_has_room(wd_worker_t *w, double audio_s) {
   return 1;
 }
 
+int wd_worker_multilingual(const wd_worker_t *w) { return w->multilingual; }
+
 int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
                      const wd_job_params_t *p, uint64_t *ret_id) {
   (void)n_samples;
@@ -86,7 +91,10 @@ int wd_worker_submit(wd_worker_t *w, int16_t *samples, size_t n_samples,
     return WD_EBUSY;
   }
   const uint64_t id = w->next_id++;
-  w->jobs[w->n_jobs++] = (fake_job_t){ id, p->cb, p->admitted };
+  fake_job_t *f = &w->jobs[w->n_jobs++];
+  *f = (fake_job_t){ id, p->cb, p->admitted, "" };
+  if (p->decode.language)
+    snprintf(f->lang, sizeof f->lang, "%s", p->decode.language);
   w->st.queued++;
   if (ret_id)
     *ret_id = id;
@@ -202,8 +210,9 @@ static int16_t *copies(int n, size_t *ret_n) {
   return out;
 }
 
-/* wd_chunk_submit of n copies; its return code in *ret_rc. */
-static uint64_t submit_copies_rc(wd_workers_t *g, int n, int *ret_rc) {
+/* wd_chunk_submit of n copies in language lang (NULL: none); its return
+ * code in *ret_rc. */
+static uint64_t submit_lang_rc(wd_workers_t *g, int n, const char *lang, int *ret_rc) {
   size_t n_pcm = 0;
   int16_t *pcm = copies(n, &n_pcm);
   WD_CHECK(pcm != NULL);
@@ -211,12 +220,17 @@ static uint64_t submit_copies_rc(wd_workers_t *g, int n, int *ret_rc) {
   wd_vad_params_default(&vp);
   wd_job_params_t p = { 0 };
   wd_decode_opts_default(&p.decode);
+  p.decode.language = lang;
   p.cb = (wd_job_cb_t){ .on_done = job_done };
   g_done = 0;
   g_rc = 1;
   uint64_t id = 0;
   *ret_rc = wd_chunk_submit(g, g_vad, &vp, pcm, n_pcm, &p, &id);
   return id;
+}
+
+static uint64_t submit_copies_rc(wd_workers_t *g, int n, int *ret_rc) {
+  return submit_lang_rc(g, n, NULL, ret_rc);
 }
 
 static uint64_t submit_copies(wd_workers_t *g, int n) {
@@ -325,6 +339,113 @@ WD_TEST(cancel_reaches_a_chunk_being_submitted) {
   WD_CHECK_EQ_INT(g_rc, WD_ECANCELED);
   wd_workers_free(g);
   fake_done(&w);
+}
+
+/* The first chunk's on_language, called as the worker thread would. */
+typedef struct {
+  wd_job_cb_t cb;
+  const char *code;
+} telling_t;
+
+static void *tell_language(void *arg) {
+  const telling_t *t = arg;
+  t->cb.on_language(t->cb.ud, t->code, 0.9f);
+  return NULL;
+}
+
+static void tell_language_now(wd_worker_t *w, const char *code) {
+  pthread_mutex_lock(&w->mu);
+  telling_t t = { w->jobs[0].cb, code };
+  pthread_mutex_unlock(&w->mu);
+  WD_CHECK(t.cb.on_language != NULL);
+  pthread_t th;
+  pthread_create(&th, NULL, tell_language, &t);
+  pthread_join(th, NULL);
+}
+
+/* A multilingual model given no language: only the first chunk starts; the
+ * others follow in the language it detected (a second call changes
+ * nothing), and the job ends as any other. */
+WD_TEST(later_chunks_wait_for_the_first_ones_language) {
+  wd_worker_t w;
+  fake_init(&w, 3);
+  w.multilingual = 1;
+  wd_worker_t *ws[1] = { &w };
+  wd_workers_t *g = NULL;
+  WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+  submit_copies(g, 4);
+  WD_CHECK_EQ_INT(n_jobs(&w), 1);
+  WD_CHECK_EQ_STR(w.jobs[0].lang, "");
+  tell_language_now(&w, "de");
+  WD_CHECK_EQ_INT(n_jobs(&w), 3); /* the rest of the first batch */
+  WD_CHECK_EQ_STR(w.jobs[1].lang, "de");
+  WD_CHECK_EQ_STR(w.jobs[2].lang, "de");
+  WD_CHECK_EQ_INT(w.jobs[1].admitted, 1);
+  tell_language_now(&w, "fr");
+  WD_CHECK_EQ_INT(n_jobs(&w), 3);
+  end_chunk_now(&w, 0, 0);
+  WD_CHECK_EQ_INT(n_jobs(&w), 4);
+  WD_CHECK_EQ_STR(w.jobs[3].lang, "de");
+  for (int i = 1; i < 4; i++)
+    end_chunk_now(&w, i, 0);
+  WD_CHECK_EQ_INT(g_done, 1);
+  WD_CHECK_EQ_INT(g_rc, 0);
+  wd_workers_free(g);
+  fake_done(&w);
+}
+
+/* A language given, or an English-only model: nothing to wait for. */
+WD_TEST(a_given_language_or_an_english_model_waits_for_nothing) {
+  for (int k = 0; k < 2; k++) {
+    wd_worker_t w;
+    fake_init(&w, 3);
+    w.multilingual = k == 0;
+    wd_worker_t *ws[1] = { &w };
+    wd_workers_t *g = NULL;
+    WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+    int rc = 0;
+    submit_lang_rc(g, 3, k == 0 ? "fr" : NULL, &rc);
+    WD_CHECK_EQ_INT(rc, 0);
+    WD_CHECK_EQ_INT(n_jobs(&w), 3);
+    WD_CHECK_EQ_STR(w.jobs[2].lang, k == 0 ? "fr" : "");
+    for (int i = 0; i < 3; i++)
+      end_chunk_now(&w, i, 0);
+    WD_CHECK_EQ_INT(g_done, 1);
+    WD_CHECK_EQ_INT(g_rc, 0);
+    wd_workers_free(g);
+    fake_done(&w);
+  }
+}
+
+/* The first chunk ends before it told a language: failing, it ends the
+ * job with nothing else started; done (a decoder that did not detect),
+ * the others start and detect for themselves. */
+WD_TEST(first_chunk_ending_before_its_language) {
+  for (int ok = 0; ok < 2; ok++) {
+    wd_worker_t w;
+    fake_init(&w, 2);
+    w.multilingual = 1;
+    wd_worker_t *ws[1] = { &w };
+    wd_workers_t *g = NULL;
+    WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+    submit_copies(g, 3);
+    WD_CHECK_EQ_INT(n_jobs(&w), 1);
+    end_chunk_now(&w, 0, ok ? 0 : WD_ENOMEM);
+    if (!ok) {
+      WD_CHECK_EQ_INT(n_jobs(&w), 1);
+      WD_CHECK_EQ_INT(g_done, 1);
+      WD_CHECK_EQ_INT(g_rc, WD_ENOMEM);
+    } else {
+      WD_CHECK_EQ_INT(n_jobs(&w), 3);
+      WD_CHECK_EQ_STR(w.jobs[1].lang, "");
+      end_chunk_now(&w, 1, 0);
+      end_chunk_now(&w, 2, 0);
+      WD_CHECK_EQ_INT(g_done, 1);
+      WD_CHECK_EQ_INT(g_rc, 0);
+    }
+    wd_workers_free(g);
+    fake_done(&w);
+  }
 }
 
 WD_TEST(teardown) { wd_vad_model_free(g_vad); }

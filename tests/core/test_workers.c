@@ -51,6 +51,11 @@ static void fake_done(wd_worker_t *w) {
   pthread_cond_destroy(&w->cv);
 }
 
+int wd_worker_multilingual(const wd_worker_t *w) {
+  (void)w;
+  return 0;
+}
+
 int wd_worker_has_room(wd_worker_t *w, double audio_s) {
   (void)audio_s;
   pthread_mutex_lock(&w->mu);
