@@ -9,6 +9,10 @@
 #                     the reference engine) and the device-loss rebuild (its
 #                     1 s retry backoffs dominate).
 #   core_test_taskq   the decode threads' queue: bound, FIFO, free (ms).
+#   core_test_chunk_job  a chunked job's chunks ended, cancelled and started
+#                     from other threads: a cancel meeting a submit under way,
+#                     the later chunks started by the first one's language
+#                     (7 s; the other cases are the same code single-threaded).
 #   core_test_workers the group over several workers: submits in flight
 #                     counted from two threads, drains side by side (fake
 #                     workers, well under a second).
@@ -31,7 +35,8 @@
 if(NOT WD_TSAN)
   return()
 endif()
-set(wd_tsan_tests core_test_pool core_test_taskq core_test_worker core_test_workers api_test_server
+set(wd_tsan_tests core_test_pool core_test_taskq core_test_worker core_test_workers core_test_chunk_job
+    api_test_server
     api_test_watcher api_test_conn_guard cpu_test_cpu_features cpu_test_engine)
 # What the pass needs and nothing else (scripts/build.sh tsan builds this
 # target): the whole tree under TSan costs CI minutes for tests never run.
@@ -45,6 +50,10 @@ endforeach()
 if(TEST core_test_worker)
   set_tests_properties(core_test_worker PROPERTIES ENVIRONMENT
     "WD_TEST_ONLY=queue_full_cancel_timeout_drain,audio_budget_refuses_past_it_and_frees_at_the_end,audio_shorter_than_a_frame_ends_empty,bad_options_refused_at_submit")
+endif()
+if(TEST core_test_chunk_job)
+  set_tests_properties(core_test_chunk_job PROPERTIES ENVIRONMENT
+    "WD_TEST_ONLY=setup,cancel_reaches_a_chunk_being_submitted,later_chunks_wait_for_the_first_ones_language,teardown")
 endif()
 if(TEST cpu_test_engine)
   set_tests_properties(cpu_test_engine PROPERTIES ENVIRONMENT
