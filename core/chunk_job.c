@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ struct cjob {
   wd_workers_t *g;
   wd_job_params_t p;     /* the caller's; decode's buffers are our copies */
   char *language;
+  char detected[16];     /* the first chunk's language, for the later ones */
   int32_t *prompt, *prefix;
   int16_t *samples;      /* the whole file, until the last chunk ends */
   size_t n_samples;
@@ -311,17 +313,14 @@ static void fill(cjob_t *j) {
 }
 
 /* The later chunks' language from now on (under j->mu): code, or, when
- * there is none (the first chunk failed) or no memory to copy it, each
- * chunk detects its own. No chunk is being submitted while lang_wait is
+ * there is none (the first chunk failed), each chunk detects its own. No chunk is being submitted while lang_wait is
  * set, so none reads j->p as it changes. */
 static void use_language(cjob_t *j, const char *code) {
   j->lang_wait = 0;
-  char *s = code && code[0] ? strdup(code) : NULL;
-  if (!s)
+  if (!code || !code[0])
     return;
-  free(j->language);
-  j->language = s;
-  j->p.decode.language = s;
+  snprintf(j->detected, sizeof j->detected, "%s", code);
+  j->p.decode.language = j->detected;
 }
 
 /* A chunk's job ended (a worker thread, no worker lock held). */
