@@ -186,8 +186,7 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int dh = d / nh, ld = 3 * d;
   const float scale = (float)(1.0 / sqrt((double)dh));
   ln_rows(e, e->e_x, e->e_h, n, d, L->attn_g, L->attn_b);
-  sgemm_xwt(e, n, e->e_h, d, &L->qkv, 0.0f, e->e_qkv, ld);
-  wd_cpu_bias_rows(e, e->e_qkv, n, ld, ld, L->bqkv, 0, NULL);
+  wd_cpu_gemm_xwt_bias(e, n, e->e_h, d, &L->qkv, 0, ld, L->bqkv, e->e_qkv, ld);
   wd_cpu_enc_attn_heads(e, e->enc_blocked, nh, scale);
   /* x += O Wo^T + bo: the product accumulates into the residual stream. */
   sgemm_xwt(e, n, e->e_o, d, &L->o, 1.0f, e->e_x, d);
@@ -197,8 +196,8 @@ static void enc_attention(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
 static void enc_mlp(wd_cpu_engine_t *e, const cpu_enc_layer_t *L) {
   const int n = e->hp.n_audio_ctx, d = e->hp.n_audio_state;
   ln_rows(e, e->e_x, e->e_h, n, d, L->mlp_g, L->mlp_b);
-  sgemm_xwt(e, n, e->e_h, d, &L->fc1, 0.0f, e->e_f, 4 * d);
-  wd_cpu_bias_rows(e, e->e_f, n, 4 * d, 4 * d, L->b1, 1, NULL);
+  wd_cpu_gemm_xwt_bias(e, n, e->e_h, d, &L->fc1, 0, 4 * d, L->b1, e->e_f, 4 * d);
+  wd_cpu_bias_rows(e, e->e_f, n, 4 * d, 4 * d, NULL, 1, NULL);
   sgemm_xwt(e, n, e->e_f, 4 * d, &L->fc2, 1.0f, e->e_x, d);
   wd_cpu_bias_rows(e, e->e_x, n, d, d, L->b2, 0, NULL);
 }
@@ -215,11 +214,11 @@ int wd_cpu_encode(void *self, int a, const float *mel) {
     for (int t = 0; t < T; t++)
       e->e_melT[(size_t)t * (size_t)nm + (size_t)i] = mel[(size_t)i * (size_t)T + (size_t)t];
   im2col3(e->e_melT, T, nm, 1, e->e_col, T);
-  sgemm_xwt(e, T, e->e_col, nm * 3, &e->conv1, 0.0f, e->e_x1, da);
-  wd_cpu_bias_rows(e, e->e_x1, T, da, da, e->conv1_b, 1, NULL);
+  wd_cpu_gemm_xwt_bias(e, T, e->e_col, nm * 3, &e->conv1, 0, da, e->conv1_b, e->e_x1, da);
+  wd_cpu_bias_rows(e, e->e_x1, T, da, da, NULL, 1, NULL);
   im2col3(e->e_x1, T, da, 2, e->e_col, n);
-  sgemm_xwt(e, n, e->e_col, da * 3, &e->conv2, 0.0f, e->e_x, da);
-  wd_cpu_bias_rows(e, e->e_x, n, da, da, e->conv2_b, 1, e->enc_pos);
+  wd_cpu_gemm_xwt_bias(e, n, e->e_col, da * 3, &e->conv2, 0, da, e->conv2_b, e->e_x, da);
+  wd_cpu_bias_rows(e, e->e_x, n, da, da, NULL, 1, e->enc_pos);
   for (int l = 0; l < hp->n_audio_layer; l++) {
     enc_attention(e, &e->enc[l]);
     enc_mlp(e, &e->enc[l]);
@@ -235,8 +234,7 @@ int wd_cpu_encode(void *self, int a, const float *mel) {
   for (int l = 0; l < hp->n_text_layer; l++) {
     const cpu_dec_layer_t *L = &e->dec[l];
     wd_cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, 0, d, 0.0f, K, d);
-    wd_cpu_gemm_xwt(e, n, e->e_x, da, &L->xkv, d, d, 0.0f, V, d);
-    wd_cpu_bias_rows(e, V, n, d, d, L->bxkv + d, 0, NULL);
+    wd_cpu_gemm_xwt_bias(e, n, e->e_x, da, &L->xkv, d, d, L->bxkv + d, V, d);
     const size_t at = ((size_t)a * (size_t)hp->n_text_layer + (size_t)l) * slab;
     f16_task_t t = { .x = K, .y = e->xk + at, .n = slab };
     wd_cpu_parallel(e, F16_CHUNKS, f16_task, &t);

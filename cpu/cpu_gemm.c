@@ -5,6 +5,7 @@
 #include "cpu_gemm.h"
 
 #include <cblas.h>
+#include <string.h>
 
 #include "cpu_internal.h"
 #include "cpu_rgemm.h"
@@ -55,6 +56,7 @@ typedef struct {
   const float *x;
   const cpu_mat_t *w;
   float beta;
+  const float *b; /* bias of the n outputs, or NULL (wd_cpu_gemm_xwt_bias) */
   float *y;
 } xwt_task_t;
 
@@ -73,8 +75,14 @@ static void xwt_task(void *arg, int i) {
     widen_task(&wt, 0);
     wf = wt.out;
   }
+  float beta = t->beta;
+  if (t->b) { /* the slice's rows start as the bias: sgemm adds onto it */
+    for (int r = 0; r < t->rows; r++)
+      memcpy(t->y + (size_t)r * (size_t)t->ldy + a, t->b + a, (size_t)(b - a) * sizeof *t->b);
+    beta = 1.0f;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t->rows, b - a, (int)k, 1.0f, t->x, t->ldx,
-              wf, (int)k, t->beta, t->y + a, t->ldy);
+              wf, (int)k, beta, t->y + a, t->ldy);
 }
 
 /* ---- bf16 and int8 (cpu_rgemm.h) ---- */
@@ -120,9 +128,16 @@ void wd_cpu_rgemm_run(wd_cpu_engine_t *e, int rows, const float *x, int ldx, con
   rgemm(e, rows, x, ldx, w, o0, n, b, op, y, ldy, 0);
 }
 
-void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
-                     int o0, int n, float beta, float *y, int ldy) {
+/* wd_cpu_gemm_xwt and wd_cpu_gemm_xwt_bias: b, when not NULL, replaces
+ * beta's y. */
+static void gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                     int o0, int n, float beta, const float *b, float *y, int ldy) {
   if (w->ct) {
+    if (b) {
+      rgemm(e, rows, x, ldx, w, o0, n, NULL, CPU_GEMV_SET, y, ldy, 1);
+      wd_cpu_bias_rows(e, y, rows, ldy, n, b, 0, NULL);
+      return;
+    }
     rgemm(e, rows, x, ldx, w, o0, n, NULL, beta != 0.0f ? CPU_GEMV_ADD : CPU_GEMV_SET, y, ldy, 1);
     return;
   }
@@ -138,11 +153,21 @@ void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, cons
    * they did with OpenBLAS's own threads (measured: 1 and 2 OpenBLAS
    * threads differ on this encoder's shapes). */
   xwt_task_t t = { .e = e, .rows = rows, .x = x, .ldx = ldx, .w = w, .o0 = o0, .n = n,
-                   .beta = beta, .y = y, .ldy = ldy };
+                   .beta = beta, .b = b, .y = y, .ldy = ldy };
   const int tasks = e->n_threads < (n + 63) / 64 ? e->n_threads : (n + 63) / 64;
   t.per = (n + tasks - 1) / tasks;
   t.per = (t.per + 63) / 64 * 64; /* slices of 64 columns: interior tiles stay interior */
   wd_cpu_parallel(e, (n + t.per - 1) / t.per, xwt_task, &t);
+}
+
+void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
+                     int o0, int n, float beta, float *y, int ldy) {
+  gemm_xwt(e, rows, x, ldx, w, o0, n, beta, NULL, y, ldy);
+}
+
+void wd_cpu_gemm_xwt_bias(wd_cpu_engine_t *e, int rows, const float *x, int ldx,
+                          const cpu_mat_t *w, int o0, int n, const float *b, float *y, int ldy) {
+  gemm_xwt(e, rows, x, ldx, w, o0, n, 0.0f, b, y, ldy);
 }
 
 /* ---- bias and activation over rows ---- */
@@ -191,6 +216,11 @@ void wd_cpu_linear_rows(wd_cpu_engine_t *e, int rows, const float *x, int ldx, c
     wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
     return;
   }
-  wd_cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
-  wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+  if (op == CPU_GEMV_ADD || !b) {
+    wd_cpu_gemm_xwt(e, rows, x, ldx, w, 0, w->n_out, op == CPU_GEMV_ADD ? 1.0f : 0.0f, y, ldy);
+    wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, b, op == CPU_GEMV_GELU, NULL);
+    return;
+  }
+  wd_cpu_gemm_xwt_bias(e, rows, x, ldx, w, 0, w->n_out, b, y, ldy);
+  wd_cpu_bias_rows(e, y, rows, ldy, w->n_out, NULL, op == CPU_GEMV_GELU, NULL);
 }
