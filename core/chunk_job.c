@@ -313,8 +313,9 @@ static void fill(cjob_t *j) {
 }
 
 /* The later chunks' language from now on (under j->mu): code, or, when
- * there is none (the first chunk failed), each chunk detects its own. No chunk is being submitted while lang_wait is
- * set, so none reads j->p as it changes. */
+ * there is none (the first chunk failed), each chunk detects its own. No
+ * chunk is being submitted while lang_wait is set, so none reads j->p as
+ * it changes. */
 static void use_language(cjob_t *j, const char *code) {
   j->lang_wait = 0;
   if (!code || !code[0])

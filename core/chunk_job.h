@@ -22,6 +22,9 @@
  * queued or running at once, and new requests still meet queue_max with
  * those chunks counted among the queued.
  *
+ * Of p->cb, on_segment and on_done are called (on_language is not: the
+ * chunks' own callbacks are chunk_job.c's).
+ *
  * Language: a request that names none, on a multilingual model, has it
  * detected once, by the first chunk (openai's detect_language on its first
  * 30 s); the later chunks wait for that answer (on_language, worker.h) and

@@ -165,6 +165,7 @@ int wd_vad_submit(wd_workers_t *g, const wd_vad_model_t *vad, const wd_vad_param
   q.cb.ud = j;
   q.cb.on_segment = p->cb.on_segment ? vj_segment : NULL;
   q.cb.on_done = vj_done;
+  q.cb.on_language = NULL; /* ud is ours now: the caller's would get the wrong one */
   rc = wd_workers_submit(g, kept, n_kept, &q, ret_id);
   if (rc < 0) { /* on_done never runs for a refused job */
     wd_vad_map_free(&j->map);

@@ -32,11 +32,12 @@ size_t wd_cpu_gemm_scratch_elems(const wd_hparams_t *hp);
 void wd_cpu_gemm_xwt(wd_cpu_engine_t *e, int rows, const float *x, int ldx, const cpu_mat_t *w,
                      int o0, int n, float beta, float *y, int ldy);
 
-/* y (rows, n) = x . W[o0 .. o0 + n)^T + b (b: n values): y starts as b and
- * sgemm adds onto it (beta 1), one pass over y fewer than a product and a
- * bias pass (OpenBLAS's beta 0 clears y first). The sums round once more
- * in a different order than product-then-bias where sgemm splits the
- * inner dimension, in the last bit only. */
+/* y (rows, n) = x . W[o0 .. o0 + n)^T + b (b: n values). On sgemm y starts
+ * as b and sgemm adds onto it (beta 1), one pass over y fewer than a
+ * product and a bias pass (OpenBLAS's beta 0 clears y first); the sums
+ * round in another order than product-then-bias where sgemm splits the
+ * inner dimension, in the last bit only. A bf16 or int8 matrix: the
+ * product, then the bias. */
 void wd_cpu_gemm_xwt_bias(wd_cpu_engine_t *e, int rows, const float *x, int ldx,
                           const cpu_mat_t *w, int o0, int n, const float *b, float *y, int ldy);
 

@@ -15,7 +15,9 @@
  *     beta 1 (accumulating into the residual);
  *   - wd_cpu_linear_rows: SET, GELU and ADD with the bias, against the same
  *     reference;
- *   - one and two threads give the same bits.
+ *   - one and two threads give the same bits;
+ *   - wd_cpu_gemm_xwt_bias over two threads' slices of a row range (each
+ *     slice starts from its own part of the bias).
  */
 #include <cblas.h>
 #include <float.h>
@@ -169,6 +171,44 @@ WD_TEST(every_type_against_double) {
    * loop's tail). */
   check_type(WD_DTYPE_F16, 83);
   check_type(WD_DTYPE_F32, 83);
+}
+
+/* y = x W[o0 .. o0 + n)^T + b with n = 140 on two threads: slices of 128
+ * and 12 outputs (cpu_gemm.c rounds a slice to 64 columns), o0 = 7, so
+ * each slice's bias is b + its first column and its weights start at
+ * o0 + that column. f32 weights: sgemm reads them in place (no scratch). */
+WD_TEST(bias_product_over_slices_of_a_row_range) {
+  enum { OUT = 150, K = 96, O0 = 7, N = 140, LDY = N + 3 };
+  float *wm = malloc(sizeof(float) * OUT * K), *x = malloc(sizeof(float) * ROWS * K);
+  float *b = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * ROWS * LDY);
+  wd_cpu_engine_t *e = engine(2, K);
+  WD_CHECK(wm && x && b && y && e);
+  if (!wm || !x || !b || !y || !e)
+    goto out;
+  for (int i = 0; i < OUT * K; i++)
+    wm[i] = rnd();
+  for (int i = 0; i < ROWS * K; i++)
+    x[i] = rnd();
+  for (int i = 0; i < N; i++)
+    b[i] = 4.0f * rnd();
+  for (int i = 0; i < ROWS * LDY; i++)
+    y[i] = NAN; /* every output is written, none read */
+  const cpu_mat_t w = { .n_out = OUT, .n_in = K, .type = WD_DTYPE_F32, .data = wm };
+  wd_cpu_gemm_xwt_bias(e, ROWS, x, K, &w, O0, N, b, y, LDY);
+  int bad = 0;
+  for (int r = 0; r < ROWS; r++)
+    for (int j = 0; j < N; j++) {
+      double s = b[j], m = fabs(b[j]);
+      for (int k = 0; k < K; k++) {
+        s += (double)x[r * K + k] * wm[(O0 + j) * K + k];
+        m += fabs((double)x[r * K + k] * wm[(O0 + j) * K + k]);
+      }
+      bad += !(fabs(y[r * LDY + j] - s) <= (K / 8 + 8) * (double)FLT_EPSILON * m + 1e-30);
+    }
+  WD_CHECK_EQ_INT(bad, 0);
+out:
+  free(wm), free(x), free(b), free(y);
+  engine_free(e);
 }
 
 WD_TEST(scratch_covers_every_product) {
