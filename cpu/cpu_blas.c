@@ -68,6 +68,33 @@ const char *wd_cpu_tier_name(cpu_tier_t t) {
  * pick stands), 5 the library's own pick is of the features' tier. */
 static int g_how;
 
+/* OpenBLAS's idle pool. A pthreads build starts its server threads in its
+ * initializer (one fewer than the CPUs), and again whenever
+ * openblas_set_num_threads() finds them gone; an idle server thread spins
+ * for about 2^28 cycles before it sleeps, so each start held a core for
+ * ~100 ms. The CPU engine runs sgemm inside its own pool, one OpenBLAS
+ * thread each, so those threads are never given work: their spin only
+ * slowed the engine's start (issue #40: on 2 cores the kernels'
+ * measurement and the warm-up encode ran at half speed while it lasted).
+ * blas_thread_shutdown_ is OpenBLAS's own fork handler: it joins the
+ * threads, and OpenBLAS builds them again by itself the first time a call
+ * wants several (exec_blas re-initializes a pool that is not there), so a
+ * benchmark that sets more threads still gets them. Weak: a BLAS without
+ * it (a serial or OpenMP build, another library) leaves it NULL. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+static int g_parked; /* 1 once the idle pool has been joined */
+
+static void park_blas_threads(void) {
+  if (blas_thread_shutdown_ && blas_thread_shutdown_() == 0)
+    g_parked = 1;
+}
+
+void wd_cpu_blas_one_thread(void) {
+  openblas_set_num_threads(1);
+  park_blas_threads();
+}
+
 /* An executable's constructor: it runs after every shared object's, so
  * OpenBLAS has already chosen its kernels from its table of CPU models.
  * Where that choice is of another tier than the features' (SSE kernels on
@@ -80,39 +107,40 @@ static int g_how;
  * are removed again in the new image, so child processes start clean.
  * Nothing has run yet (no thread of ours, no file opened but inherited
  * ones, which exec keeps), so the restart costs only the loader's time:
- * a few milliseconds, once, on hosts the library misjudges. */
-__attribute__((constructor)) static void blas_hook(int argc, char **argv, char **envp) {
-  (void)argc, (void)envp;
+ * a few milliseconds, once, on hosts the library misjudges. The image
+ * that goes on then parks OpenBLAS's idle pool (above). Returns g_how. */
+static int blas_choose(char **argv) {
   if (getenv("WHISPERD_BLAS_REEXEC")) {
     unsetenv("WHISPERD_BLAS_REEXEC");
     unsetenv("OPENBLAS_CORETYPE");
-    g_how = 1;
-    return;
+    return 1;
   }
-  if (getenv("OPENBLAS_CORETYPE")) {
-    g_how = 2;
-    return;
-  }
+  if (getenv("OPENBLAS_CORETYPE"))
+    return 2;
   const unsigned f = wd_cpu_features();
   const char *pick = wd_cpu_blas_pick(f);
-  if (!pick) {
-    g_how = 3;
-    return;
-  }
-  if (wd_cpu_blas_core_tier(openblas_get_corename()) == wd_cpu_blas_features_tier(f)) {
-    g_how = 5;
-    return;
-  }
-  if (!argv || !argv[0]) {
-    g_how = 4;
-    return;
-  }
+  if (!pick)
+    return 3;
+  if (wd_cpu_blas_core_tier(openblas_get_corename()) == wd_cpu_blas_features_tier(f))
+    return 5;
+  if (!argv || !argv[0])
+    return 4;
   if (setenv("OPENBLAS_CORETYPE", pick, 1) == 0 && setenv("WHISPERD_BLAS_REEXEC", "1", 1) == 0)
     execv("/proc/self/exe", argv);
   /* No /proc (a bare chroot), or exec refused: go on as the library chose. */
   unsetenv("WHISPERD_BLAS_REEXEC");
   unsetenv("OPENBLAS_CORETYPE");
-  g_how = 4;
+  return 4;
+}
+
+__attribute__((constructor)) static void blas_hook(int argc, char **argv, char **envp) {
+  (void)argc, (void)envp;
+  g_how = blas_choose(argv);
+  park_blas_threads();
+}
+
+int wd_cpu_blas_pool_parked(void) {
+  return g_parked;
 }
 
 /* ---- the report ---- */

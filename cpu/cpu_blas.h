@@ -54,5 +54,12 @@ const char *wd_cpu_blas_path(void);
 /* NULL, or one line when the kernels use less than the CPU has (what it
  * costs, and why). */
 const char *wd_cpu_blas_warning(void);
+/* Every sgemm on the calling threads, none on OpenBLAS's own: sets
+ * OpenBLAS to one thread and joins its idle pool (cpu_blas.c says why).
+ * Process-wide; the CPU engine calls it at each load. */
+void wd_cpu_blas_one_thread(void);
+/* 1 once OpenBLAS's idle pool has been joined (at start-up, or by
+ * wd_cpu_blas_one_thread); 0 where the library has no such pool. */
+int wd_cpu_blas_pool_parked(void);
 
 #endif

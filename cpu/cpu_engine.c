@@ -525,9 +525,10 @@ int wd_cpu_engine_new(const wd_model_t *m, const wd_cpu_engine_opts_t *o,
     return rc;
   }
   /* sgemm runs inside the pool's tasks, one thread each (cpu_gemm.c):
-   * OpenBLAS's own threads stay asleep. Process-wide, the same for every
+   * OpenBLAS's own threads are joined, not left to spin through the
+   * measurement and the warm-up. Process-wide, the same for every
    * engine. */
-  openblas_set_num_threads(1);
+  wd_cpu_blas_one_thread();
   wd_cpu_kernels_pick(e);
   e->iface = (wd_engine_t){
     .self = e, .n_vocab = hp->n_vocab, .n_mels = hp->n_mels, .n_text_ctx = hp->n_text_ctx,

@@ -11,11 +11,16 @@
  *     (openblas_get_corename), and with WHISPERD_CPU_NO_AVX512 an AVX-512
  *     host gets the AVX2 kernels; each child checks an odd-shaped sgemm on
  *     the kernels it got against a double-precision product;
+ *   - in a child: OpenBLAS's idle thread pool, whose spin held a core for
+ *     the first ~100 ms of every process, is gone when main starts (one
+ *     thread), and a call that asks for several threads still gets them
+ *     (OpenBLAS builds the pool again) and right sums;
  *   - in this process (whatever the environment says): the path line names
  *     the kernels OpenBLAS reports, and a warning comes exactly when they
  *     use less than the CPU has.
  */
 #include <cblas.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +96,34 @@ static double sgemm_rel_err(int m, int n, int k) {
   return worst;
 }
 
+/* Threads of this process now. */
+static int threads_now(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* The pool child: "<parked>|<parallel>|<threads at main>|<threads after
+ * the engine's wd_cpu_blas_one_thread>|<threads after a 2-thread
+ * sgemm>|<its rel err>". */
+static int pool_child(void) {
+  const int t0 = threads_now(), parked = wd_cpu_blas_pool_parked();
+  wd_cpu_blas_one_thread(); /* openblas_set_num_threads alone would start the pool again */
+  const int t1 = threads_now();
+  openblas_set_num_threads(2);
+  const double err = sgemm_rel_err(256, 256, 256); /* above OpenBLAS's threading threshold */
+  printf("%d|%d|%d|%d|%d|%g\n", parked, openblas_get_parallel(), t0, t1, threads_now(), err);
+  return 0;
+}
+
 /* The child: "<corename>|<path>|<rel err>" on stdout. */
 static int child(void) {
+  if (getenv("WD_TEST_POOL_CHILD"))
+    return pool_child();
   printf("%s|%s|%g\n", openblas_get_corename(), wd_cpu_blas_path(), sgemm_rel_err(37, 53, 129));
   return 0;
 }
@@ -135,6 +166,28 @@ WD_TEST(startup_pick_is_what_openblas_runs) {
     WD_CHECK_EQ_INT(wd_cpu_blas_core_tier(core), CPU_TIER_AVX2);
   if (wd_cpu_blas_features_tier(f) == CPU_TIER_AVX512)
     WD_CHECK(same(core, "Haswell") && strstr(path, "picked from CPU features"));
+  WD_CHECK(err < 1e-5);
+}
+
+WD_TEST(idle_openblas_pool_parked_and_rebuilt_on_demand) {
+  char line[256];
+  WD_CHECK_EQ_INT(wd_test_child_line("-u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS "
+                                     "-u GOTO_NUM_THREADS WD_TEST_POOL_CHILD=1",
+                                     line, sizeof line), 0);
+  int parked = -1, parallel = -1, t0 = -1, t1 = -1, t2 = -1;
+  double err = 1;
+  WD_CHECK_EQ_INT(sscanf(line, "%d|%d|%d|%d|%d|%lg", &parked, &parallel, &t0, &t1, &t2, &err), 6);
+  fprintf(stderr, "  child: parked %d, parallel %d, threads %d at main, %d after one_thread, "
+                  "%d after a 2-thread sgemm, rel err %.2g\n", parked, parallel, t0, t1, t2, err);
+  /* A pthreads OpenBLAS on a host of several CPUs started a pool in its
+   * initializer: the hook joined it, the engine's one-thread setting did
+   * not start it again, and asking for 2 threads builds it again. */
+  if (parallel == OPENBLAS_THREAD && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
+    WD_CHECK_EQ_INT(parked, 1);
+    WD_CHECK_EQ_INT(t0, 1);
+    WD_CHECK_EQ_INT(t1, 1);
+    WD_CHECK_EQ_INT(t2, 2);
+  }
   WD_CHECK(err < 1e-5);
 }
 
