@@ -200,6 +200,10 @@ static void render_worker(wd_out_t *o, const wd_worker_stats_t *ws) {
   gauge(o, "batch_rows_mean", "Mean sequences per decoder step since start.",
         ws->steps ? (double)ws->rows / (double)ws->steps : 0.0);
   counter(o, "windows_encoded_total", "30-second audio windows encoded.", (double)ws->encodes);
+  counter(o, "windows_made_ahead_total",
+          "Windows whose log-mel was made on another thread while the device decoded the one "
+          "before (--mel-ahead).",
+          (double)ws->windows_ahead);
   counter(o, "prefills_total", "Window prompts fed to the decoder in one submit.",
           (double)ws->prefills);
   counter(o, "word_alignments_total", "Windows aligned for word timestamps.", (double)ws->aligns);

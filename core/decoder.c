@@ -40,6 +40,7 @@
 #include "filters.h"
 #include "pystr.h"
 #include "timing.h"
+#include "win_ahead.h"
 
 #define WD_N_FRAMES 3000        /* mel frames per 30 s window */
 #define WD_PROMPT_MAX 223       /* n_text_ctx / 2 - 1 */
@@ -106,6 +107,9 @@ struct wd_decoder {
   wd_mel_pcm_t *audio;         /* the file, owned; windows of its log-mel */
   int n_frames, content_frames;
   float *window;               /* (n_mels, 3000) the window to encode */
+  int win_seek, win_size;      /* what window holds: frames [win_seek, win_seek + win_size) */
+  int win_limit;               /* the end of what the next window may read */
+  wd_win_ahead_t *ahead;       /* the next window's frames made ahead, or NULL (win_ahead.h) */
   float *work;                 /* (n_vocab) filter scratch */
   int32_t suppress[WD_SUPPRESS_MAX]; /* SuppressTokens("-1") ids */
   wd_filter_t filt;
@@ -292,9 +296,34 @@ static int aligned(wd_decoder_t *d) {
 }
 
 /* mel[:, seek:seek+size] into the 3000-frame window, zero-padded
- * (pad_or_trim pads with 0.0 in normalised log-mel units). */
-static int extract_window(wd_decoder_t *d, int seek, int size) {
-  return wd_mel_pcm_window(d->audio, seek, size, d->window);
+ * (pad_or_trim pads with 0.0 in normalised log-mel units): from the last
+ * window and the frames made ahead where they cover it, else computed
+ * here. Then the frames after it, up to limit (the end of what the next
+ * window may read), are made ahead. */
+static int extract_window(wd_decoder_t *d, int seek, int size, int limit) {
+  if (!wd_win_ahead_take(d->ahead, seek, size, d->window)) {
+    const int rc = wd_mel_pcm_window(d->audio, seek, size, d->window);
+    if (rc < 0)
+      return rc;
+  }
+  d->win_seek = seek;
+  d->win_size = size;
+  d->win_limit = limit;
+  wd_win_ahead_note(d->ahead, seek, size, limit);
+  return 0;
+}
+
+void wd_decoder_ahead_counts(const wd_decoder_t *d, int *served, int *computed) {
+  wd_win_ahead_counts(d ? d->ahead : NULL, served, computed);
+}
+
+int wd_decoder_set_ahead(wd_decoder_t *d, wd_taskq_t *q) {
+  if (!d || !q || d->ahead)
+    return 0;
+  const int rc = wd_win_ahead_new(d->audio, q, &d->ahead);
+  if (rc == 0 && d->win_size >= 0)
+    wd_win_ahead_note(d->ahead, d->win_seek, d->win_size, d->win_limit);
+  return rc;
 }
 
 /* The full text, every segment's text in order; the decoder is done. */
@@ -338,13 +367,17 @@ static int next_window(wd_decoder_t *d) {
   int size = d->content_frames - d->seek;
   if (end - d->seek < size)
     size = end - d->seek;
+  const int limit = d->seek + size; /* this clip's windows end there */
   d->segment_size = size < WD_N_FRAMES ? size : WD_N_FRAMES;
   if (d->seek == 0 && d->segment_size == WD_N_FRAMES && d->window0_encoded) {
     d->window0_encoded = 0;
+    /* The detection window's frames are this one's: make the next ahead. */
+    d->win_limit = limit;
+    wd_win_ahead_note(d->ahead, 0, WD_N_FRAMES, limit);
     return wd_decoder_encoded(d); /* the audio slot still holds detection's encoding */
   }
   d->window0_encoded = 0;
-  const int rc = extract_window(d, d->seek, d->segment_size);
+  const int rc = extract_window(d, d->seek, d->segment_size, limit);
   d->phase = PH_ENCODE;
   return rc;
 }
@@ -539,6 +572,7 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t
   d->n_held = n_rows;
   d->fb = (wd_fallback_t){ .opts = &d->opts, .tok = tok };
   d->window = malloc((size_t)d->n_mels * WD_N_FRAMES * sizeof *d->window);
+  d->win_size = -1; /* no window yet */
   d->work = malloc((size_t)d->sp->n_vocab * sizeof *d->work);
   if (!d->window || !d->work) {
     rc = WD_ENOMEM;
@@ -598,7 +632,7 @@ int wd_decoder_new(const wd_tokenizer_t *tok, const wd_engine_t *e, wd_mel_pcm_t
     if (detect) {
       d->phase = PH_DETECT_ENCODE;
       /* pad_or_trim(mel, 3000) of the whole padded mel: real padding frames. */
-      if ((rc = extract_window(d, 0, WD_N_FRAMES)) < 0)
+      if ((rc = extract_window(d, 0, WD_N_FRAMES, WD_N_FRAMES)) < 0)
         goto fail;
       return *ret = d, 0;
     }
@@ -631,6 +665,7 @@ fail:
 void wd_decoder_free(wd_decoder_t *d) {
   if (!d)
     return;
+  wd_win_ahead_free(d->ahead); /* waits for its task, which reads the audio */
   wd_mel_pcm_free(d->audio);
   free(d->window);
   free(d->work);

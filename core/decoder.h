@@ -34,6 +34,7 @@
 
 #include "decode.h"
 #include "mel.h"
+#include "taskq.h"
 #include "tokenizer.h"
 
 typedef struct wd_decoder wd_decoder_t;
@@ -81,6 +82,14 @@ void wd_decoder_rows_held(wd_decoder_t *d, int n);
 int wd_decoder_rows_shed(wd_decoder_t *d, int *keep);
 
 wd_dec_need_t wd_decoder_need(const wd_decoder_t *d);
+
+/* From now on, make each next window's log-mel ahead on q while this one
+ * is decoded (win_ahead.h), starting with the window held now. Called once
+ * (later calls do nothing), from the thread that drives the decoder; q
+ * outlives the decoder. 0, or WD_ENOMEM (the decoder goes on without). */
+int wd_decoder_set_ahead(wd_decoder_t *d, wd_taskq_t *q);
+/* Windows that came from frames made ahead, and blocks made: tests, logs. */
+void wd_decoder_ahead_counts(const wd_decoder_t *d, int *served, int *computed);
 
 /* WD_DEC_ENCODE: the (n_mels, 3000) window to encode. */
 const float *wd_decoder_window(const wd_decoder_t *d);

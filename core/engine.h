@@ -98,6 +98,13 @@ typedef struct {
    * WD_EDEVLOST; it may be called again after a failure. Optional: an engine
    * that cannot lose its device leaves it NULL. */
   int (*reset)(void *self);
+
+  /* 1 when the engine's calls run on a device and leave the host's cores
+   * idle while the worker waits for them (a GPU): the worker then makes
+   * each job's next log-mel window on a thread of its own meanwhile
+   * (win_ahead.h). 0 when they run on the host's cores (the CPU engine, a
+   * CPU driver such as lavapipe), which that thread would only slow. */
+  int device_offload;
 } wd_engine_t;
 
 #endif

@@ -56,9 +56,12 @@ static void beat(wd_worker_t *w) { atomic_store(&w->heartbeat_ns, wd_now_ns()); 
  * drain returns only after this. */
 static void job_end(wd_worker_t *w, wd_job_t *j, int rc, wd_transcript_t *t) {
   const double held_s = j->held_s;
+  int ahead = 0, made = 0;
+  wd_decoder_ahead_counts(j->dec, &ahead, &made);
   wd_decoder_free(j->dec);
   j->dec = NULL;
   pthread_mutex_lock(&w->mu);
+  w->st.windows_ahead += (uint64_t)ahead;
   w->held_s -= held_s;
   if (w->held_s < 1e-6) /* no drift below zero from the sums */
     w->held_s = 0.0;
@@ -558,6 +561,10 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < n_ended; i++)
       job_end(w, ended[i], ended_rc[i], NULL);
+    /* Running jobs (this thread alone changes run[]) make their next
+     * windows ahead from now on; the call does nothing the second time. */
+    for (int i = 0; w->ahead && i < w->n_running; i++)
+      (void)wd_decoder_set_ahead(w->run[i]->dec, w->ahead);
     run_turn(w);
     if (w->lost)
       fail_running(w);
@@ -599,6 +606,15 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
     free(w);
     return WD_ENOMEM;
   }
+  /* One thread makes the next windows ahead: a block is ~2.7 ms of one
+   * core and a job asks for one per window, so it keeps up with a GPU
+   * stepping 16 jobs; a task per running job at most. */
+  if ((opts->mel_ahead > 0 || (opts->mel_ahead == 0 && e->device_offload)) &&
+      wd_taskq_new(1, WD_WORKER_MAX_RUN, "wd-mel-ahead", &w->ahead) < 0) {
+    wd_pool_free(w->pool);
+    free(w);
+    return WD_ENOMEM;
+  }
   w->accepting = 1;
   w->next_id = 1;
   w->st.queue_max = opts->queue_max;
@@ -608,6 +624,7 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
   int ok = pthread_mutex_init(&w->mu, NULL) == 0;
   ok = ok && pthread_cond_init(&w->wake, NULL) == 0 && pthread_cond_init(&w->idle, NULL) == 0;
   if (!ok || pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    wd_taskq_free(w->ahead);
     wd_pool_free(w->pool);
     free(w);
     return WD_ENOMEM;
@@ -627,6 +644,7 @@ void wd_worker_free(wd_worker_t *w) {
   pthread_mutex_unlock(&w->mu);
   if (w->thread_started)
     pthread_join(w->thread, NULL);
+  wd_taskq_free(w->ahead); /* every decoder is freed, and waited for its block */
   wd_pool_free(w->pool);
   pthread_cond_destroy(&w->wake);
   pthread_cond_destroy(&w->idle);

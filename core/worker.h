@@ -55,6 +55,9 @@ typedef struct {
                               * worker holds none; 0 = no limit. Each second
                               * holds WD_WORKER_BYTES_PER_AUDIO_S. */
   int max_batch;             /* rows per step, <= engine->max_seqs; 1 = no batching */
+  int mel_ahead;             /* each running job's next log-mel window made ahead on a
+                              * thread of the worker's (win_ahead.h): 0 where the
+                              * engine's device_offload says so, 1 always, -1 never */
 } wd_worker_opts_t;
 
 typedef struct {
@@ -137,6 +140,7 @@ typedef struct {
   uint64_t rows_shed;              /* rows lent to fallback attempts taken back for a queued job */
   uint64_t steps_by_rows[WD_ENGINE_MAX_SEQS + 1]; /* steps with r rows at [r] */
   uint64_t encodes;                /* windows encoded */
+  uint64_t windows_ahead;          /* windows whose log-mel was made ahead (mel_ahead) */
   uint64_t prefills;               /* prompts fed in one submit */
   uint64_t aligns;                 /* word-timestamp alignments */
   uint64_t device_losses;          /* engine calls that said WD_EDEVLOST (a lost or hung GPU) */

@@ -27,6 +27,7 @@
 
 #include "decoder.h"
 #include "pool.h"
+#include "taskq.h"
 #include "worker.h"
 
 #define WD_WORKER_MAX_RUN WD_ENGINE_MAX_SEQS
@@ -53,6 +54,7 @@ struct wd_worker {
   wd_worker_opts_t o;
   int cap;                  /* running jobs at most */
   wd_pool_t *pool;          /* samples the rows of a step in parallel */
+  wd_taskq_t *ahead;        /* makes running jobs' next log-mel windows, or NULL (mel_ahead) */
   pthread_t thread;
   int thread_started;
   pthread_mutex_t mu;

@@ -203,6 +203,7 @@ void wd_worker_stats_add(wd_worker_stats_t *sum, const wd_worker_stats_t *st) {
   for (size_t r = 0; r < sizeof sum->steps_by_rows / sizeof sum->steps_by_rows[0]; r++)
     sum->steps_by_rows[r] += st->steps_by_rows[r];
   sum->encodes += st->encodes;
+  sum->windows_ahead += st->windows_ahead;
   sum->prefills += st->prefills;
   sum->aligns += st->aligns;
   sum->device_losses += st->device_losses;

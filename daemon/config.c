@@ -84,6 +84,8 @@ static const wd_option_t wd_options[] = {
     "Arithmetic of the native CPU engine's linear layers, as faster-whisper's compute_type: f32 (the weights as stored, f32 sums: openai's results); bf16 (weights and activations rounded to bfloat16; needs AVX512-BF16); int8 (weights and activations in int8 with a scale per row; AVX512-VNNI, else AVX2). Refused at start where the CPU lacks them or the device is Vulkan", 0 },
   { "max-batch", 0, WD_OPT_INT, OFF(max_batch), "8", 1, WD_ENGINE_MAX_SEQS, NULL, "N",
     "Sequences (beams and requests) decoded together in one GPU step; 1 turns batching off", 0 },
+  { "mel-ahead", 0, WD_OPT_ENUM, OFF(mel_ahead), "auto", 0, 0, "auto|on|off", "WHEN",
+    "Make each running job's next 30 s log-mel window on a thread of its own while the device decodes the current one: auto (on GPUs, whose calls leave the host's cores idle; off for the CPU engine and lavapipe), on or off (comparisons, tests)", 0 },
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",
     "Comma-separated extra names the API accepts in `model` (whisper-1 and the model's own name always work)", 0 },
   { "models", 0, WD_OPT_STR, OFF(models), "", 0, 0, NULL, "PATH[,PATH...]",

@@ -44,6 +44,7 @@ typedef struct {
   char *fault_inject;     /* "" or a fault list (tests; runtime.h) */
   int gpu_timeout_s;      /* longest GPU wait before the device is taken for lost */
   int max_batch;          /* sequences decoded together per step */
+  char *mel_ahead;        /* auto, on or off: next windows' log-mel made ahead */
   int threads;            /* CPU engine threads; 0 = the online CPUs */
   char *compute_type;     /* CPU engine arithmetic: f32, bf16 or int8 */
   char *model_alias;      /* comma-separated extra accepted `model` names */

@@ -136,9 +136,11 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
   }
   if (!cfg->prefill) /* benchmarks: every prompt token a step of its own */
     d->iface.prefill = NULL;
+  const char *ma = cfg->mel_ahead ? cfg->mel_ahead : "auto";
   const wd_worker_opts_t wo = { .engine = &d->iface, .tok = rt->tok,
                                 .mel = rt->mel, .queue_max = queue_max,
-                                .audio_budget_s = audio_budget_s, .max_batch = max_batch };
+                                .audio_budget_s = audio_budget_s, .max_batch = max_batch,
+                                .mel_ahead = strcmp(ma, "on") == 0 ? 1 : strcmp(ma, "off") == 0 ? -1 : 0 };
   if ((rc = wd_worker_new(&wo, &d->worker)) < 0) {
     snprintf(err, err_len, "worker: %s", wd_strerror(rc));
     return rc;

@@ -828,6 +828,8 @@ int wd_vk_engine_new(const wd_model_t *m, const wd_vk_engine_opts_t *opts,
     .max_prefill = (int)WD_ENG_MAX_PREFILL, .prefill = wd__eng_prefill,
     .seq_copy = wd__eng_seq_copy, .align = wd__eng_align, .n_audio_ctx = hp->n_audio_ctx,
     .reset = wd__eng_reset,
+    /* A CPU driver (lavapipe) computes on the host's cores itself. */
+    .device_offload = wd_vk_device_info(e->dev)->device_class != WD_VK_CLASS_CPU,
   };
   *ret_engine = e;
   return 0;

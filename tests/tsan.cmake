@@ -9,6 +9,8 @@
 #                     the reference engine) and the device-loss rebuild (its
 #                     1 s retry backoffs dominate).
 #   core_test_taskq   the decode threads' queue: bound, FIFO, free (ms).
+#   core_test_win_ahead  the next window's log-mel made on a queue's thread
+#                     and taken by the decoder's, a free while it runs (ms).
 #   core_test_chunk_job  a chunked job's chunks ended, cancelled and started
 #                     from other threads: a cancel meeting a submit under way,
 #                     the later chunks started by the first one's language
@@ -35,7 +37,7 @@
 if(NOT WD_TSAN)
   return()
 endif()
-set(wd_tsan_tests core_test_pool core_test_taskq core_test_worker core_test_workers core_test_chunk_job
+set(wd_tsan_tests core_test_pool core_test_taskq core_test_win_ahead core_test_worker core_test_workers core_test_chunk_job
     api_test_server
     api_test_watcher api_test_conn_guard cpu_test_cpu_features cpu_test_engine)
 # What the pass needs and nothing else (scripts/build.sh tsan builds this
