@@ -28,6 +28,9 @@
 #          ceilings on the same GPU, where python3 has torch and transformers
 #   load   tests/bench/load.py: requests/s and latency at 1-16 clients, with
 #          batching and without (--max-batch 1), the daemon on the GPU
+#   ahead  not yet run on a GPU (issue #40): 16 clients of a 120 s file at
+#          --max-batch 16 with the next windows' log-mel made ahead (the
+#          default on a GPU) and with --mel-ahead off
 # Figures and logs go to ./results (RESULTS=DIR sets it); summary.txt is
 # what to paste into the issue. Each step is bounded (timeout) so one hang
 # does not lose the rest.
@@ -42,7 +45,7 @@ nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -e "$nv" ]; then
   export VK_DRIVER_FILES=$nv
 fi
-steps=${*:-cm attn tests tiny large numerics peer load}
+steps=${*:-cm attn tests tiny large numerics peer load ahead}
 sum=$res/summary.txt
 say() { echo "$*" | tee -a "$sum"; }
 
@@ -179,8 +182,17 @@ for step in $steps; do
       >"$res/load.txt" 2>&1
     tail -40 "$res/load.txt" | tee -a "$sum"
     ;;
+  ahead)
+    say "== --mel-ahead: 16 clients of a 120 s file, tiny.en, max-batch 16, on (GPU default) then off"
+    for m in on off; do
+      timeout 280 python3 tests/bench/load.py --ns "" --long-ns 16 --long-s 120 --requests 16 \
+        --seconds 5 --batch 16 --no-unbatched --extra "--mel-ahead $m" >"$res/ahead-$m.txt" 2>&1
+      say "mel-ahead $m:"
+      grep -E "long|req/s" "$res/ahead-$m.txt" | tail -3 | tee -a "$sum"
+    done
+    ;;
   *)
-    say "unknown step '$step' (cm, attn, tests, tiny, gemm, large, numerics, peer, load)"
+    say "unknown step '$step' (cm, attn, tests, tiny, gemm, large, numerics, peer, load, ahead)"
     ;;
   esac
 done

@@ -165,6 +165,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="one request's limit (s)")
     ap.add_argument("--batch", type=int, default=8, help="--max-batch of the batching daemon")
     ap.add_argument("--no-unbatched", action="store_true", help="skip the --max-batch 1 daemon")
+    ap.add_argument("--extra", default="",
+                    help="more daemon options, space-separated (e.g. '--mel-ahead off')")
     args = ap.parse_args()
     ns = [int(x) for x in args.ns.split(",") if x]
     long_ns = [int(x) for x in args.long_ns.split(",") if x] if args.long_s > 0 else []
@@ -190,7 +192,8 @@ def main():
         d = wd_api.Daemon(model=args.model, log_level="warning",
                           args=["--max-batch", str(mb), "--queue-max", str(max(64, 2 * top)),
                                 "--timeout", str(int(args.timeout) + 60),
-                                "--max-audio-s", str(int(max(args.long_s, 11) + 60))])
+                                "--max-audio-s", str(int(max(args.long_s, 11) + 60))]
+                          + args.extra.split())
         d.start()
         try:
             bench(label, "127.0.0.1", d.port, files, ns, long_ns, args, rows)
