@@ -106,10 +106,13 @@ void wd_win_ahead_note(wd_win_ahead_t *a, int seek, int size, int limit) {
 int wd_win_ahead_take(wd_win_ahead_t *a, int seek, int size, float *win) {
   if (!a || a->size < 0 || size < 0 || size > WIN || seek < a->seek)
     return 0;
-  wait_idle(a);
-  const int have = a->seek + a->size;           /* win holds [a->seek, have) */
-  const int end = a->n > 0 && a->rc == 0 ? a->from + a->n : have; /* ...and the block up to end */
+  /* from and n are this thread's (note's); the block's rc is the task's. */
+  const int have = a->seek + a->size;          /* win holds [a->seek, have) */
+  const int end = a->n > 0 ? a->from + a->n : have; /* ...and the block up to end */
   if (seek + size > end)
+    return 0; /* not covered: no need to wait for the block (note will) */
+  wait_idle(a);
+  if (seek + size > have && a->rc != 0)
     return 0;
   /* Per row: the part of the old window first (left, in place), then the
    * block's part, then the padding. */

@@ -57,8 +57,8 @@ void wd_win_ahead_note(wd_win_ahead_t *a, int seek, int size, int limit);
  * when it is still running. */
 int wd_win_ahead_take(wd_win_ahead_t *a, int seek, int size, float *win);
 
-/* Windows served by take, and frames computed ahead that no window used
- * (a job's last window, a jump to another clip): for tests and logs. */
+/* Windows served by take, and blocks whose making was started: for tests
+ * and logs. */
 void wd_win_ahead_counts(const wd_win_ahead_t *a, int *served, int *computed);
 
 #endif

@@ -80,17 +80,25 @@ static int g_how;
  * threads, and OpenBLAS builds them again by itself the first time a call
  * wants several (exec_blas re-initializes a pool that is not there), so a
  * benchmark that sets more threads still gets them. Weak: a BLAS without
- * it (a serial or OpenMP build, another library) leaves it NULL. */
+ * it (a serial build, another library) leaves it NULL; an OpenMP build
+ * has one but is left alone (park_blas_threads). */
 extern int blas_thread_shutdown_(void) __attribute__((weak));
 
 static int g_parked; /* 1 once the idle pool has been joined */
 
 static void park_blas_threads(void) {
-  if (blas_thread_shutdown_ && blas_thread_shutdown_() == 0)
+  /* pthreads builds only: an OpenMP build's shutdown frees the threads'
+   * buffers without a lock, and its threads are OpenMP's. */
+  if (blas_thread_shutdown_ && openblas_get_parallel() == OPENBLAS_THREAD &&
+      blas_thread_shutdown_() == 0)
     g_parked = 1;
 }
 
 void wd_cpu_blas_one_thread(void) {
+  /* Already one thread and parked (a later engine's load): setting it again
+   * would start the pool only to join it. */
+  if (g_parked && openblas_get_num_threads() == 1)
+    return;
   openblas_set_num_threads(1);
   park_blas_threads();
 }

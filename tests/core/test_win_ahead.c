@@ -7,13 +7,15 @@
  * starts inside the last (at a timestamp), exactly at its end, past its end
  * (within the frames made ahead), the last one short and zero-padded, and a
  * jump the two cannot cover (the next VAD clip) is left to the caller. A
- * queue that refuses the task, and a free while the task still runs, are
- * handled too.
+ * queue that refuses the task (its place held by another task), and a
+ * free while the task still runs, are handled too.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "mel.h"
@@ -104,23 +106,38 @@ WD_TEST(windows_not_covered_are_left_to_the_caller) {
   wd_win_ahead_free(a);
 }
 
+/* A task that holds the queue's one place until released. */
+static atomic_int g_release;
+static void blocker(void *arg) {
+  (void)arg;
+  while (!atomic_load(&g_release))
+    nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+}
+
 WD_TEST(a_full_queue_and_a_free_while_running) {
   setup();
   wd_taskq_t *q = NULL;
   WD_CHECK_EQ_INT(wd_taskq_new(1, 1, "test-full", &q), 0);
   wd_win_ahead_t *a = NULL, *b = NULL;
   WD_CHECK_EQ_INT(wd_win_ahead_new(g_pcm, q, &a), 0);
-  WD_CHECK_EQ_INT(wd_win_ahead_new(g_pcm, q, &b), 0);
-  /* a's block takes the queue's one place; b's push is refused, so b's
-   * next window is computed directly, and still right. */
+  WD_CHECK_EQ_INT(wd_win_ahead_new(g_pcm, g_q, &b), 0);
+  /* The queue's one place is taken: a's push is refused, so a's next
+   * window is computed directly, and still right. */
+  atomic_store(&g_release, 0);
+  WD_CHECK_EQ_INT(wd_taskq_push(q, blocker, NULL), 0);
   WD_CHECK_EQ_INT(next(a, 0, W, SECONDS * 100), 0);
-  WD_CHECK_EQ_INT(next(b, 0, W, SECONDS * 100), 0);
   int served = 0, made = 0;
+  wd_win_ahead_counts(a, &served, &made);
+  WD_CHECK_EQ_INT(made, 0);
+  WD_CHECK_EQ_INT(next(a, 2000, W, SECONDS * 100), 0); /* past the window, no block */
+  atomic_store(&g_release, 1);
+  /* Free while the block is being made: b's task (on the other queue) is
+   * queued or running. */
+  WD_CHECK_EQ_INT(next(b, 0, W, SECONDS * 100), 0);
   wd_win_ahead_counts(b, &served, &made);
-  WD_CHECK(made <= 1);
-  (void)next(b, 2000, W, SECONDS * 100);
-  wd_win_ahead_free(a); /* waits for its block */
-  wd_win_ahead_free(b);
+  WD_CHECK_EQ_INT(made, 1);
+  wd_win_ahead_free(b); /* waits for its block */
+  wd_win_ahead_free(a);
   wd_win_ahead_free(NULL);
   wd_taskq_free(q);
   WD_CHECK_EQ_INT(wd_win_ahead_new(NULL, g_q, &a), WD_EINVAL);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cpu_blas.h"
@@ -97,13 +98,24 @@ static double sgemm_rel_err(int m, int n, int k) {
 }
 
 /* Threads of this process now. */
-static int threads_now(void) {
+static int threads_count(void) {
   DIR *d = opendir("/proc/self/task");
   int n = 0;
   for (struct dirent *e; d && (e = readdir(d));)
     n += e->d_name[0] != '.';
   if (d)
     closedir(d);
+  return n;
+}
+
+/* The same, given up to 200 ms to fall to 1: a thread just joined may
+ * still be listed for a moment. */
+static int threads_now(void) {
+  int n = threads_count();
+  for (int i = 0; i < 40 && n > 1; i++) {
+    nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+    n = threads_count();
+  }
   return n;
 }
 
@@ -116,7 +128,7 @@ static int pool_child(void) {
   const int t1 = threads_now();
   openblas_set_num_threads(2);
   const double err = sgemm_rel_err(256, 256, 256); /* above OpenBLAS's threading threshold */
-  printf("%d|%d|%d|%d|%d|%g\n", parked, openblas_get_parallel(), t0, t1, threads_now(), err);
+  printf("%d|%d|%d|%d|%d|%g\n", parked, openblas_get_parallel(), t0, t1, threads_count(), err);
   return 0;
 }
 
@@ -181,12 +193,13 @@ WD_TEST(idle_openblas_pool_parked_and_rebuilt_on_demand) {
                   "%d after a 2-thread sgemm, rel err %.2g\n", parked, parallel, t0, t1, t2, err);
   /* A pthreads OpenBLAS on a host of several CPUs started a pool in its
    * initializer: the hook joined it, the engine's one-thread setting did
-   * not start it again, and asking for 2 threads builds it again. */
+   * not start it again, and asking for 2 threads builds it again (the
+   * whole pool: one thread per CPU, so at least 2). */
   if (parallel == OPENBLAS_THREAD && sysconf(_SC_NPROCESSORS_ONLN) > 1) {
     WD_CHECK_EQ_INT(parked, 1);
     WD_CHECK_EQ_INT(t0, 1);
     WD_CHECK_EQ_INT(t1, 1);
-    WD_CHECK_EQ_INT(t2, 2);
+    WD_CHECK(t2 >= 2);
   }
   WD_CHECK(err < 1e-5);
 }
