@@ -33,6 +33,10 @@
  * would be encoded twice (detection reads real padding frames past a short
  * chunk's end, its window zeros).
  *
+ * Streams: where the caller passes on_segment, the later chunks wait for
+ * the first one to end, so that its segments reach the client first (a
+ * stream's first delta), then run side by side.
+ *
  * Segments reach on_segment in time
  * order, a chunk's once every chunk before it has ended; on_done gets one
  * transcript, segments renumbered, times, seeks and words on the original

@@ -210,6 +210,13 @@ static int16_t *copies(int n, size_t *ret_n) {
   return out;
 }
 
+static void stream_segment(void *ud, const wd_segment_t *seg, double done_s, double total_s) {
+  (void)ud, (void)seg, (void)done_s, (void)total_s;
+}
+
+/* Whether the next submit streams (passes an on_segment). */
+static int g_stream;
+
 /* wd_chunk_submit of n copies in language lang (NULL: none); its return
  * code in *ret_rc. */
 static uint64_t submit_lang_rc(wd_workers_t *g, int n, const char *lang, int *ret_rc) {
@@ -221,7 +228,7 @@ static uint64_t submit_lang_rc(wd_workers_t *g, int n, const char *lang, int *re
   wd_job_params_t p = { 0 };
   wd_decode_opts_default(&p.decode);
   p.decode.language = lang;
-  p.cb = (wd_job_cb_t){ .on_done = job_done };
+  p.cb = (wd_job_cb_t){ .on_done = job_done, .on_segment = g_stream ? stream_segment : NULL };
   g_done = 0;
   g_rc = 1;
   uint64_t id = 0;
@@ -386,6 +393,28 @@ WD_TEST(later_chunks_wait_for_the_first_ones_language) {
   end_chunk_now(&w, 0, 0);
   WD_CHECK_EQ_INT(n_jobs(&w), 4);
   WD_CHECK_EQ_STR(w.jobs[3].lang, "de");
+  for (int i = 1; i < 4; i++)
+    end_chunk_now(&w, i, 0);
+  WD_CHECK_EQ_INT(g_done, 1);
+  WD_CHECK_EQ_INT(g_rc, 0);
+  wd_workers_free(g);
+  fake_done(&w);
+}
+
+/* A stream's later chunks wait for the first one to end (its segments
+ * reach the client first), then start side by side. */
+WD_TEST(a_streams_first_chunk_ends_before_the_others_start) {
+  wd_worker_t w;
+  fake_init(&w, 3);
+  wd_worker_t *ws[1] = { &w };
+  wd_workers_t *g = NULL;
+  WD_CHECK_EQ_INT(wd_workers_new(ws, NULL, 1, &g), 0);
+  g_stream = 1;
+  submit_copies(g, 4);
+  g_stream = 0;
+  WD_CHECK_EQ_INT(n_jobs(&w), 1);
+  end_chunk_now(&w, 0, 0);
+  WD_CHECK_EQ_INT(n_jobs(&w), 4); /* the next batch of three at once */
   for (int i = 1; i < 4; i++)
     end_chunk_now(&w, i, 0);
   WD_CHECK_EQ_INT(g_done, 1);
