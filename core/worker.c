@@ -636,6 +636,8 @@ int wd_worker_new(const wd_worker_opts_t *opts, wd_worker_t **ret) {
   return 0;
 }
 
+int wd_worker_mel_ahead(const wd_worker_t *w) { return w && w->ahead; }
+
 void wd_worker_free(wd_worker_t *w) {
   if (!w)
     return;

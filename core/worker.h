@@ -164,6 +164,10 @@ void wd_worker_stats(wd_worker_t *w, wd_worker_stats_t *ret);
 #define WD_WORKER_REBUILD_GRACE_S 300.0
 double wd_worker_heartbeat(wd_worker_t *w);
 
+/* 1 when the worker makes its jobs' next log-mel windows ahead (mel_ahead,
+ * resolved against the engine's device_offload). */
+int wd_worker_mel_ahead(const wd_worker_t *w);
+
 /*
  * Stops accepting (submit returns WD_ESHUTDOWN), ends every queued job with
  * WD_ESHUTDOWN, lets running jobs finish for up to grace_s seconds, then

@@ -145,9 +145,10 @@ static int dev_open(wd_runtime_t *rt, wd_runtime_dev_t *d, const wd_config_t *cf
     snprintf(err, err_len, "worker: %s", wd_strerror(rc));
     return rc;
   }
-  const int ahead = wo.mel_ahead > 0 || (wo.mel_ahead == 0 && d->iface.device_offload);
   wd_log_info("worker: next windows' log-mel made %s (--mel-ahead %s%s)",
-              ahead ? "ahead on a thread of its own" : "on the worker's path", ma,
+              wd_worker_mel_ahead(d->worker) ? "ahead on a thread of its own"
+                                             : "on the worker's path",
+              ma,
               wo.mel_ahead ? "" : d->iface.device_offload ? ": a GPU leaves the host idle"
                                                           : ": the engine computes on the host");
   return 0;

@@ -14,29 +14,16 @@ chunked upload answers, so the chunks submitted as others end meet a full
 queue too. Needs models/silero-vad-v6.safetensors (scripts/fetch-vad.sh);
 skips without it.
 """
-import io
 import os
 import threading
-import wave
 
 import pytest
 
 import wd_api
-from wd_api import JFK_WAV, post_audio, stop_daemon, words
+from wd_api import copies_wav, post_audio, stop_daemon, words
 
 VAD_MODEL = os.path.join(wd_api.ROOT, "models", "silero-vad-v6.safetensors")
 
-
-def copies_wav(n, gap_s):
-    """n copies of jfk.wav (11 s) with gap_s of silence after each."""
-    with wave.open(JFK_WAV, "rb") as w:
-        params, speech = w.getparams(), w.readframes(w.getnframes())
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setparams(params)
-        for _ in range(n):
-            w.writeframes(speech + b"\0\0" * int(gap_s * 16000))
-    return out.getvalue()
 
 
 @pytest.fixture(scope="module")

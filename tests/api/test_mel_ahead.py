@@ -9,24 +9,13 @@ them), must come back exactly as with it off (text, segment times,
 tokens, log-probs), and /metrics must count the windows made ahead: every
 window after each file's first. base is skipped where it is not fetched.
 """
-import io
 import json
 import os
 import threading
-import wave
 
 import wd_api
-from wd_api import JFK_WAV, post_audio, stop_daemon
+from wd_api import copies_wav, post_audio, stop_daemon
 
-
-def copies_wav(n):
-    with wave.open(JFK_WAV, "rb") as w:
-        params, speech = w.getparams(), w.readframes(w.getnframes())
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setparams(params)
-        w.writeframes(speech * n)
-    return out.getvalue()
 
 
 def transcribe_side_by_side(port, jobs):

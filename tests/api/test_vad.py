@@ -12,7 +12,7 @@ import wave
 import pytest
 
 import wd_api
-from wd_api import JFK_WAV, post_audio, stop_daemon, words
+from wd_api import JFK_WAV, copies_wav, post_audio, stop_daemon, words
 
 VAD_MODEL = os.path.join(wd_api.ROOT, "models", "silero-vad-v6.safetensors")
 LEAD, GAP, TAIL = 12.0, 20.0, 8.0
@@ -185,17 +185,6 @@ def test_chunking_strategy_refused_without_a_vad_model():
     finally:
         stop_daemon(d)
 
-
-def copies_wav(n, gap_s):
-    """n copies of jfk.wav with gap_s of silence after each."""
-    with wave.open(JFK_WAV, "rb") as w:
-        params, speech = w.getparams(), w.readframes(w.getnframes())
-    out = io.BytesIO()
-    with wave.open(out, "wb") as w:
-        w.setparams(params)
-        for _ in range(n):
-            w.writeframes(speech + b"\0\0" * int(gap_s * 16000))
-    return out.getvalue()
 
 
 def test_chunks_run_side_by_side_and_stream_in_order(plain_daemon):

@@ -18,8 +18,10 @@ import socket
 import subprocess
 import tempfile
 import threading
+import io
 import time
 import uuid
+import wave
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -53,6 +55,18 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def copies_wav(n, gap_s=0.0):
+    """n copies of jfk.wav (11 s) with gap_s of silence after each, as WAV bytes."""
+    with wave.open(JFK_WAV, "rb") as w:
+        params, speech = w.getparams(), w.readframes(w.getnframes())
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setparams(params)
+        for _ in range(n):
+            w.writeframes(speech + b"\0\0" * int(gap_s * 16000))
+    return out.getvalue()
 
 
 def read_file(path):
