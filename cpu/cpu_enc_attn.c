@@ -3,8 +3,9 @@
  *
  * A block's scratch: the block's queries copied into 64 rows of 64 (rows
  * past the block's zero, so that every kernel tile is whole), the value
- * sums (64 x 64), each row's 1 / sum, then its scores, 64 rows of npad. Scores of a tile's padding rows are computed
- * (from zero queries: finite) and never stored to o.
+ * sums (64 x 64), each row's 1 / sum, each row's running maximum (16
+ * lanes), then its scores, 64 rows of npad. Scores of a tile's padding
+ * rows are computed (from zero queries: finite) and never stored to o.
  */
 #include "cpu_enc_attn.h"
 
@@ -21,16 +22,20 @@ int wd_cpu_enc_attn_npad(int n) {
   return (n + PANEL - 1) / PANEL * PANEL;
 }
 
-size_t wd_cpu_enc_attn_kt_elems(int n) {
-  return (size_t)wd_cpu_enc_attn_npad(n) * DH;
+size_t wd_cpu_enc_attn_kv_elems(int n) {
+  return ((size_t)wd_cpu_enc_attn_npad(n) + (size_t)n) * DH;
 }
 
 size_t wd_cpu_enc_attn_scratch_elems(int n) {
-  return 2 * (size_t)BLOCK * DH + BLOCK + (size_t)BLOCK * (size_t)wd_cpu_enc_attn_npad(n);
+  return 2 * (size_t)BLOCK * DH + BLOCK + 16 * (size_t)BLOCK +
+         (size_t)BLOCK * (size_t)wd_cpu_enc_attn_npad(n);
 }
 
-void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt) {
+void wd_cpu_enc_attn_pack(const float *K, const float *V, int n, int ld, float *kv) {
   const int npad = wd_cpu_enc_attn_npad(n);
+  float *kt = kv, *vc = kv + (size_t)npad * DH;
+  for (int j = 0; j < n; j++)
+    memcpy(vc + (size_t)j * DH, V + (size_t)j * (size_t)ld, DH * sizeof(float));
   for (int p = 0; p < npad; p += PANEL) {
     float *panel = kt + (size_t)p * DH;
     for (int j = 0; j < PANEL; j++) {
@@ -59,13 +64,13 @@ int wd_cpu_enc_attn_available(int dh) {
          (wd_cpu_avx512_available() || wd_cpu_enc_attn_test_kernel != NULL);
 }
 
-void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
-                           int n, int ldv, float scale, float *scratch, float *o, int ldo) {
+void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kv, int n, float scale,
+                           float *scratch, float *o, int ldo) {
   if (wd_cpu_enc_attn_test_kernel) {
-    wd_cpu_enc_attn_test_kernel(q, rows, ldq, kt, V, n, ldv, scale, scratch, o, ldo);
+    wd_cpu_enc_attn_test_kernel(q, rows, ldq, kv, n, scale, scratch, o, ldo);
     return;
   }
-  ea512_block(q, rows, ldq, kt, V, n, ldv, scale, scratch, o, ldo);
+  ea512_block(q, rows, ldq, kv, n, scale, scratch, o, ldo);
 }
 
 #else /* not x86: the sgemm path always */
@@ -75,10 +80,9 @@ int wd_cpu_enc_attn_available(int dh) {
   return 0;
 }
 
-void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
-                           int n, int ldv, float scale, float *scratch, float *o, int ldo) {
-  (void)q, (void)rows, (void)ldq, (void)kt, (void)V, (void)n, (void)ldv, (void)scale;
-  (void)scratch, (void)o, (void)ldo;
+void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kv, int n, float scale,
+                           float *scratch, float *o, int ldo) {
+  (void)q, (void)rows, (void)ldq, (void)kv, (void)n, (void)scale, (void)scratch, (void)o, (void)ldo;
 }
 
 #endif

@@ -10,7 +10,15 @@
  * is scored against every key, softmaxed and multiplied by V while its
  * 64 x 1500 scores (376 KiB) stay in L2; the keys of a head are packed
  * once into panels of 32 keys x 64 columns so that the scoring kernel
- * reads them as whole vectors.
+ * reads them as whole vectors, and its values are copied once into rows
+ * of their own. In the Q K V buffer a head's value rows lie 3 d floats
+ * apart (6 KiB for base): such a stride reaches only a 32nd of the L2's
+ * sets, so 1500 of them never stayed in L2 from one block to the next and
+ * the value products ran at two thirds of their speed on contiguous rows
+ * (measured on a 2-core Xeon 6 model 207, base: the attention of a window
+ * 155 ms as sgemm, 140 blocked with strided values, 112 with the copy).
+ * The scoring kernel keeps each row's running maximum as it stores the
+ * scores, so the softmax reads them once, not twice.
  *
  * AVX-512 only: a head is 64 columns wide in every Whisper model; other
  * widths and hosts without AVX-512 take the sgemm path. Where both run,
@@ -29,7 +37,7 @@
 #define WD_ENC_ATTN_DH 64     /* the head width the kernels serve */
 #define WD_ENC_ATTN_PANEL 32  /* keys per packed panel */
 #define WD_ENC_ATTN_BLOCK 64  /* queries per block */
-#define WD_ENC_ATTN_TASKS 16  /* blocks in flight at once, each with its own scratch */
+#define WD_ENC_ATTN_TASKS 16  /* most blocks in flight at once, each with its own scratch */
 
 /* 1 where the kernels serve a head of width dh on this CPU: AVX-512 as the
  * GEMV sees it (WHISPERD_CPU_NO_AVX512 and WHISPERD_CPU_PORTABLE mask it). */
@@ -37,26 +45,25 @@ int wd_cpu_enc_attn_available(int dh);
 
 /* n keys rounded up to whole panels. */
 int wd_cpu_enc_attn_npad(int n);
-/* Floats of one head's packed keys, and of one block's scratch. */
-size_t wd_cpu_enc_attn_kt_elems(int n);
+/* Floats of one head's packed keys and values, and of one block's scratch. */
+size_t wd_cpu_enc_attn_kv_elems(int n);
 size_t wd_cpu_enc_attn_scratch_elems(int n);
 
-/* One head's keys K (n rows, stride ld, 64 columns) into kt: panel p holds
- * keys 32p .. 32p+31 as 64 rows (one per column) of 32, zero past n. */
-void wd_cpu_enc_attn_pack(const float *K, int n, int ld, float *kt);
+/* One head's keys K and values V (n rows each, stride ld, 64 columns) into
+ * kv: first the keys, panel p holding keys 32p .. 32p+31 as 64 rows (one
+ * per column) of 32, zero past n; then the values, n rows of 64. */
+void wd_cpu_enc_attn_pack(const float *K, const float *V, int n, int ld, float *kv);
 
 /* rows (1 .. 64) queries q (stride ldq) of one head against its n packed
- * keys kt and values V (n rows, stride ldv): o (rows, stride ldo) =
- * softmax(scale * q K^T) V, the softmax over each row as
- * in cpu_vmath.h but divided by the row's sum after the products; call
- * only where wd_cpu_enc_attn_available. scratch:
+ * keys and values kv: o (rows, stride ldo) = softmax(scale * q K^T) V, the
+ * softmax over each row as in cpu_vmath.h but divided by the row's sum
+ * after the products; call only where wd_cpu_enc_attn_available. scratch:
  * wd_cpu_enc_attn_scratch_elems(n) floats. */
-void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kt, const float *V,
-                           int n, int ldv, float scale, float *scratch, float *o, int ldo);
+void wd_cpu_enc_attn_block(const float *q, int rows, int ldq, const float *kv, int n, float scale,
+                           float *scratch, float *o, int ldo);
 
-typedef void (*wd_cpu_enc_attn_block_fn)(const float *q, int rows, int ldq, const float *kt,
-                                         const float *V, int n, int ldv, float scale,
-                                         float *scratch, float *o, int ldo);
+typedef void (*wd_cpu_enc_attn_block_fn)(const float *q, int rows, int ldq, const float *kv, int n,
+                                         float scale, float *scratch, float *o, int ldo);
 /* Tests only (NULL otherwise): the same kernels compiled against SIMDe's
  * portable AVX-512 (tests/cpu/enc_attn_simde.c). While set, on a host with
  * AVX2, wd_cpu_enc_attn_available says yes for dh 64 and

@@ -23,11 +23,26 @@
 
 /* Score tiles of 8 queries x 32 keys (16 accumulators), value tiles of 4
  * queries x 64 columns (16 accumulators). */
-EA512_TARGET static void scores512(const float *qb, int rows, const float *kt, int npad, float scale,
-                           float *s) {
+
+/* The lanes of a panel's two vectors of scores that hold keys (< n). */
+static inline unsigned ea_key_lanes(int n, int p) {
+  const int k = n - p >= 32 ? 32 : n - p;
+  return k >= 32 ? 0xffffffffu : (1u << k) - 1u;
+}
+
+/* Scores of rows queries (a multiple of 8) against every key: s (rows,
+ * npad) = scale q K^T; rmax (rows, 16) the running maximum of each row's
+ * scores lane by lane, over keys only (a padding key scores 0, which may
+ * exceed every real score). */
+EA512_TARGET static void scores512(const float *qb, int rows, const float *kt, int n, int npad,
+                                   float scale, float *s, float *rmax) {
   const __m512 sc = _mm512_set1_ps(scale);
+  for (int r = 0; r < rows; r++)
+    _mm512_storeu_ps(rmax + 16 * r, _mm512_set1_ps(-INFINITY));
   for (int p = 0; p < npad; p += PANEL) {
     const float *kp = kt + (size_t)p * DH;
+    const unsigned keys = ea_key_lanes(n, p);
+    const __mmask16 m0 = (__mmask16)(keys & 0xffffu), m1 = (__mmask16)(keys >> 16);
     for (int r0 = 0; r0 < rows; r0 += 8) {
       const float *q = qb + r0 * DH;
       __m512 a[8][2];
@@ -45,15 +60,19 @@ EA512_TARGET static void scores512(const float *qb, int rows, const float *kt, i
         }
       }
       for (int r = 0; r < 8; r++) {
-        float *row = s + (size_t)(r0 + r) * (size_t)npad + p;
-        _mm512_storeu_ps(row, _mm512_mul_ps(a[r][0], sc));
-        _mm512_storeu_ps(row + 16, _mm512_mul_ps(a[r][1], sc));
+        float *row = s + (size_t)(r0 + r) * (size_t)npad + p, *mx = rmax + 16 * (r0 + r);
+        const __m512 x0 = _mm512_mul_ps(a[r][0], sc), x1 = _mm512_mul_ps(a[r][1], sc);
+        _mm512_storeu_ps(row, x0);
+        _mm512_storeu_ps(row + 16, x1);
+        __m512 m = _mm512_loadu_ps(mx);
+        m = _mm512_mask_max_ps(m, m0, m, x0);
+        _mm512_storeu_ps(mx, _mm512_mask_max_ps(m, m1, m, x1));
       }
     }
   }
 }
 
-/* e^x for x <= 0: cpu_vmath.h's AVX2 exp, 16 lanes wide. */
+/* e^x for x <= 0: cpu_vmath.h's AVX2 exp polynomial, 16 lanes wide. */
 EA512_TARGET static inline __m512 exp512(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -67,40 +86,51 @@ EA512_TARGET static inline __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(k), 23);
-  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
+  /* p 2^k in one instruction; the AVX2 exp adds k to p's exponent bits,
+   * the same value while the result is a normal float, as the clamp at -87
+   * keeps it. */
+  return _mm512_scalef_ps(p, k);
 }
 
-/* Row r of scores (n of them) to e^(s - max), in place; returns the sum. */
-EA512_TARGET static float exp_row512(float *s, int n) {
+/* A row of scores (n of them) to e^(s - max), in place, max from the
+ * row's 16 running maxima; returns the sum. Two sums, for two exps in
+ * flight at once. */
+EA512_TARGET static float exp_row512(float *s, int n, const float *rmax) {
   const int n16 = n / 16 * 16;
   const __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1u);
-  __m512 mv = _mm512_set1_ps(-INFINITY);
-  for (int j = 0; j < n16; j += 16)
-    mv = _mm512_max_ps(mv, _mm512_loadu_ps(s + j));
-  mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, s + n16));
-  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
-  __m512 sum = _mm512_setzero_ps();
-  for (int j = 0; j < n16; j += 16) {
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_loadu_ps(rmax)));
+  __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 32 <= n16; j += 32) {
+    const __m512 v0 = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    const __m512 v1 = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j + 16), m));
+    _mm512_storeu_ps(s + j, v0);
+    _mm512_storeu_ps(s + j + 16, v1);
+    sum0 = _mm512_add_ps(sum0, v0);
+    sum1 = _mm512_add_ps(sum1, v1);
+  }
+  if (j < n16) {
     const __m512 v = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
     _mm512_storeu_ps(s + j, v);
-    sum = _mm512_add_ps(sum, v);
+    sum0 = _mm512_add_ps(sum0, v);
   }
   if (tail) {
     const __m512 v = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + n16), m));
     _mm512_mask_storeu_ps(s + n16, tail, v);
-    sum = _mm512_mask_add_ps(sum, tail, sum, v);
+    sum1 = _mm512_mask_add_ps(sum1, tail, sum1, v);
   }
-  return _mm512_reduce_add_ps(sum);
+  return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
 }
 
-/* o = (e^s V) / sum, value tiles of 4 rows x 64 columns (16 accumulators);
- * keys in chunks of VCHUNK so that a chunk's values (32 KiB) stay in L1
- * while every tile of the block reads them; a tile's sums go through o
- * between chunks, each column's sum still running over the keys in order. */
+/* o = (e^s V) / sum, V (n rows of 64), value tiles of 4 rows x 64 columns
+ * (16 accumulators); keys in chunks of VCHUNK so that a chunk's values
+ * (32 KiB) stay in L1 while every tile of the block reads them; a tile's
+ * sums go through acc between chunks, each column's sum still running over
+ * the keys in order. */
 #define VCHUNK 128
-EA512_TARGET static void values512(const float *s, int npad, int tiles, const float *inv, const float *V,
-                           int n, int ldv, float *acc, float *o, int rows, int ldo) {
+EA512_TARGET static void values512(const float *s, int npad, int tiles, const float *inv,
+                                   const float *V, int n, float *acc, float *o, int rows,
+                                   int ldo) {
   for (int j0 = 0; j0 < n; j0 += VCHUNK) {
     const int j1 = j0 + VCHUNK < n ? j0 + VCHUNK : n;
     for (int r0 = 0; r0 < tiles; r0 += 4) {
@@ -111,7 +141,7 @@ EA512_TARGET static void values512(const float *s, int npad, int tiles, const fl
         for (int c = 0; c < 4; c++)
           a[r][c] = j0 ? _mm512_loadu_ps(t + r * DH + 16 * c) : _mm512_setzero_ps();
       for (int j = j0; j < j1; j++) {
-        const float *v = V + (size_t)j * (size_t)ldv;
+        const float *v = V + (size_t)j * DH;
         const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
         const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
 #pragma GCC unroll 4
@@ -136,12 +166,12 @@ EA512_TARGET static void values512(const float *s, int npad, int tiles, const fl
   }
 }
 
-EA512_TARGET static void ea512_block(const float *q, int rows, int ldq, const float *kt,
-                                     const float *V, int n, int ldv, float scale,
-                                     float *scratch, float *o, int ldo) {
+EA512_TARGET static void ea512_block(const float *q, int rows, int ldq, const float *kv, int n,
+                                     float scale, float *scratch, float *o, int ldo) {
   const int npad = wd_cpu_enc_attn_npad(n);
+  const float *kt = kv, *V = kv + (size_t)npad * DH;
   float *qb = scratch, *acc = scratch + BLOCK * DH, *inv = acc + BLOCK * DH;
-  float *s = inv + BLOCK;
+  float *rmax = inv + BLOCK, *s = rmax + 16 * BLOCK;
   for (int r = 0; r < BLOCK; r++) {
     if (r < rows)
       memcpy(qb + r * DH, q + (size_t)r * (size_t)ldq, DH * sizeof(float));
@@ -151,10 +181,10 @@ EA512_TARGET static void ea512_block(const float *q, int rows, int ldq, const fl
   /* Whole tiles: 8 rows scored, 4 weighted (the scored rows cover them);
    * the softmax's division comes last, on the weighted sums. */
   const int tiles = (rows + 3) / 4 * 4;
-  scores512(qb, (rows + 7) / 8 * 8, kt, npad, scale, s);
+  scores512(qb, (rows + 7) / 8 * 8, kt, n, npad, scale, s, rmax);
   for (int r = 0; r < tiles; r++)
-    inv[r] = 1.0f / exp_row512(s + (size_t)r * (size_t)npad, n);
-  values512(s, npad, tiles, inv, V, n, ldv, acc, o, rows, ldo);
+    inv[r] = 1.0f / exp_row512(s + (size_t)r * (size_t)npad, n, rmax + 16 * r);
+  values512(s, npad, tiles, inv, V, n, acc, o, rows, ldo);
 }
 
 #endif

@@ -555,6 +555,7 @@ void wd_cpu_engine_stats(const wd_cpu_engine_t *e, wd_cpu_engine_stats_t *st) {
   memset(st, 0, sizeof *st);
   st->encode_ms = e->encode_ms;
   st->cross_ms = e->cross_ms;
+  st->attn_ms = e->attn_ms;
   st->n_steps = e->n_steps;
   st->step_ms = e->n_steps ? e->step_ms_sum / (double)e->n_steps : 0.0;
   st->n_threads = e->n_threads;

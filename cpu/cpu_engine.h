@@ -47,6 +47,7 @@ typedef struct {
 typedef struct {
   double encode_ms; /* last encode(): conv + transformer */
   double cross_ms;  /* last encode(): cross K/V of every decoder layer */
+  double attn_ms;   /* last encode(): the self-attention of every layer (within encode_ms) */
   double step_ms;   /* mean step() time */
   unsigned long long n_steps;
   int n_threads;

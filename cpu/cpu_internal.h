@@ -113,7 +113,7 @@ struct wd_cpu_engine {
   char pick_note[1536];    /* the whole story for the start-up log ("" where none) */
 
   /* ---- figures ---- */
-  double encode_ms, cross_ms, step_ms_sum;
+  double encode_ms, cross_ms, attn_ms, step_ms_sum;
   unsigned long long n_steps;
 };
 

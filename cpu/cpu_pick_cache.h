@@ -26,7 +26,7 @@
 
 /* Bump when a kernel changes speed or a candidate is added or dropped:
  * every cached choice then reads as foreign and is measured again. */
-#define WD_KERNEL_VERSION 1
+#define WD_KERNEL_VERSION 2
 
 #define WD_PICK_MAX 8      /* entries in one file */
 #define WD_PICK_NAME 24    /* an entry's name: [a-z0-9_], at most 23, not "end" */

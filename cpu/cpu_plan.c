@@ -86,7 +86,7 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
   const size_t col1 = 2 * na * nm * 3, col2 = na * da * 3, sc = na > nc ? na : nc;
   const size_t xr = na > rows ? na : rows, dmax = da > d ? da : d;
   const int conv = o->compute != WD_CPU_COMPUTE_F32;
-  const size_t att = (size_t)hp->n_audio_head * wd_cpu_enc_attn_kt_elems((int)na) +
+  const size_t att = (size_t)hp->n_audio_head * wd_cpu_enc_attn_kv_elems((int)na) +
                      (size_t)WD_ENC_ATTN_TASKS * wd_cpu_enc_attn_scratch_elems((int)na);
   const size_t bytes[CPU_BUF_N] = {
     [CPU_BUF_XK] = ma * nl * na * d * sizeof(uint16_t),

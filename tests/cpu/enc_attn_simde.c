@@ -14,7 +14,7 @@
 #include <simde/x86/avx512.h>
 #include <stdint.h>
 
-/* The five the kernels use that this SIMDe (Debian 12's 0.7.2) lacks,
+/* The four the kernels use that this SIMDe (Debian 12's 0.7.2) lacks,
  * through 16-lane arrays: the exact operations (the reductions' order
  * aside, which the test's bounds allow). */
 static inline __m512 ea_maskz_loadu_ps(__mmask16 k, const float *p) {
@@ -46,20 +46,10 @@ static inline float ea_reduce_max_ps(__m512 x) {
     m = v[i] > m ? v[i] : m;
   return m;
 }
-/* Only ever called on whole numbers (exp512's k): truncation is rounding. */
-static inline __m512i ea_cvtps_epi32(__m512 x) {
-  float v[16];
-  int32_t r[16];
-  _mm512_storeu_ps(v, x);
-  for (int i = 0; i < 16; i++)
-    r[i] = (int32_t)v[i];
-  return _mm512_loadu_si512(r);
-}
 #define _mm512_maskz_loadu_ps(k, p) ea_maskz_loadu_ps(k, p)
 #define _mm512_mask_storeu_ps(p, k, x) ea_mask_storeu_ps(p, k, x)
 #define _mm512_reduce_add_ps(x) ea_reduce_add_ps(x)
 #define _mm512_reduce_max_ps(x) ea_reduce_max_ps(x)
-#define _mm512_cvtps_epi32(x) ea_cvtps_epi32(x)
 
 /* No target attribute: the compiler must not emit a ZMM instruction here. */
 #define EA512_TARGET

@@ -58,11 +58,11 @@ WD_TEST(blocks_match_double_reference_on_every_kernel) {
     wd_test_skip("no AVX-512 on this host (nor SIMDe): the encoder takes the sgemm path");
   }
   float *qkv = malloc((size_t)NMAX * LD * sizeof *qkv);
-  float *kt = malloc(wd_cpu_enc_attn_kt_elems(NMAX) * sizeof *kt);
+  float *kv = malloc(wd_cpu_enc_attn_kv_elems(NMAX) * sizeof *kv);
   float *scratch = malloc(wd_cpu_enc_attn_scratch_elems(NMAX) * sizeof *scratch);
   float *o = malloc((size_t)(WD_ENC_ATTN_BLOCK + 1) * LDO * sizeof *o);
-  WD_CHECK(qkv && kt && scratch && o);
-  if (!qkv || !kt || !scratch || !o)
+  WD_CHECK(qkv && kv && scratch && o);
+  if (!qkv || !kv || !scratch || !o)
     goto out;
   /* scores of a few units, as the encoder's are: softmax rows neither flat
    * nor one-hot */
@@ -76,13 +76,12 @@ WD_TEST(blocks_match_double_reference_on_every_kernel) {
   int blocks = 0;
   for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
       const int n = ns[ni];
-      wd_cpu_enc_attn_pack(K, n, LD, kt);
+      wd_cpu_enc_attn_pack(K, V, n, LD, kv);
       for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
         const int rows = rows_list[ri], r0 = (int)(ri * 97) % (NMAX - rows);
         for (size_t i = 0; i < (size_t)(WD_ENC_ATTN_BLOCK + 1) * LDO; i++)
           o[i] = 12345.0f;
-        wd_cpu_enc_attn_block(Q + (size_t)r0 * LD, rows, LD, kt, V, n, LD, scale, scratch,
-                              o + DH, LDO);
+        wd_cpu_enc_attn_block(Q + (size_t)r0 * LD, rows, LD, kv, n, scale, scratch, o + DH, LDO);
         for (int r = 0; r < rows; r++) {
           double ref[DH];
           reference(Q + (size_t)(r0 + r) * LD, K, V, n, scale, ref);
@@ -104,7 +103,7 @@ WD_TEST(blocks_match_double_reference_on_every_kernel) {
   WD_CHECK(worst < 5e-5);
   fprintf(stderr, "  %d blocks, worst error against double %.2e\n", blocks, worst);
 out:
-  free(qkv), free(kt), free(scratch), free(o);
+  free(qkv), free(kv), free(scratch), free(o);
 }
 
 int main(void) { return wd_test_main(); }
