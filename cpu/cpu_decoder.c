@@ -18,6 +18,7 @@
 #include "cpu_attn.h"
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
+#include "cpu_vmath.h"
 #include "clock.h"
 #include "error.h"
 
@@ -123,7 +124,7 @@ static void attention(wd_cpu_engine_t *e, int n, int l, int cross, const keep_t 
 
 static void ln_rows(const float *x, float *y, int n, int d, const float *g, const float *b) {
   for (int r = 0; r < n; r++)
-    wd_cpu_layernorm_row(x + (size_t)r * (size_t)d, d, g, b, y + (size_t)r * (size_t)d);
+    wd_cpu_layernorm_vec(x + (size_t)r * (size_t)d, d, g, b, y + (size_t)r * (size_t)d);
 }
 
 static void gemv(wd_cpu_engine_t *e, const cpu_mat_t *w, const float *b, int n, const float *x,

@@ -44,7 +44,7 @@ static void ln_task(void *arg, int i) {
   const ln_task_t *t = arg;
   const int r0 = i * t->rows_per, r1 = r0 + t->rows_per < t->rows ? r0 + t->rows_per : t->rows;
   for (int r = r0; r < r1; r++)
-    wd_cpu_layernorm_row(t->x + (size_t)r * (size_t)t->d, t->d, t->g, t->b,
+    wd_cpu_layernorm_vec(t->x + (size_t)r * (size_t)t->d, t->d, t->g, t->b,
                          t->y + (size_t)r * (size_t)t->d);
 }
 

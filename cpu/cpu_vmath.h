@@ -1,6 +1,6 @@
 /*
- * cpu_vmath.h - the encoder's element-wise math over whole rows: softmax
- * and GELU, vectorised with AVX2+FMA where the host has it (picked at run
+ * cpu_vmath.h - the element-wise math over whole rows: softmax, GELU and
+ * LayerNorm, vectorised with AVX2+FMA where the host has it (picked at run
  * time), plain libm otherwise.
  *
  * The AVX2 exp is a range reduction x = k ln2 + r (|r| <= ln2 / 2, ln2 in
@@ -17,6 +17,11 @@
 
 /* s[0 .. n) = softmax(s), in place. */
 void wd_cpu_softmax_vec(float *s, int n);
+/* wd_cpu_layernorm_row (cpu_attn.h), its double sums in 16 lanes where
+ * the host has AVX2: the same f32 results but where the order of a double
+ * sum moves one across a rounding boundary. x and y may alias. */
+void wd_cpu_layernorm_vec(const float *x, int d, const float *g, const float *b, float *y);
+
 /* y[0 .. n) = gelu(y[i] + b[i]) (erf form), in place; b may be NULL. */
 void wd_cpu_bias_gelu_vec(float *y, const float *b, int n);
 
