@@ -27,7 +27,11 @@
  * WHISPERD_CPU_ENC_ATTN=blocked|sgemm forces one. On AVX2 the same
  * blocking with 8-lane tiles measured no faster than OpenBLAS's Haswell
  * sgemm (tiny.en, 2-core Zen 5 with AVX-512 masked: 184 against 183 ms a
- * window), so it was not kept.
+ * window), so it was not kept; nor when tried again with the values
+ * copied and 4 x 16 tiles (16 YMM registers hold no larger ones): 11.9
+ * against 9.8 ms for 2 heads of base at load, Xeon family 6 model 207
+ * with AVX-512 masked, though 15 % faster than the sgemm pair on one
+ * thread alone.
  */
 #ifndef WD_CPU_ENC_ATTN_H
 #define WD_CPU_ENC_ATTN_H
