@@ -14,27 +14,7 @@
 #if CPU_X86
 #include <immintrin.h>
 #define VM_TARGET __attribute__((target("avx2,fma")))
-
-/* e^x for x in about [-87, 88] (clamped there). */
-VM_TARGET static inline __m256 vm_exp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  /* r = x - k ln2, ln2 = 0.693359375 + (-2.12194440e-4): the first part has
-   * few bits, so k * it is exact. */
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  /* * 2^k: k (in [-126, 127] after the clamp) added to the exponent. */
-  const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(k), 23);
-  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-}
+#include "cpu_vexp.h"
 
 VM_TARGET static void softmax_avx2(float *s, int n) {
   __m256 mv = _mm256_set1_ps(-INFINITY);
