@@ -227,10 +227,12 @@ ATTN_TARGET static float attn_exp_row(float *s, int n, float mx) {
 #define ATTN_CHUNK 64
 
 /* R queries over the same f16 keys and values. Each query's arithmetic is
- * ATTN_BODY's, operation for operation: a key's score is its own FMA chain
- * over the columns, whatever keys are scored beside it; the softmax runs
- * over the query's whole row; its value sums keep their order over the keys
- * (held in acc between chunks, so nothing is re-rounded). */
+ * ATTN_BODY's, operation for operation, but for the exp (attn_exp_row's 8
+ * lanes, not expf): a key's score is its own FMA chain over the columns,
+ * whatever keys are scored beside it; the softmax runs over the query's
+ * whole row; its value sums keep their order over the keys (held in acc
+ * between chunks, so nothing is re-rounded). A query's result is the same
+ * alone (R = 1) or beside others, bit for bit (test_attn_rows.c). */
 __attribute__((target("avx2,fma,f16c"))) static void
 attend_rows_avx2_f16(int R, const float *const *q, const uint16_t *K, const uint16_t *V, int n,
                      int ld, float scale, float *s, float *const *o, float *const *keep) {
