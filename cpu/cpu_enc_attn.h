@@ -58,7 +58,7 @@ size_t wd_cpu_enc_attn_scratch_elems(int n);
  * per column) of 32, zero past n; then the values, n rows of 64. */
 void wd_cpu_enc_attn_pack(const float *K, const float *V, int n, int ld, float *kv);
 
-/* rows (1 .. 64) queries q (stride ldq) of one head against its n packed
+/* rows (1 .. 64) queries q (stride ldq) of one head against its n (>= 1) packed
  * keys and values kv: o (rows, stride ldo) = softmax(scale * q K^T) V, the
  * softmax over each row as in cpu_vmath.h but divided by the row's sum
  * after the products; call only where wd_cpu_enc_attn_available. scratch:

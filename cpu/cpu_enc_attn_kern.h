@@ -21,16 +21,14 @@
 #define PANEL WD_ENC_ATTN_PANEL
 #define BLOCK WD_ENC_ATTN_BLOCK
 
-/* Score tiles of 8 queries x 32 keys (16 accumulators), value tiles of 4
- * queries x 64 columns (16 accumulators). */
-
 /* The lanes of a panel's two vectors of scores that hold keys (< n). */
 static inline unsigned ea_key_lanes(int n, int p) {
-  const int k = n - p >= 32 ? 32 : n - p;
+  const int k = n - p >= 32 ? 32 : n - p > 0 ? n - p : 0;
   return k >= 32 ? 0xffffffffu : (1u << k) - 1u;
 }
 
-/* Scores of rows queries (a multiple of 8) against every key: s (rows,
+/* Scores of rows queries (a multiple of 8) against every key, in tiles of
+ * 8 queries x 32 keys (16 accumulators): s (rows,
  * npad) = scale q K^T; rmax (rows, 16) the running maximum of each row's
  * scores lane by lane, over keys only (a padding key scores 0, which may
  * exceed every real score). */
@@ -72,7 +70,7 @@ EA512_TARGET static void scores512(const float *qb, int rows, const float *kt, i
   }
 }
 
-/* e^x for x <= 0: cpu_vmath.h's AVX2 exp polynomial, 16 lanes wide. */
+/* e^x for x <= 0: the AVX2 exp's polynomial (cpu_vmath.c), 16 lanes wide. */
 EA512_TARGET static inline __m512 exp512(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),

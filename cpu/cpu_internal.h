@@ -86,7 +86,7 @@ struct wd_cpu_engine {
   float *e_x, *e_h, *e_o; /* (n_ctx, d_a): residual stream, normed, attention out */
   float *e_qkv;  /* (n_ctx, max(3 d_a, 2 d)): Q K V, then the cross K and V in f32 */
   float *e_f;    /* (n_ctx, 4 d_a) */
-  float *e_s;    /* (n_ctx, n_ctx) one head's scores, or the blocked attention's keys and scratch */
+  float *e_s;    /* (n_ctx, n_ctx) one head's scores, or the blocked attention's keys, values and scratch */
 
   /* ---- decoder scratch, max_rows rows ---- */
   float *d_x, *d_h, *d_o; /* (rows, d) */

@@ -104,7 +104,7 @@ void wd_cpu_buffers(const wd_hparams_t *hp, const wd_cpu_engine_opts_t *o, cpu_b
     [CPU_BUF_E_QKV] = na * (3 * da > 2 * d ? 3 * da : 2 * d) * f,
     [CPU_BUF_E_F] = na * 4 * da * f,
     /* one head's scores (the sgemm path), or every head's packed keys and
-     * the blocked path's scratches (cpu_enc_attn.h), the larger */
+     * values and the blocked path's scratches (cpu_enc_attn.h), the larger */
     [CPU_BUF_E_S] = (na * na > att ? na * na : att) * f,
     [CPU_BUF_D_X] = rows * d * f,
     [CPU_BUF_D_H] = rows * d * f,

@@ -13,10 +13,14 @@
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
 #include <stdint.h>
+#include <string.h>
 
-/* The four the kernels use that this SIMDe (Debian 12's 0.7.2) lacks,
- * through 16-lane arrays: the exact operations (the reductions' order
- * aside, which the test's bounds allow). */
+/* Five the kernels use, through 16-lane arrays: four that this SIMDe
+ * (Debian 12's 0.7.4~rc2) lacks, and scalef, which it has but as a floor
+ * and an exp2f per lane (slow, and missing from older SIMDe). The exact
+ * operations (the reductions' order aside, which the test's bounds allow;
+ * scalef as the AVX2 exp's exponent add, exact for the normal results the
+ * kernels' clamp keeps). */
 static inline __m512 ea_maskz_loadu_ps(__mmask16 k, const float *p) {
   float v[16];
   for (int i = 0; i < 16; i++)
@@ -46,7 +50,21 @@ static inline float ea_reduce_max_ps(__m512 x) {
     m = v[i] > m ? v[i] : m;
   return m;
 }
+static inline __m512 ea_scalef_ps(__m512 p, __m512 k) {
+  float pv[16], kv[16];
+  _mm512_storeu_ps(pv, p);
+  _mm512_storeu_ps(kv, k);
+  for (int i = 0; i < 16; i++) {
+    uint32_t b;
+    memcpy(&b, &pv[i], sizeof b);
+    b += (uint32_t)(int32_t)kv[i] << 23; /* k is a whole number in [-126, 127] */
+    memcpy(&pv[i], &b, sizeof b);
+  }
+  return _mm512_loadu_ps(pv);
+}
 #define _mm512_maskz_loadu_ps(k, p) ea_maskz_loadu_ps(k, p)
+#undef _mm512_scalef_ps /* SIMDe's alias for its own */
+#define _mm512_scalef_ps(p, k) ea_scalef_ps(p, k)
 #define _mm512_mask_storeu_ps(p, k, x) ea_mask_storeu_ps(p, k, x)
 #define _mm512_reduce_add_ps(x) ea_reduce_add_ps(x)
 #define _mm512_reduce_max_ps(x) ea_reduce_max_ps(x)
