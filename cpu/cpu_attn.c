@@ -7,6 +7,7 @@
 #include "cpu_attn.h"
 #include "cpu_features.h"
 #include "cpu_gemv.h" /* wd_cpu_f16_lut */
+#include "cpu_vmath.h"  /* wd_cpu_exp_sum_vec */
 
 #include <math.h>
 #include <stddef.h>
@@ -126,7 +127,6 @@ static void attend_portable_f16(const float *q, const uint16_t *K, const uint16_
 #if CPU_X86
 #include <immintrin.h>
 #define ATTN_TARGET __attribute__((target("avx2,fma")))
-#include "cpu_vexp.h"
 
 ATTN_TARGET static inline float attn_hsum(__m256 s) {
   __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
@@ -202,26 +202,6 @@ ATTN_TARGET static void attend_avx2(const float *q, const float *K, const float 
   ATTN_BODY(float, ATTN_LOAD_F32)
 }
 
-/* s[0 .. n) = e^(s - mx) in place, 8 lanes at a time (cpu_vexp.h);
- * returns their sum, in 8 partial sums then the tail's. A row's values
- * and sum depend only on the row. */
-ATTN_TARGET static float attn_exp_row(float *s, int n, float mx) {
-  const __m256 m = _mm256_set1_ps(mx);
-  __m256 acc = _mm256_setzero_ps();
-  int j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 v = vm_exp(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
-    _mm256_storeu_ps(s + j, v);
-    acc = _mm256_add_ps(acc, v);
-  }
-  float sum = attn_hsum(acc);
-  for (; j < n; j++) {
-    s[j] = expf(s[j] - mx);
-    sum += s[j];
-  }
-  return sum;
-}
-
 /* Keys, and then values, a chunk at a time: a chunk's rows of one head
  * (64 keys x 64 f16 = 8 KiB) stay in L1 while every query reads them. */
 #define ATTN_CHUNK 64
@@ -240,8 +220,8 @@ ATTN_TARGET static inline void attn_fetch_row(const uint16_t *row) {
 }
 
 /* R queries over the same f16 keys and values. Each query's arithmetic is
- * ATTN_BODY's, operation for operation, but for the exp (attn_exp_row's 8
- * lanes, not expf): a key's score is its own FMA chain over the columns,
+ * ATTN_BODY's, operation for operation, but for the exp (wd_cpu_exp_sum_vec's
+ * 8 lanes, not expf): a key's score is its own FMA chain over the columns,
  * whatever keys are scored beside it; the softmax runs over the query's
  * whole row; its value sums keep their order over the keys (held in acc
  * between chunks, so nothing is re-rounded). A query's result is the same
@@ -292,7 +272,7 @@ attend_rows_avx2_f16(int R, const float *const *q, const uint16_t *K, const uint
     if (keep && keep[r])
       for (int j = 0; j < n; j++)
         keep[r][j] = sr[j];
-    sum[r] = attn_exp_row(sr, n, mx);
+    sum[r] = wd_cpu_exp_sum_vec(sr, n, mx);
     _Pragma("GCC unroll 8") for (int c = 0; c < ATTN_NV; c++)
         _mm256_store_ps(acc[r] + 8 * c, _mm256_setzero_ps());
   }

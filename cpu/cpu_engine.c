@@ -14,7 +14,6 @@
 #include "cpu_gemm.h"
 #include "cpu_internal.h"
 #include "cpu_rgemm.h"
-#include "cpu_vmath.h"
 #include "error.h"
 #include "quant.h"
 
@@ -40,25 +39,11 @@ typedef struct {
   int chunk, path;
 } gemv_task_t;
 
-/* A chunk of outputs; a GELU chunk's activation runs after its sums, 8
- * lanes at a time (cpu_vmath.h, as the encoder's and a prefill's), not as
- * a scalar erff per output (base at batch 8: a step 12.4 -> 10.8 ms). An
- * output's value depends on its own sum alone: chunks start at multiples
- * of 8 and every Whisper width is one, so no output falls in the scalar
- * tail, whatever the rows or threads. */
 static void gemv_task(void *arg, int i) {
   const gemv_task_t *t = arg;
   const int n = t->g->w->n_out, o0 = i * t->chunk;
   const int o1 = o0 + t->chunk < n ? o0 + t->chunk : n;
-  if (t->g->op != CPU_GEMV_GELU) {
-    wd_cpu_gemv_range_path(t->g, o0, o1, t->path);
-    return;
-  }
-  cpu_gemv_t g = *t->g;
-  g.op = CPU_GEMV_SET;
-  wd_cpu_gemv_range_path(&g, o0, o1, t->path);
-  for (int r = 0; r < g.n_rows; r++)
-    wd_cpu_bias_gelu_vec(g.y + (size_t)r * (size_t)g.ldy + o0, NULL, o1 - o0);
+  wd_cpu_gemv_range_path(t->g, o0, o1, t->path);
 }
 
 void wd_cpu_gemv_run_path(wd_cpu_engine_t *e, const cpu_gemv_t *g, int path) {

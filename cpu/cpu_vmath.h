@@ -3,7 +3,9 @@
  * LayerNorm, vectorised with AVX2+FMA where the host has it (picked at run
  * time), plain libm otherwise.
  *
- * The AVX2 exp is cpu_vexp.h's (about 1 ulp). erf is Abramowitz & Stegun
+ * The AVX2 exp is a range reduction x = k ln2 + r (|r| <= ln2 / 2, ln2 in
+ * two parts) and the degree-6 Taylor polynomial of e^r, scaled by 2^k
+ * through the exponent bits: about 1 ulp. erf is Abramowitz & Stegun
  * 7.1.26 (absolute error below 1.5e-7) on that exp. Both are well inside
  * the 1e-3 the engine is held to against the double-precision reference.
  */
@@ -12,6 +14,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* s[0 .. n) = e^(s[i] - mx), in place; returns their sum (softmax's
+ * numerator and denominator, for a caller that knows the row's maximum). */
+float wd_cpu_exp_sum_vec(float *s, int n, float mx);
 
 /* s[0 .. n) = softmax(s), in place. */
 void wd_cpu_softmax_vec(float *s, int n);
