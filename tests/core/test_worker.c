@@ -543,7 +543,7 @@ WD_TEST(bad_options_refused_at_submit) {
  * and how many encodes had been done by then. g_fair's engine counts the
  * encodes, holds the first one until the test has queued every job (so the
  * worker admits the rest together when it ends, whatever the timing), and
- * for the pacing test adds 0.5 s to each (the reference engine's encode
+ * for the pacing test adds 0.2 s to each (the reference engine's encode
  * already costs as much as tens of its steps, as on a real engine). */
 static struct {
   wd_engine_t iface;
@@ -641,10 +641,7 @@ WD_TEST(plain_request_decodes_between_the_encodes_of_parts) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
   rig_t g;
-  /* 0.5 s an encode: the plain request's dozen steps fit in one paced
-   * encode's time even on two loaded cores (with 0.2 s, two CI runs under
-   * ctest -j2 saw it end after 5 of 6 encodes, quiet runs after 3). */
-  if (fair_start(&g, 8, 500000000) < 0)
+  if (fair_start(&g, 8, 200000000) < 0)
     return;
   fair_job_t f[6];
   for (int i = 0; i < 5; i++)
