@@ -11,9 +11,11 @@
 #      libraries would double the bundle), the KHR kernels built beside
 #      the NV ones, and only what the bundle packs
 #   3. tiny.en as q5_0 (26 MB compressed where f16 is 68)
-#   4. the bundle (scripts/gpu-bundle.sh), without whisper.cpp unless
-#      --whispercpp DIR is given, into OUT (default build-gpu/bundle),
-#      checked to fit the carry beside the working tree
+#   4. the bundle (scripts/gpu-bundle.sh), with whisper.cpp's Vulkan
+#      build where --whispercpp DIR names one or gpu-bundle.sh finds one
+#      (build/whispercpp, /tmp/wcpp), into OUT (default build-gpu/bundle),
+#      checked to fit the carry beside the working tree (with whisper.cpp:
+#      ~44 MiB and 15.6 MiB on 2026-11-29)
 #
 # usage (as root, from anywhere): scripts/gpu-prep.sh [--whispercpp DIR] [OUT]
 #   WD_GPU_BUILD=DIR  the build tree (default build-gpu)
@@ -33,7 +35,7 @@ fi
 b=${WD_GPU_BUILD:-$root/build-gpu}
 out=${1:-$b/bundle}
 # The device tool carries at most 64 MiB: the working tree (its tracked
-# and untracked files, 13.9 MiB on 2026-11-29) and the bundle together;
+# and untracked files, 15.6 MiB on 2026-11-29) and the bundle together;
 # 2 MiB are kept spare.
 limit_kib=$((62 * 1024))
 
