@@ -278,13 +278,20 @@ int wd_fallback_update(wd_fallback_t *f, const wd_filter_t *filt, float *work,
 }
 
 int wd_fallback_shed(wd_fallback_t *f, int *keep) {
-  if (f->n <= 1 || f->first || f->from_row0)
+  if (f->n <= 1)
     return 0;
   int i = 0;
   while (i < f->n && f->att[i].verdict != WD_ATT_RUNNING)
     i++;
   if (i == f->n)
     return 0; /* decided: the group ends with this step's update */
+  /* Attempt 0 keeps rows 0 .. rows_per, whose state it has (row 0 was fed;
+   * its own copies read row 0 whatever else is dropped), so it may shed
+   * before the first copies too: a job queued just after a window began
+   * is admitted at once, not two turns later. A later attempt's rows get
+   * row 0's state only with those copies. */
+  if (i > 0 && (f->first || f->from_row0))
+    return 0;
   for (int r = 0; r < f->rows_per; r++)
     keep[r] = i * f->rows_per + r;
   if (i > 0) {

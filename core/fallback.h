@@ -113,8 +113,9 @@ int wd_fallback_update(wd_fallback_t *f, const wd_filter_t *filt, float *work,
  * shrinks to its lowest running attempt (those before it failed; those
  * after it run again later, one after another, if it fails too), whose
  * rows keep[0 .. rows_per) were; it becomes attempt 0 at rows 0 ... Not
- * while the group's first copies are pending (the other rows are not
- * filled yet) or when nothing would be given back. Returns the rows kept
+ * when that attempt is a later one while the group's first copies are
+ * pending (its rows are not filled yet), or when nothing would be given
+ * back. Returns the rows kept
  * (rows_per), or 0 when the group stays as it is. */
 int wd_fallback_shed(wd_fallback_t *f, int *keep);
 

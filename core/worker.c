@@ -193,32 +193,47 @@ static int take_slot(unsigned *mask, int n) {
   return -1;
 }
 
+/* Worker thread: the rows lent to job j's attempts that it can give back
+ * now come back to the free slots (wd_decoder_rows_shed says which it
+ * keeps). Returns how many came back (the caller counts them in
+ * st.rows_shed under mu). */
+static int shed_lent(wd_worker_t *w, wd_job_t *j) {
+  int keep[WD_DECODER_MAX_ROWS], seq[WD_DECODER_MAX_ROWS];
+  if (j->n_held <= j->n_rows)
+    return 0;
+  const int m = wd_decoder_rows_shed(j->dec, keep);
+  if (m <= 0)
+    return 0;
+  unsigned kept = 0;
+  for (int r = 0; r < m; r++) {
+    seq[r] = j->seq[keep[r]];
+    kept |= 1u << seq[r];
+  }
+  for (int r = 0; r < j->n_held; r++)
+    if (!(kept & (1u << j->seq[r])))
+      w->seq_used &= ~(1u << j->seq[r]);
+  memcpy(j->seq, seq, (size_t)m * sizeof *seq);
+  const int back = j->n_held - m;
+  j->n_held = m;
+  return back;
+}
+
 /* Grows or shrinks the rows job j holds toward what its decoder wants now
  * (extra rows for fallback attempts side by side, decoder.h). Rows are
  * lent only while no job waits in the queue (spare = 0 then): a queued
  * job never waits for slots lent to attempts that could have run one after
- * another; lent rows come back when the attempts end, or at once when a
- * job is queued meanwhile (wd_decoder_rows_shed). */
+ * another; lent rows come back when the attempts end, or when a job is
+ * queued meanwhile: at its admission where it needs them (reclaim_lent),
+ * else here. */
 static void job_rows(wd_worker_t *w, wd_job_t *j, int spare) {
   const int want = wd_decoder_rows_wanted(j->dec), max_seqs = w->o.engine->max_seqs;
-  if (!spare && j->n_held > j->n_rows) {
+  if (!spare) {
     /* a job waits: lent rows come back now, not when the attempts end */
-    int keep[WD_DECODER_MAX_ROWS], seq[WD_DECODER_MAX_ROWS];
-    const int m = wd_decoder_rows_shed(j->dec, keep);
-    if (m > 0) {
-      unsigned kept = 0;
-      for (int r = 0; r < m; r++) {
-        seq[r] = j->seq[keep[r]];
-        kept |= 1u << seq[r];
-      }
-      for (int r = 0; r < j->n_held; r++)
-        if (!(kept & (1u << j->seq[r])))
-          w->seq_used &= ~(1u << j->seq[r]);
-      memcpy(j->seq, seq, (size_t)m * sizeof *seq);
+    const int back = shed_lent(w, j);
+    if (back > 0) {
       pthread_mutex_lock(&w->mu);
-      w->st.rows_shed += (uint64_t)(j->n_held - m);
+      w->st.rows_shed += (uint64_t)back;
       pthread_mutex_unlock(&w->mu);
-      j->n_held = m;
     }
   }
   int held = j->n_held;
@@ -488,6 +503,18 @@ static void unlink_queued(wd_worker_t *w, wd_job_t *j, wd_job_t *before) {
   j->next = NULL;
 }
 
+/* Under mu, worker thread, between turns: rows lent to running jobs'
+ * attempts come back until `need` slots are free. A job queued while a
+ * window's spare attempts held every free row waited two turns (two
+ * encodes of other jobs: seconds on a CPU) for the lender's next steps to
+ * give them back. Returns whether `need` slots are free. */
+static int reclaim_lent(wd_worker_t *w, int need) {
+  const int max_seqs = w->o.engine->max_seqs;
+  for (int i = 0; i < w->n_running && wd__worker_free_slots(w->seq_used, max_seqs) < need; i++)
+    w->st.rows_shed += (uint64_t)shed_lent(w, w->run[i]);
+  return wd__worker_free_slots(w->seq_used, max_seqs) >= need;
+}
+
 static void *worker_main(void *arg) {
   wd_worker_t *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -532,7 +559,8 @@ static void *worker_main(void *arg) {
     w->held_back = 0;
     while (!w->lost && !w->draining && w->head && w->n_running < w->cap) {
       wd_job_t *before, *j = wd__worker_pick_queued(w, &before);
-      if (j->n_rows > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs))
+      if (j->n_rows > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs) &&
+          !reclaim_lent(w, j->n_rows))
         break;
       if (wd__worker_keep_spare(w, j)) {
         w->held_back = 1; /* and every job the pick passed over: see wd__worker_pick_queued */

@@ -135,6 +135,13 @@ static const char *const FALLBACK_PROMPT =
     " what you can do for your country. Ten of Clothes. Four Queen of Clothes. Seven of"
     " Clothes. Five, five. Eight of spades.";
 
+/* Submits a clip once with the default decode options. */
+static int submit_request_opts(wd_worker_t *w, const char *name, outcome_t *o) {
+  wd_decode_opts_t d;
+  wd_decode_opts_default(&d);
+  return submit_opts(w, name, 1, &d, 0, o, NULL);
+}
+
 /* The engine of a rig whose first step of several rows (fallback attempts
  * side by side) submits a job that needs 5 rows, more than the lent rows
  * leave free: it waits in the queue, so the attempts must give rows back. */
@@ -259,6 +266,81 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   }
   wd_transcript_free(&seq);
   wd_transcript_free(&par);
+}
+
+/* The engine of a rig whose first step (the first window's initial
+ * tokens, fed while its spare attempts hold every free row) queues a
+ * second job; it counts steps and encodes. */
+static struct {
+  wd_engine_t iface;
+  const wd_engine_t *in;
+  wd_worker_t *w;
+  int steps, encodes, steps_at_submit, steps_at_second_encode;
+  outcome_t b;
+} g_lend;
+
+static int lend_encode(void *self, int a, const float *mel) {
+  (void)self;
+  if (++g_lend.encodes == 2)
+    g_lend.steps_at_second_encode = g_lend.steps;
+  return g_lend.in->encode(g_lend.in->self, a, mel);
+}
+
+static int lend_step(void *self, int n, const int *seqs, const int32_t *tokens,
+                     const float **ret_logits) {
+  (void)self;
+  if (++g_lend.steps == 1 && g_lend.w) {
+    WD_CHECK_EQ_INT(submit_request_opts(g_lend.w, "audio/synth/quick_fox.wav", &g_lend.b), 0);
+    g_lend.steps_at_submit = g_lend.steps;
+  }
+  return g_lend.in->step(g_lend.in->self, n, seqs, tokens, ret_logits);
+}
+
+static const wd_engine_t *lend_wrap(const wd_engine_t *ref) {
+  g_lend.in = ref;
+  g_lend.iface = *ref;
+  g_lend.iface.encode = lend_encode;
+  g_lend.iface.step = lend_step;
+  return &g_lend.iface;
+}
+
+/* Six slots, one job: with the queue empty its window's spare attempts
+ * (one row a temperature) borrow the five free rows. A job queued at its
+ * first step gets them back at its admission, the next turn, and encodes
+ * before the first job steps again. Before, the rows came back only at
+ * the lender's next steps and only after the group's first copies: the
+ * queued job waited two turns, and on a CPU each turn can hold another
+ * job's encode (the pacing test below lost its order that way under
+ * load). */
+WD_TEST(a_queued_job_takes_back_lent_rows_at_its_admission) {
+  if (!have(TINY))
+    wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
+  memset(&g_lend, 0, sizeof g_lend);
+  outcome_init(&g_lend.b);
+  rig_t g;
+  g_wrap = lend_wrap;
+  const int started = rig_start(&g, TINY, 6, 4);
+  g_wrap = NULL;
+  if (started < 0)
+    return;
+  g_lend.w = g.w;
+  outcome_t a;
+  outcome_init(&a);
+  WD_CHECK_EQ_INT(submit_request_opts(g.w, "audio/jfk.wav", &a), 0);
+  wait_done(&a, 1);
+  wait_done(&g_lend.b, 1);
+  WD_CHECK_EQ_INT(a.rc, 0);
+  WD_CHECK_EQ_INT(g_lend.b.rc, 0);
+  wd_worker_stats_t st;
+  wd_worker_stats(g.w, &st);
+  fprintf(stderr, "queued at step %d, encoded after step %d; %llu lent rows given back\n",
+          g_lend.steps_at_submit, g_lend.steps_at_second_encode,
+          (unsigned long long)st.rows_shed);
+  WD_CHECK(st.rows_shed >= 5);      /* the rows were lent, and came back */
+  WD_CHECK_EQ_INT(g_lend.steps_at_second_encode, g_lend.steps_at_submit);
+  wd_transcript_free(&a.t);
+  wd_transcript_free(&g_lend.b.t);
+  rig_stop(&g);
 }
 
 WD_TEST(queue_full_cancel_timeout_drain) {
@@ -631,12 +713,16 @@ WD_TEST(parts_of_one_request_leave_a_slot_to_the_next_request) {
   rig_stop(&g);
 }
 
-/* Eight slots; five parts of one request, then a plain request. The first
- * part is admitted alone and its encode held until all are queued; the
- * plain request is admitted and encoded next (its request has none under
- * way), and while it decodes the parts' encodes wait for the steps: it ends
- * after 3 of the 6 encodes (here, every run). With one encode per turn it
- * decoded one token per encode and ended after all 6. */
+/* Eight slots; five parts of one request, then a plain request. The
+ * worker admits one to five parts before the plain request is queued (as
+ * the threads happen to run) and holds the first part's encode until all
+ * are queued; the plain request is admitted at the next turn (taking back
+ * the rows the first part's spare attempts borrowed meanwhile) and
+ * encoded next (its request has none under way), and while it decodes the
+ * parts' encodes wait for the steps: it ends after 3 of the 6 encodes.
+ * With one encode per turn it decoded one token per encode and ended
+ * after all 6; when the lent rows came back two turns late, it ended
+ * after 5 whenever three parts were admitted first (CI, ctest -j2). */
 WD_TEST(plain_request_decodes_between_the_encodes_of_parts) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
