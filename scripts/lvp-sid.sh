@@ -120,6 +120,8 @@ build() {
 check() {
   local b=${1:-$root/build-sid} rc=0
   [ -x "$b/tests/gpu_test_attn_enc" ] || build "$b"
+  # a tree built elsewhere (gpu-prep.sh's build-gpu) has no sid-libs yet
+  [ -d "$b/sid-libs" ] || libs "$b" >/dev/null
   cd "$root"
   run_in "$b" env WD_TEST_ONLY=device_opens,gemm_cm_khr,teardown "$b/tests/gpu_test_gemm" || rc=1
   run_in "$b" "$b/tests/gpu_test_attn_enc" || rc=1
