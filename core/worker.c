@@ -8,7 +8,8 @@
  *
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
- *      refused by a drain; admit queued jobs while slots are free;
+ *      refused by a drain; admit queued jobs while slots are free (rows
+      lent to running jobs' fallback attempts come back for them first);
  *   2. without it: end running jobs that were cancelled or timed out; encode
  *      at most ONE window (wd__worker_pick_encode: a request with nothing
  *      under way first, then the job encoded least recently, so a long
@@ -193,6 +194,21 @@ static int take_slot(unsigned *mask, int n) {
   return -1;
 }
 
+/* Worker thread: rows job j holds past what its decoder wants now (and
+ * past its own n_rows) go back to the free slots. Returns how many. */
+static int trim_held(wd_worker_t *w, wd_job_t *j) {
+  const int want = wd_decoder_rows_wanted(j->dec);
+  int held = j->n_held;
+  while (held > want && held > j->n_rows)
+    w->seq_used &= ~(1u << j->seq[--held]);
+  const int back = j->n_held - held;
+  if (back > 0) {
+    j->n_held = held;
+    wd_decoder_rows_held(j->dec, held);
+  }
+  return back;
+}
+
 /* Worker thread: the rows lent to job j's attempts that it can give back
  * now come back to the free slots (wd_decoder_rows_shed says which it
  * keeps). Returns how many came back (the caller counts them in
@@ -236,9 +252,8 @@ static void job_rows(wd_worker_t *w, wd_job_t *j, int spare) {
       pthread_mutex_unlock(&w->mu);
     }
   }
+  trim_held(w, j);
   int held = j->n_held;
-  while (held > want && held > j->n_rows)
-    w->seq_used &= ~(1u << j->seq[--held]);
   while (spare && held < want && held < WD_DECODER_MAX_ROWS) {
     const int s = take_slot(&w->seq_used, max_seqs);
     if (s < 0)
@@ -504,15 +519,18 @@ static void unlink_queued(wd_worker_t *w, wd_job_t *j, wd_job_t *before) {
 }
 
 /* Under mu, worker thread, between turns: rows lent to running jobs'
- * attempts come back until `need` slots are free. A job queued while a
+ * attempts come back until `need` slots are free: those their groups can
+ * give back now, and those held past what their decoders want (a group
+ * that began on fewer rows than it was lent). A job queued while a
  * window's spare attempts held every free row waited two turns (two
  * encodes of other jobs: seconds on a CPU) for the lender's next steps to
- * give them back. Returns whether `need` slots are free. */
-static int reclaim_lent(wd_worker_t *w, int need) {
+ * give them back. */
+static void reclaim_lent(wd_worker_t *w, int need) {
   const int max_seqs = w->o.engine->max_seqs;
-  for (int i = 0; i < w->n_running && wd__worker_free_slots(w->seq_used, max_seqs) < need; i++)
-    w->st.rows_shed += (uint64_t)shed_lent(w, w->run[i]);
-  return wd__worker_free_slots(w->seq_used, max_seqs) >= need;
+  for (int i = 0; i < w->n_running && wd__worker_free_slots(w->seq_used, max_seqs) < need; i++) {
+    const int back = shed_lent(w, w->run[i]) + trim_held(w, w->run[i]);
+    w->st.rows_shed += (uint64_t)back;
+  }
 }
 
 static void *worker_main(void *arg) {
@@ -559,8 +577,10 @@ static void *worker_main(void *arg) {
     w->held_back = 0;
     while (!w->lost && !w->draining && w->head && w->n_running < w->cap) {
       wd_job_t *before, *j = wd__worker_pick_queued(w, &before);
-      if (j->n_rows > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs) &&
-          !reclaim_lent(w, j->n_rows))
+      const int need = wd__worker_rows_to_admit(w, j);
+      if (need > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs))
+        reclaim_lent(w, need);
+      if (j->n_rows > wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs))
         break;
       if (wd__worker_keep_spare(w, j)) {
         w->held_back = 1; /* and every job the pick passed over: see wd__worker_pick_queued */

@@ -11,7 +11,8 @@
  * engine max_audio). A running job holds one audio slot and as many
  * sequence slots as its decoder has rows (1, beam_size or best_of) for its
  * whole life, and borrows free ones while a window's fallback attempts run
- * side by side if no job could be admitted (job_rows, worker.c). Admission
+ * side by side if no job could be admitted (job_rows, worker.c), until
+ * the admission of a job that needs them (reclaim_lent). Admission
  * is FIFO but for fair share between requests (wd__worker_pick_queued: the
  * parts of a chunked request yield to requests with fewer jobs running,
  * wd__worker_keep_spare: and never take a worker's last free slot or row);
@@ -98,6 +99,7 @@ wd_job_t *wd__worker_pick_encode(wd_worker_t *w, wd_job_t *const *jobs, int live
 wd_job_t *wd__worker_pick_queued(const wd_worker_t *w, wd_job_t **ret_before);
 /* Under mu: whether j, picked next, must wait to leave a slot or row free. */
 int wd__worker_keep_spare(const wd_worker_t *w, const wd_job_t *j);
+int wd__worker_rows_to_admit(const wd_worker_t *w, const wd_job_t *j);
 /* How many of the n slots of bit mask mask (w->seq_used, w->audio_used)
  * are free. */
 int wd__worker_free_slots(unsigned mask, int n);

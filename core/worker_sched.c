@@ -137,6 +137,16 @@ int wd__worker_keep_spare(const wd_worker_t *w, const wd_job_t *j) {
           wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs) - j->n_rows < 1);
 }
 
+/* Under mu: the free rows j's admission needs (n_rows, and the spare row
+ * wd__worker_keep_spare leaves when j's request has a job running), or 0
+ * when it waits whatever is free (its request would take the last slot):
+ * what admission takes back from lent rows for it, and no more. */
+int wd__worker_rows_to_admit(const wd_worker_t *w, const wd_job_t *j) {
+  if (w->cap < 2 || request_running(w, j->request) == 0)
+    return j->n_rows;
+  return w->n_running + 1 >= w->cap ? 0 : j->n_rows + 1;
+}
+
 /* How many of the n slots of bit mask mask are free (clear). */
 int wd__worker_free_slots(unsigned mask, int n) {
   int k = 0;

@@ -142,45 +142,73 @@ static int submit_request_opts(wd_worker_t *w, const char *name, outcome_t *o) {
   return submit_opts(w, name, 1, &d, 0, o, NULL);
 }
 
-/* The engine of a rig whose first step of several rows (fallback attempts
- * side by side) submits a job that needs 5 rows, more than the lent rows
- * leave free: it waits in the queue, so the attempts must give rows back. */
+/* The engine of a rig that submits a job needing 5 rows, more than the
+ * lent rows leave free, at its first step of several rows (fallback
+ * attempts side by side), or at_prefill at its first prefill (a window's
+ * initial tokens, whose logits begin its group of attempts): it waits in
+ * the queue, so the attempts must give rows back. It counts steps, and
+ * notes how many had run at the second encode (the queued job's). */
 static struct {
   wd_engine_t iface;
-  int (*inner_step)(void *self, int n, const int *seqs, const int32_t *tokens,
-                    const float **ret_logits);
+  const wd_engine_t *in;
   wd_worker_t *w;
-  int submitted;
+  int at_prefill, submitted, steps, encodes, steps_at_second_encode;
   outcome_t b;
 } g_shed;
 
+static void shed_submit(void) {
+  if (!g_shed.w || g_shed.submitted)
+    return;
+  g_shed.submitted = 1;
+  const clip_t beam = { "audio/cards/003.wav", 1, .beam_size = 5 };
+  wd_decode_opts_t d;
+  clip_opts(&beam, &d);
+  WD_CHECK_EQ_INT(submit_opts(g_shed.w, beam.name, 1, &d, 0, &g_shed.b, NULL), 0);
+}
+
 static int shed_step(void *self, int n, const int *seqs, const int32_t *tokens,
                      const float **ret_logits) {
-  if (n >= 2 && g_shed.w && !g_shed.submitted) {
-    g_shed.submitted = 1;
-    const clip_t beam = { "audio/cards/003.wav", 1, .beam_size = 5 };
-    wd_decode_opts_t d;
-    clip_opts(&beam, &d);
-    WD_CHECK_EQ_INT(submit_opts(g_shed.w, beam.name, 1, &d, 0, &g_shed.b, NULL), 0);
-  }
-  return g_shed.inner_step(self, n, seqs, tokens, ret_logits);
+  (void)self;
+  g_shed.steps++;
+  if (n >= 2 && !g_shed.at_prefill)
+    shed_submit();
+  return g_shed.in->step(g_shed.in->self, n, seqs, tokens, ret_logits);
+}
+
+static int shed_prefill(void *self, int s, int n, const int32_t *tokens,
+                        const float **ret_logits) {
+  (void)self;
+  if (g_shed.at_prefill)
+    shed_submit();
+  return g_shed.in->prefill(g_shed.in->self, s, n, tokens, ret_logits);
+}
+
+static int shed_encode(void *self, int a, const float *mel) {
+  (void)self;
+  if (++g_shed.encodes == 2)
+    g_shed.steps_at_second_encode = g_shed.steps;
+  return g_shed.in->encode(g_shed.in->self, a, mel);
 }
 
 static const wd_engine_t *shed_wrap(const wd_engine_t *ref) {
+  g_shed.in = ref;
   g_shed.iface = *ref;
-  g_shed.inner_step = ref->step;
   g_shed.iface.step = shed_step;
+  g_shed.iface.prefill = ref->prefill ? shed_prefill : NULL;
+  g_shed.iface.encode = shed_encode;
   return &g_shed.iface;
 }
 
 /* One job of cards/004.wav with FALLBACK_PROMPT on a worker of `slots`
- * slots (shed: with g_shed's engine); its transcript into *t, and its
+ * slots (shed: on g_shed's engine, which submits its job, at_prefill or
+ * at the first step of several rows); its transcript into *t, and its
  * steps with several rows. */
-static int fallback_run(int slots, int shed, wd_transcript_t *t, uint64_t *ret_multi,
-                        uint64_t *ret_shed, uint64_t *ret_single) {
+static int fallback_run(int slots, int shed, int at_prefill, wd_transcript_t *t,
+                        uint64_t *ret_multi, uint64_t *ret_shed, uint64_t *ret_single) {
   rig_t g;
   g_wrap = shed ? shed_wrap : NULL;
   memset(&g_shed, 0, sizeof g_shed);
+  g_shed.at_prefill = at_prefill;
   outcome_init(&g_shed.b);
   const int started = rig_start(&g, TINY, slots, 4);
   g_wrap = NULL;
@@ -234,16 +262,28 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   wd_transcript_t seq = { 0 }, par = { 0 }, shed = { 0 };
   uint64_t multi_seq = 0, multi_par = 0, multi_shed = 0, n_shed = 0, unused = 0;
   uint64_t single_seq = 0, single_par = 0;
-  const int rc_seq = fallback_run(1, 0, &seq, &multi_seq, &unused, &single_seq);
-  const int rc_par = fallback_run(8, 0, &par, &multi_par, &unused, &single_par);
+  const int rc_seq = fallback_run(1, 0, 0, &seq, &multi_seq, &unused, &single_seq);
+  const int rc_par = fallback_run(8, 0, 0, &par, &multi_par, &unused, &single_par);
   /* a job queued while the attempts hold lent rows: they give them back at
    * once (the ones not yet needed run again later), same result */
-  const int rc_shed = fallback_run(8, 1, &shed, &multi_shed, &n_shed, &unused);
+  const int rc_shed = fallback_run(8, 1, 0, &shed, &multi_shed, &n_shed, &unused);
   WD_CHECK_EQ_INT(rc_shed, 0);
   WD_CHECK(g_shed.submitted && n_shed > 0);
   WD_CHECK(rc_shed != 0 || same_transcript(&seq, &shed));
   fprintf(stderr, "fallback with a job queued meanwhile: %llu lent rows given back\n",
           (unsigned long long)n_shed);
+  wd_transcript_free(&shed);
+  /* ... and queued at the window's prefill, whose logits begin its group
+   * of spares: they give their rows back at the next admission, while
+   * the group's first copies are still pending (the queued job encodes
+   * before any step), same result */
+  const int rc_early = fallback_run(8, 1, 1, &shed, &multi_shed, &n_shed, &unused);
+  WD_CHECK_EQ_INT(rc_early, 0);
+  WD_CHECK(g_shed.submitted && n_shed >= 5);
+  WD_CHECK_EQ_INT(g_shed.steps_at_second_encode, 0);
+  WD_CHECK(rc_early != 0 || same_transcript(&seq, &shed));
+  fprintf(stderr, "... queued at its prefill: %llu rows given back, its encode after %d steps\n",
+          (unsigned long long)n_shed, g_shed.steps_at_second_encode);
   wd_transcript_free(&shed);
   WD_CHECK_EQ_INT(rc_seq, 0);
   WD_CHECK_EQ_INT(rc_par, 0);
