@@ -112,11 +112,11 @@ int wd_fallback_update(wd_fallback_t *f, const wd_filter_t *filt, float *work,
 /* Gives back the rows of attempts that may never be needed: the group
  * shrinks to its lowest running attempt (those before it failed; those
  * after it run again later, one after another, if it fails too), whose
- * rows keep[0 .. rows_per) were; it becomes attempt 0 at rows 0 ... Attempt
- * 0 may keep its rows while the group's first copies are pending (row 0
- * was fed, and its own copies read row 0); a later attempt may not (its
- * rows are not filled yet). Nor when nothing would be given back. Returns the rows kept
- * (rows_per), or 0 when the group stays as it is. */
+ * rows keep[0 .. rows_per) were; it becomes attempt 0 at rows 0 ...
+ * Attempt 0 may keep its rows while the group's first copies are pending
+ * (row 0 was fed, and its own copies read row 0); a later attempt may not
+ * (its rows are not filled yet). Nor when nothing would be given back.
+ * Returns the rows kept (rows_per), or 0 when the group stays as it is. */
 int wd_fallback_shed(wd_fallback_t *f, int *keep);
 
 /* Decided attempt i's result and its window stats. */

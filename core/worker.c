@@ -9,7 +9,7 @@
  * One loop turn of the worker thread:
  *   1. under the mutex: end queued jobs that were cancelled, timed out or
  *      refused by a drain; admit queued jobs while slots are free (rows
-      lent to running jobs' fallback attempts come back for them first);
+ *      lent to running jobs' fallback attempts come back for them first);
  *   2. without it: end running jobs that were cancelled or timed out; encode
  *      at most ONE window (wd__worker_pick_encode: a request with nothing
  *      under way first, then the job encoded least recently, so a long
