@@ -43,6 +43,8 @@ static const struct {
   [WD_VK_GEMM_RB128X64] = { "rb-128x64", "gemm_rb128x64", 128, 64, 128, 1, 0 },
   [WD_VK_GEMM_CM128] = { "cm-128x128", "gemm_cm128", 128, 128, 256, 1, 0 },
   [WD_VK_GEMM_CM64] = { "cm-64x64", "gemm_cm64", 64, 64, 128, 1, 0 },
+  [WD_VK_GEMM_CM128_PF2] = { "cm-128x128-pf2", "gemm_cm128pf2", 128, 128, 256, 1, 0 },
+  [WD_VK_GEMM_CM64_PF2] = { "cm-64x64-pf2", "gemm_cm64pf2", 64, 64, 128, 1, 0 },
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -91,7 +93,8 @@ int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret) {
 }
 
 bool wd_vk_gemm_family_f16(wd_vk_gemm_family_t f) {
-  return f == WD_VK_GEMM_CM128 || f == WD_VK_GEMM_CM64;
+  return f == WD_VK_GEMM_CM128 || f == WD_VK_GEMM_CM64 || f == WD_VK_GEMM_CM128_PF2 ||
+         f == WD_VK_GEMM_CM64_PF2;
 }
 
 wd_vk_gemm_family_t wd_vk_gemm_auto(const wd_vk_device_info_t *d, wd_vk_gemm_bfmt_t bfmt,

@@ -40,6 +40,10 @@ typedef enum {
    * size M x N: 8 subgroups of 64 x 32 outputs, or 4 of 32 x 32. */
   WD_VK_GEMM_CM128 = 6,
   WD_VK_GEMM_CM64 = 7,
+  /* The same tiles with their global loads two K-slices ahead, not one
+   * (PF=2 in gemm_cm.comp): a candidate until a GPU has timed it. */
+  WD_VK_GEMM_CM128_PF2 = 8,
+  WD_VK_GEMM_CM64_PF2 = 9,
 } wd_vk_gemm_family_t;
 
 /* Element format of B. F32 serves products of two activations (the

@@ -78,7 +78,7 @@ for step in $steps; do
       say "$n: exit $?, $(grep -E '^[0-9]+ passed' "$res/$n.log" | tail -1)"
       grep -E "cm-|^(ok|FAIL|SKIP) .*cm|matrix units" "$res/$n.log" | head -30 | tee -a "$sum"
     done
-    timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-64x64,rb-64x64,tiled-64x64 "$(nproc)" \
+    timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-128x128-pf2,cm-64x64,cm-64x64-pf2,rb-64x64,tiled-64x64 "$(nproc)" \
       >"$res/bench_gemm_cm.txt" 2>&1
     tee -a "$sum" <"$res/bench_gemm_cm.txt"
     ;;

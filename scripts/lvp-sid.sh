@@ -23,8 +23,9 @@
 #   scripts/lvp-sid.sh check [DIR]    runs them on sid's lavapipe: test_gemm's
 #                                     gemm_cm_khr, test_attn_enc,
 #                                     test_engine_matrix, and jfk with tiny.en
-#                                     through the matrix kernels (fused
-#                                     attention too) against the f32 kernels
+#                                     through the matrix kernels (cm-64x64
+#                                     and cm-64x64-pf2, fused attention too)
+#                                     against the f32 kernels
 #   scripts/lvp-sid.sh run CMD ...    any command inside the chroot, in this
 #                                     directory, with the host build's libraries
 #   scripts/lvp-sid.sh tools DIR      writes DIR/sid-tools/{glslangValidator,
@@ -129,15 +130,18 @@ check() {
   local m=models/ggml-tiny.en.bin a=tests/data/audio/jfk.wav
   if [ -f "$m" ]; then
     run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-precision f32 -m "$m" "$a" >"$b/jfk_f32.txt"
-    run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-matrix khr --vk-gemm cm-64x64 \
-      --vk-attn fused -m "$m" "$a" >"$b/jfk_cm.txt"
-    if cmp -s "$b/jfk_f32.txt" "$b/jfk_cm.txt"; then
-      echo "lvp-sid: jfk through the matrix kernels: the f32 kernels' transcript"
-    else
-      echo "lvp-sid: jfk through the matrix kernels DIFFERS:"
-      diff "$b/jfk_f32.txt" "$b/jfk_cm.txt" || true
-      rc=1
-    fi
+    local fam
+    for fam in cm-64x64 cm-64x64-pf2; do
+      run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-matrix khr --vk-gemm $fam \
+        --vk-attn fused -m "$m" "$a" >"$b/jfk_$fam.txt"
+      if cmp -s "$b/jfk_f32.txt" "$b/jfk_$fam.txt"; then
+        echo "lvp-sid: jfk through the matrix kernels ($fam): the f32 kernels' transcript"
+      else
+        echo "lvp-sid: jfk through the matrix kernels ($fam) DIFFERS:"
+        diff "$b/jfk_f32.txt" "$b/jfk_$fam.txt" || true
+        rc=1
+      fi
+    done
   else
     echo "lvp-sid: no $m (scripts/fetch-model.sh tiny.en): transcript check skipped"
   fi

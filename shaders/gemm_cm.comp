@@ -23,6 +23,13 @@
 // K x N operand), padded by 8 halves per row against bank conflicts, and
 // double-buffered: the next slice's global loads are in flight while the
 // current slice is multiplied, one barrier per slice (as gemm_rb).
+// PF (prefetch depth, 1 or 2): with PF=2 the global loads run two slices
+// ahead in two register sets (16 more registers an invocation), so each
+// load has two slices' products, not one, to arrive before it is stored.
+// The families cm-*-pf2 (not yet timed on a GPU) test whether the kernel
+// waits on global memory: between barriers each of a 128 x 128 tile's 8
+// subgroups issues 16 products of 16 x 16 x 16, by my estimate a few
+// hundred cycles on an H200, less than a load from L2 or memory may take.
 // Measured on an H200 (bench_gemm, 2026-11-28): ~90-100 TFLOP/s on the
 // large-v3-turbo encoder's shapes in 128 x 128 tiles, against rb-64x64's
 // 14-30 and cuBLAS's 590-665 in fp16 on the same GPU. Storing the staged
@@ -51,6 +58,9 @@
 #define SGN 4
 #endif
 #define BK 32
+#ifndef PF
+#define PF 1
+#endif
 #define NT (SGM * SGN * SG)
 #define TM (BM / SGM / CM)        // accumulators per subgroup, down
 #define TN (BN / SGN / CM)        // and across
@@ -79,18 +89,36 @@ shared float16_t sA[2][BM * LDS];
 shared float16_t sB[2][BN * LDS];
 shared float sC[SGM * SGN][CM * CM];
 
+// Register sets for the slices in flight: set 0 is ra, rb; with PF=2 set 1
+// is ra2, rb2. The set is a constant at every call, so the choice folds.
 f16vec4 ra[LA], rb[LB];
+#if PF == 2
+f16vec4 ra2[LA], rb2[LB];
+#define SET_A(set, i) ((set) != 0u ? ra2[i] : ra[i])
+#define SET_B(set, i) ((set) != 0u ? rb2[i] : rb[i])
+#else
+#define SET_A(set, i) ra[i]
+#define SET_B(set, i) rb[i]
+#endif
 
 // Global -> registers, as gemm_rb: vec4 number i of the slice is k-quad
 // (idx % (BK / 4)) of row (idx / (BK / 4)) with idx = tid + NT * i, so
 // eight neighbouring invocations read one row's 128 contiguous bytes; rows
 // past M (N) repeat the last row (their outputs are never stored), k past
 // K reads zeros.
-void load_slice(const uint tid, const uint z, const uint mt, const uint nt, const uint k0) {
+void load_slice(const uint tid, const uint z, const uint mt, const uint nt, const uint k0,
+                const uint set) {
   [[unroll]] for (uint i = 0; i < LA; i++) {
     const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
     const uint am = min(mt + r, p.M - 1);
-    ra[i] = f16vec4(k < p.K ? a4[(p.a_off + z * p.a_bz + am * p.lda + k) / 4u] : vec4(0.0));
+    const f16vec4 v =
+        f16vec4(k < p.K ? a4[(p.a_off + z * p.a_bz + am * p.lda + k) / 4u] : vec4(0.0));
+#if PF == 2
+    if (set != 0u)
+      ra2[i] = v;
+    else
+#endif
+      ra[i] = v;
   }
   [[unroll]] for (uint i = 0; i < LB; i++) {
     const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
@@ -107,19 +135,24 @@ void load_slice(const uint tid, const uint z, const uint mt, const uint nt, cons
       v = f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y));
 #endif
     }
-    rb[i] = v;
+#if PF == 2
+    if (set != 0u)
+      rb2[i] = v;
+    else
+#endif
+      rb[i] = v;
   }
 }
 
 // Registers -> shared buffer s (row-major, K contiguous).
-void store_slice(const uint tid, const uint s) {
+void store_slice(const uint tid, const uint s, const uint set) {
   [[unroll]] for (uint i = 0; i < LA; i++) {
     const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
-    [[unroll]] for (uint j = 0; j < 4; j++) sA[s][o + j] = ra[i][j];
+    [[unroll]] for (uint j = 0; j < 4; j++) sA[s][o + j] = SET_A(set, i)[j];
   }
   [[unroll]] for (uint i = 0; i < LB; i++) {
     const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
-    [[unroll]] for (uint j = 0; j < 4; j++) sB[s][o + j] = rb[i][j];
+    [[unroll]] for (uint j = 0; j < 4; j++) sB[s][o + j] = SET_B(set, i)[j];
   }
 }
 
@@ -136,29 +169,60 @@ void main() {
   [[unroll]] for (uint i = 0; i < TM; i++)
     [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_C(0.0);
 
-  load_slice(tid, z, mt, nt, 0u);
-  store_slice(tid, 0u);
+  // The products of the slice in shared buffer s (a macro, so that the
+  // accumulators and fragments stay main's own variables).
+#define MUL_SLICE(s)                                                                    \
+  [[unroll]] for (uint kk = 0; kk < BK; kk += CM) {                                     \
+    CM_A fa[TM];                                                                        \
+    CM_B fb[TN];                                                                        \
+    [[unroll]] for (uint i = 0; i < TM; i++)                                            \
+      CM_LOAD_ROWS(fa[i], sA[s], (wm + i * CM) * LDS + kk, LDS);                        \
+    [[unroll]] for (uint j = 0; j < TN; j++)                                            \
+      CM_LOAD_COLS(fb[j], sB[s], (wn + j * CM) * LDS + kk, LDS);                        \
+    [[unroll]] for (uint i = 0; i < TM; i++)                                            \
+      [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]); \
+  }
+
+  load_slice(tid, z, mt, nt, 0u, 0u);
+  store_slice(tid, 0u, 0u);
   barrier();
   uint s = 0u;
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {
-    const bool more = k0 + BK < p.K; // uniform across the workgroup
-    if (more)
-      load_slice(tid, z, mt, nt, k0 + BK);
-    [[unroll]] for (uint kk = 0; kk < BK; kk += CM) {
-      CM_A fa[TM];
-      CM_B fb[TN];
-      [[unroll]] for (uint i = 0; i < TM; i++)
-        CM_LOAD_ROWS(fa[i], sA[s], (wm + i * CM) * LDS + kk, LDS);
-      [[unroll]] for (uint j = 0; j < TN; j++)
-        CM_LOAD_COLS(fb[j], sB[s], (wn + j * CM) * LDS + kk, LDS);
-      [[unroll]] for (uint i = 0; i < TM; i++)
-        [[unroll]] for (uint j = 0; j < TN; j++) acc[i][j] = CM_MAD(fa[i], fb[j], acc[i][j]);
-    }
-    if (more)
-      store_slice(tid, s ^ 1u);
+#if PF == 2
+  // Two slices a trip: slice k0 is in shared buffer s while ra/rb hold
+  // k0 + BK and ra2/rb2 receive k0 + 2 BK; then the roles swap. Every
+  // condition is uniform across the workgroup.
+  if (BK < p.K)
+    load_slice(tid, z, mt, nt, BK, 0u);
+  for (uint k0 = 0; k0 < p.K; k0 += 2u * BK) {
+    if (k0 + 2u * BK < p.K)
+      load_slice(tid, z, mt, nt, k0 + 2u * BK, 1u);
+    MUL_SLICE(s);
+    if (k0 + BK < p.K)
+      store_slice(tid, s ^ 1u, 0u);
+    barrier();
+    s ^= 1u;
+    if (k0 + BK >= p.K)
+      break;
+    if (k0 + 3u * BK < p.K)
+      load_slice(tid, z, mt, nt, k0 + 3u * BK, 0u);
+    MUL_SLICE(s);
+    if (k0 + 2u * BK < p.K)
+      store_slice(tid, s ^ 1u, 1u);
     barrier();
     s ^= 1u;
   }
+#else
+  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    const bool more = k0 + BK < p.K; // uniform across the workgroup
+    if (more)
+      load_slice(tid, z, mt, nt, k0 + BK, 0u);
+    MUL_SLICE(s);
+    if (more)
+      store_slice(tid, s ^ 1u, 0u);
+    barrier();
+    s ^= 1u;
+  }
+#endif
 
   // Epilogue through this subgroup's scratch, one accumulator at a time:
   // invocation `lane` takes elements lane, lane + SG, ... of the CM x CM.

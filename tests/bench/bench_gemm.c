@@ -16,7 +16,8 @@
  * A benchmark, not a test: it never fails on speed.
  *
  * Usage: bench_gemm [families, comma-separated: auto, texel-16x16, texel-8x8,
- *        tiled-64x64, rb-64x64, rb-128x64] [blas threads, default 2]
+ *        tiled-64x64, rb-64x64, rb-128x64, and with matrix units cm-128x128,
+ *        cm-64x64, cm-128x128-pf2, cm-64x64-pf2] [blas threads, default 2]
  */
 #include <cblas.h>
 #include <stdint.h>
@@ -186,8 +187,9 @@ int main(int argc, char **argv) {
        f = strtok_r(NULL, ",", &save)) {
     wd_vk_gemm_family_t fam;
     if (wd_vk_gemm_family_parse(f, &fam) < 0) {
-      fprintf(stderr, "bench_gemm: unknown family '%s' (auto, texel-16x16, texel-8x8, tiled-64x64, "
-                      "rb-64x64, rb-128x64)\n", f);
+      fprintf(stderr,
+              "bench_gemm: unknown family '%s' (auto, texel-16x16, texel-8x8, tiled-64x64, rb-64x64, "
+              "rb-128x64, cm-128x128, cm-64x64, cm-128x128-pf2, cm-64x64-pf2)\n", f);
       rc = 1;
       break;
     }

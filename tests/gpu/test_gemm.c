@@ -225,6 +225,8 @@ static void check_matrix_family(wd_vk_gemm_family_t fam) {
 
 WD_TEST(gemm_cm_128x128) { check_matrix_family(WD_VK_GEMM_CM128); }
 WD_TEST(gemm_cm_64x64) { check_matrix_family(WD_VK_GEMM_CM64); }
+WD_TEST(gemm_cm_128x128_pf2) { check_matrix_family(WD_VK_GEMM_CM128_PF2); }
+WD_TEST(gemm_cm_64x64_pf2) { check_matrix_family(WD_VK_GEMM_CM64_PF2); }
 
 /* The same kernels built for VK_KHR_cooperative_matrix, on a second device
  * made to use that extension (AUTO takes NV where both are listed). */
@@ -248,9 +250,12 @@ WD_TEST(gemm_cm_khr) {
   wd_vk_device_t *saved = g_dev;
   g_dev = khr;
   fprintf(stderr, "  matrix units: %s%s\n", wd_vk_cm_ext_name(x), wd_vk_cm_suffix(x));
-  if (x == WD_VK_CM_KHR) /* KHR8 (lavapipe) has the 64 x 64 tiles only */
+  if (x == WD_VK_CM_KHR) { /* KHR8 (lavapipe) has the 64 x 64 tiles only */
     check_family(WD_VK_GEMM_CM128);
+    check_family(WD_VK_GEMM_CM128_PF2);
+  }
   check_family(WD_VK_GEMM_CM64);
+  check_family(WD_VK_GEMM_CM64_PF2);
   g_dev = saved;
   wd_vk_device_free(khr);
 }
