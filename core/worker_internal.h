@@ -97,8 +97,11 @@ wd_job_t *wd__worker_pick_encode(wd_worker_t *w, wd_job_t *const *jobs, int live
 /* Under mu, the queue not empty: the queued job to admit next, and in
  * *ret_before the job queued before it (NULL at the head). */
 wd_job_t *wd__worker_pick_queued(const wd_worker_t *w, wd_job_t **ret_before);
-/* Under mu: whether j, picked next, must wait to leave a slot or row free. */
+/* Under mu: whether j, picked next, must wait to leave a slot or row free
+ * (decided from wd__worker_rows_to_admit). */
 int wd__worker_keep_spare(const wd_worker_t *w, const wd_job_t *j);
+/* Under mu: the free rows j's admission needs, a spare one included, or 0
+ * when it waits whatever is free: the spare-row rule. */
 int wd__worker_rows_to_admit(const wd_worker_t *w, const wd_job_t *j);
 /* How many of the n slots of bit mask mask (w->seq_used, w->audio_used)
  * are free. */

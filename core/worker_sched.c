@@ -3,14 +3,15 @@
  * worker_internal.h has the shapes): which queued job is admitted when a
  * slot frees (admission by fair share between requests,
  * wd__worker_pick_queued), when the one picked waits to leave a slot and a
- * row spare for a request that comes later (wd__worker_keep_spare), and
- * which running job encodes next, a chunked request's parts paced while a
- * plain request decodes (wd__worker_pick_encode). docs/vad.md describes the
- * behaviour and its figures. Nothing here locks, blocks or calls the
- * engine: each function reads the worker's state under the discipline its
- * comment names and returns a choice, which worker.c carries out (the
- * encode pick also resets the pacing's account, enc_ahead_s, when no plain
- * request is under way).
+ * row spare for a request that comes later (wd__worker_keep_spare, on the
+ * rows wd__worker_rows_to_admit says it needs), and which running job
+ * encodes next, a chunked request's parts paced while a plain request
+ * decodes (wd__worker_pick_encode). docs/vad.md describes the behaviour
+ * and its figures. Nothing here locks, blocks or calls the engine: each
+ * function reads the worker's state under the discipline its comment
+ * names and returns a choice, which worker.c carries out (the encode pick
+ * also resets the pacing's account, enc_ahead_s, when no plain request is
+ * under way).
  */
 #include <stdint.h>
 
@@ -130,17 +131,22 @@ wd_job_t *wd__worker_pick_queued(const wd_worker_t *w, wd_job_t **ret_before) {
  * (a part of a 10-minute upload runs for seconds on a GPU, tens of seconds
  * on a CPU). The price: a chunked job alone runs on one row fewer than
  * max_batch (its held-back part still lets fallback attempts borrow the
- * free row, run_turn's spare in worker.c). */
+ * free row, run_turn's spare in worker.c). The rule is
+ * wd__worker_rows_to_admit's: j waits when no rows will do (0) or when it
+ * needs a spare row beside its own (more than n_rows) and fewer are free.
+ * A job that needs only its own rows never waits here: whether they are
+ * free is admission's own check, before this one (worker.c). */
 int wd__worker_keep_spare(const wd_worker_t *w, const wd_job_t *j) {
-  return w->cap >= 2 && request_running(w, j->request) > 0 &&
-         (w->n_running + 1 >= w->cap ||
-          wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs) - j->n_rows < 1);
+  const int need = wd__worker_rows_to_admit(w, j);
+  return need == 0 ||
+         (need > j->n_rows && wd__worker_free_slots(w->seq_used, w->o.engine->max_seqs) < need);
 }
 
-/* Under mu: the free rows j's admission needs (n_rows, and the spare row
- * wd__worker_keep_spare leaves when j's request has a job running), or 0
- * when it waits whatever is free (its request would take the last slot):
- * what admission takes back from lent rows for it, and no more. */
+/* Under mu: the free rows j's admission needs: n_rows; one more, the spare
+ * row, on a worker of two or more slots when j's request has a job
+ * running; or 0 when it waits whatever is free (its request would take the
+ * last slot). What admission takes back from lent rows for it, and no
+ * more, and what wd__worker_keep_spare holds it back by. */
 int wd__worker_rows_to_admit(const wd_worker_t *w, const wd_job_t *j) {
   if (w->cap < 2 || request_running(w, j->request) == 0)
     return j->n_rows;
