@@ -142,17 +142,26 @@ static int submit_request_opts(wd_worker_t *w, const char *name, outcome_t *o) {
   return submit_opts(w, name, 1, &d, 0, o, NULL);
 }
 
-/* The engine of a rig that submits a job needing 5 rows, more than the
- * lent rows leave free, at its first step of several rows (fallback
- * attempts side by side), or at_prefill at its first prefill (a window's
- * initial tokens, whose logits begin its group of attempts): it waits in
- * the queue, so the attempts must give rows back. It counts steps, and
- * notes how many had run at the second encode (the queued job's). */
+/* When the engine of a rig built on g_shed's submits its job. */
+enum {
+  SHED_AT_ROWS,       /* the first step of several rows (fallback attempts side by side) */
+  SHED_AT_PREFILL,    /* the first prefill (a window's initial tokens, whose logits
+                         begin its group of attempts) */
+  SHED_AT_FIRST_STEP, /* the first step (the first window's initial tokens, fed while
+                         its spare attempts hold every free row) */
+};
+
+/* The engine of a rig that queues a job from inside a step or prefill
+ * while lent rows hold the free slots (g_shed.at): at SHED_AT_ROWS and
+ * SHED_AT_PREFILL a job needing 5 rows, more than the lent rows leave
+ * free, at SHED_AT_FIRST_STEP a plain request's. It waits in the queue, so
+ * the attempts must give rows back. It counts steps, and notes how many
+ * had run at the submit and at the second encode (the queued job's). */
 static struct {
   wd_engine_t iface;
   const wd_engine_t *in;
   wd_worker_t *w;
-  int at_prefill, submitted, steps, encodes, steps_at_second_encode;
+  int at, submitted, steps, encodes, steps_at_submit, steps_at_second_encode;
   outcome_t b;
 } g_shed;
 
@@ -160,6 +169,11 @@ static void shed_submit(void) {
   if (!g_shed.w || g_shed.submitted)
     return;
   g_shed.submitted = 1;
+  g_shed.steps_at_submit = g_shed.steps;
+  if (g_shed.at == SHED_AT_FIRST_STEP) {
+    WD_CHECK_EQ_INT(submit_request_opts(g_shed.w, "audio/synth/quick_fox.wav", &g_shed.b), 0);
+    return;
+  }
   const clip_t beam = { "audio/cards/003.wav", 1, .beam_size = 5 };
   wd_decode_opts_t d;
   clip_opts(&beam, &d);
@@ -170,7 +184,7 @@ static int shed_step(void *self, int n, const int *seqs, const int32_t *tokens,
                      const float **ret_logits) {
   (void)self;
   g_shed.steps++;
-  if (n >= 2 && !g_shed.at_prefill)
+  if ((g_shed.at == SHED_AT_ROWS && n >= 2) || g_shed.at == SHED_AT_FIRST_STEP)
     shed_submit();
   return g_shed.in->step(g_shed.in->self, n, seqs, tokens, ret_logits);
 }
@@ -178,7 +192,7 @@ static int shed_step(void *self, int n, const int *seqs, const int32_t *tokens,
 static int shed_prefill(void *self, int s, int n, const int32_t *tokens,
                         const float **ret_logits) {
   (void)self;
-  if (g_shed.at_prefill)
+  if (g_shed.at == SHED_AT_PREFILL)
     shed_submit();
   return g_shed.in->prefill(g_shed.in->self, s, n, tokens, ret_logits);
 }
@@ -200,15 +214,15 @@ static const wd_engine_t *shed_wrap(const wd_engine_t *ref) {
 }
 
 /* One job of cards/004.wav with FALLBACK_PROMPT on a worker of `slots`
- * slots (shed: on g_shed's engine, which submits its job, at_prefill or
- * at the first step of several rows); its transcript into *t, and its
+ * slots (shed: on g_shed's engine, which submits its job `at`,
+ * SHED_AT_ROWS or SHED_AT_PREFILL); its transcript into *t, and its
  * steps with several rows. */
-static int fallback_run(int slots, int shed, int at_prefill, wd_transcript_t *t,
-                        uint64_t *ret_multi, uint64_t *ret_shed, uint64_t *ret_single) {
+static int fallback_run(int slots, int shed, int at, wd_transcript_t *t, uint64_t *ret_multi,
+                        uint64_t *ret_shed, uint64_t *ret_single) {
   rig_t g;
   g_wrap = shed ? shed_wrap : NULL;
   memset(&g_shed, 0, sizeof g_shed);
-  g_shed.at_prefill = at_prefill;
+  g_shed.at = at;
   outcome_init(&g_shed.b);
   const int started = rig_start(&g, TINY, slots, 4);
   g_wrap = NULL;
@@ -262,11 +276,11 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   wd_transcript_t seq = { 0 }, par = { 0 }, shed = { 0 };
   uint64_t multi_seq = 0, multi_par = 0, multi_shed = 0, n_shed = 0, unused = 0;
   uint64_t single_seq = 0, single_par = 0;
-  const int rc_seq = fallback_run(1, 0, 0, &seq, &multi_seq, &unused, &single_seq);
-  const int rc_par = fallback_run(8, 0, 0, &par, &multi_par, &unused, &single_par);
+  const int rc_seq = fallback_run(1, 0, SHED_AT_ROWS, &seq, &multi_seq, &unused, &single_seq);
+  const int rc_par = fallback_run(8, 0, SHED_AT_ROWS, &par, &multi_par, &unused, &single_par);
   /* a job queued while the attempts hold lent rows: they give them back at
    * once (the ones not yet needed run again later), same result */
-  const int rc_shed = fallback_run(8, 1, 0, &shed, &multi_shed, &n_shed, &unused);
+  const int rc_shed = fallback_run(8, 1, SHED_AT_ROWS, &shed, &multi_shed, &n_shed, &unused);
   WD_CHECK_EQ_INT(rc_shed, 0);
   WD_CHECK(g_shed.submitted && n_shed > 0);
   WD_CHECK(rc_shed != 0 || same_transcript(&seq, &shed));
@@ -277,7 +291,7 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
    * of spares: they give their rows back at the next admission, while
    * the group's first copies are still pending (the queued job encodes
    * before any step), same result */
-  const int rc_early = fallback_run(8, 1, 1, &shed, &multi_shed, &n_shed, &unused);
+  const int rc_early = fallback_run(8, 1, SHED_AT_PREFILL, &shed, &multi_shed, &n_shed, &unused);
   WD_CHECK_EQ_INT(rc_early, 0);
   WD_CHECK(g_shed.submitted && n_shed >= 5);
   WD_CHECK_EQ_INT(g_shed.steps_at_second_encode, 0);
@@ -308,78 +322,43 @@ WD_TEST(fallback_attempts_side_by_side_keep_the_sequential_result) {
   wd_transcript_free(&par);
 }
 
-/* The engine of a rig whose first step (the first window's initial
- * tokens, fed while its spare attempts hold every free row) queues a
- * second job; it counts steps and encodes. */
-static struct {
-  wd_engine_t iface;
-  const wd_engine_t *in;
-  wd_worker_t *w;
-  int steps, encodes, steps_at_submit, steps_at_second_encode;
-  outcome_t b;
-} g_lend;
-
-static int lend_encode(void *self, int a, const float *mel) {
-  (void)self;
-  if (++g_lend.encodes == 2)
-    g_lend.steps_at_second_encode = g_lend.steps;
-  return g_lend.in->encode(g_lend.in->self, a, mel);
-}
-
-static int lend_step(void *self, int n, const int *seqs, const int32_t *tokens,
-                     const float **ret_logits) {
-  (void)self;
-  if (++g_lend.steps == 1 && g_lend.w) {
-    WD_CHECK_EQ_INT(submit_request_opts(g_lend.w, "audio/synth/quick_fox.wav", &g_lend.b), 0);
-    g_lend.steps_at_submit = g_lend.steps;
-  }
-  return g_lend.in->step(g_lend.in->self, n, seqs, tokens, ret_logits);
-}
-
-static const wd_engine_t *lend_wrap(const wd_engine_t *ref) {
-  g_lend.in = ref;
-  g_lend.iface = *ref;
-  g_lend.iface.encode = lend_encode;
-  g_lend.iface.step = lend_step;
-  return &g_lend.iface;
-}
-
 /* Six slots, one job: with the queue empty its window's spare attempts
  * (one row a temperature) borrow the five free rows. A job queued at its
- * first step gets them back at its admission, the next turn, and encodes
- * before the first job steps again. Before, the rows came back only at
- * the lender's next steps and only after the group's first copies: the
- * queued job waited two turns, and on a CPU each turn can hold another
- * job's encode (the pacing test below lost its order that way under
- * load). */
+ * first step (g_shed's engine, SHED_AT_FIRST_STEP) gets them back at its
+ * admission, the next turn, and encodes before the first job steps again.
+ * Before, the rows came back only at the lender's next steps and only
+ * after the group's first copies: the queued job waited two turns, and on
+ * a CPU each turn can hold another job's encode (the pacing test below
+ * lost its order that way under load). */
 WD_TEST(a_queued_job_takes_back_lent_rows_at_its_admission) {
   if (!have(TINY))
     wd_test_skip("models/ggml-tiny.en.bin not present (scripts/fetch-model.sh tiny.en)");
-  memset(&g_lend, 0, sizeof g_lend);
-  outcome_init(&g_lend.b);
+  memset(&g_shed, 0, sizeof g_shed);
+  g_shed.at = SHED_AT_FIRST_STEP;
+  outcome_init(&g_shed.b);
   rig_t g;
-  g_wrap = lend_wrap;
+  g_wrap = shed_wrap;
   const int started = rig_start(&g, TINY, 6, 4);
   g_wrap = NULL;
   if (started < 0)
     return;
-  g_lend.w = g.w;
+  g_shed.w = g.w;
   outcome_t a;
   outcome_init(&a);
   WD_CHECK_EQ_INT(submit_request_opts(g.w, "audio/jfk.wav", &a), 0);
   wait_done(&a, 1);
-  wait_done(&g_lend.b, 1);
+  wait_done(&g_shed.b, 1);
   WD_CHECK_EQ_INT(a.rc, 0);
-  WD_CHECK_EQ_INT(g_lend.b.rc, 0);
+  WD_CHECK_EQ_INT(g_shed.b.rc, 0);
   wd_worker_stats_t st;
   wd_worker_stats(g.w, &st);
   fprintf(stderr, "queued at step %d, encoded after step %d; %llu lent rows given back\n",
-          g_lend.steps_at_submit, g_lend.steps_at_second_encode,
+          g_shed.steps_at_submit, g_shed.steps_at_second_encode,
           (unsigned long long)st.rows_shed);
   WD_CHECK(st.rows_shed >= 5);      /* the rows were lent, and came back */
-  WD_CHECK_EQ_INT(g_lend.steps_at_second_encode, g_lend.steps_at_submit);
+  WD_CHECK_EQ_INT(g_shed.steps_at_second_encode, g_shed.steps_at_submit);
   wd_transcript_free(&a.t);
-  wd_transcript_free(&g_lend.b.t);
+  wd_transcript_free(&g_shed.b.t);
   rig_stop(&g);
 }
 
