@@ -15,7 +15,7 @@
 #      build where --whispercpp DIR names one or gpu-bundle.sh finds one
 #      (build/whispercpp, /tmp/wcpp), into OUT (default build-gpu/bundle),
 #      checked to fit the carry beside the working tree (with whisper.cpp:
-#      ~44 MiB and 15.6 MiB on 2026-11-29)
+#      ~45 MiB and 15 MiB on 2026-11-29)
 #
 # usage (as root, from anywhere): scripts/gpu-prep.sh [--whispercpp DIR] [OUT]
 #   WD_GPU_BUILD=DIR  the build tree (default build-gpu)
