@@ -6,7 +6,8 @@
 # usage: ./run.sh [STEP ...]   steps (default all, in this order):
 #   cm     the matrix units (issue #40): the GEMM tests of every family
 #          (cm-* included where the device lists cooperative matrices),
-#          bench_gemm of cm-128x128, cm-64x64 beside rb-64x64 and tiled
+#          bench_gemm of cm-128x128, cm-64x64 and their -pf2 candidates
+#          (loads two K-slices ahead) beside rb-64x64 and tiled
 #   attn   not yet run on a GPU (issue #40): the encoder's fused attention
 #          (gpu_test_attn_enc, then the large shape with bench_engine vk:fused
 #          beside AUTO) and the KHR kernels (test_gemm's gemm_cm_khr, where
@@ -28,6 +29,8 @@
 #          ceilings on the same GPU, where python3 has torch and transformers
 #   load   tests/bench/load.py: requests/s and latency at 1-16 clients, with
 #          batching and without (--max-batch 1), the daemon on the GPU
+#   load16 issue #40's batching target, short: jfk at 1 and 16 clients,
+#          tiny.en, --max-batch 16 against --max-batch 1 (about a minute)
 #   ahead  not yet run on a GPU (issue #40): 16 clients of a 120 s file at
 #          --max-batch 16 with the next windows' log-mel made ahead (the
 #          default on a GPU) and with --mel-ahead off
@@ -181,6 +184,12 @@ for step in $steps; do
     timeout 580 python3 tests/bench/load.py --ns 1,4,8,16 --long-ns 1,4 --seconds 10 \
       >"$res/load.txt" 2>&1
     tail -40 "$res/load.txt" | tee -a "$sum"
+    ;;
+  load16)
+    say "== load.py: jfk at 1 and 16 clients, tiny.en, --max-batch 16 vs --max-batch 1"
+    timeout 240 python3 tests/bench/load.py --ns 1,16 --long-ns "" --long-s 0 --requests 16 \
+      --seconds 8 --batch 16 >"$res/load16.txt" 2>&1
+    tail -12 "$res/load16.txt" | tee -a "$sum"
     ;;
   ahead)
     say "== --mel-ahead: 16 clients of a 120 s file, tiny.en, max-batch 16, on (GPU default) then off"

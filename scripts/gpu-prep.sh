@@ -21,7 +21,7 @@
 #   WD_GPU_BUILD=DIR  the build tree (default build-gpu)
 # Then, with the device tool (OUT relative to the repository, ignored by git):
 #   run  command: cat build-gpu/bundle/whisperd-gpu.tar.xz.* | tar xJ -C /tmp &&
-#                 cd /tmp/whisperd-gpu && RESULTS=$OUT ./run.sh attn cm numerics large peer ahead
+#                 cd /tmp/whisperd-gpu && RESULTS=$OUT ./run.sh attn cm numerics large peer ahead load16
 #        carry:   ["build-gpu/bundle"]
 # (./run.sh's header in scripts/gpu-bundle-run.sh says what each step
 # measures; results/summary.txt is what goes into the issue.)
