@@ -64,7 +64,7 @@ static const wd_option_t wd_options[] = {
   { "vk-limits", 0, WD_OPT_STR, OFF(vk_limits), "", 0, 0, NULL, "LIMITS",
     "Plan as if the Vulkan device were this small, e.g. heap=512M,texels=1M or a preset such as nvidia (tests; see gpu/vk_limits.h)", 0 },
   { "vk-gemm", 0, WD_OPT_ENUM, OFF(vk_gemm), "auto", 0, 0,
-    "auto|cm-128x128|cm-64x64|cm-128x128-pf2|cm-64x64-pf2|tiled-64x64|rb-64x64|rb-128x64|texel-16x16|texel-8x8", "KERNEL",
+    "auto|cm-128x128|cm-64x64|cm-128x128-dl|cm-64x64-dl|cm-128x128-pf2|cm-64x64-pf2|tiled-64x64|rb-64x64|rb-128x64|texel-16x16|texel-8x8", "KERNEL",
     "The Vulkan encoder's GEMM kernel: auto (by device: on GPUs with matrix units cm-128x128 for the encoder's Linear layers and cm-64x64 for attention and the prefill; on other GPUs rb-64x64, tiled-64x64 and tiled-64x64; texel-8x8 on CPU drivers) or one by name everywhere (comparisons, tests; a cm kernel needs matrix units)", 0 },
   { "vk-precision", 0, WD_OPT_ENUM, OFF(vk_precision), "auto", 0, 0, "auto|f32", "PRECISION",
     "Inputs of the Vulkan engine's matrix products: auto (rounded to f16 on GPUs with matrix units, f32 sums; f32 elsewhere) or f32 (the f32 kernels everywhere: exact f32 arithmetic, slower on such GPUs)", 0 },

@@ -43,6 +43,8 @@ static const struct {
   [WD_VK_GEMM_RB128X64] = { "rb-128x64", "gemm_rb128x64", 128, 64, 128, 1, 0 },
   [WD_VK_GEMM_CM128] = { "cm-128x128", "gemm_cm128", 128, 128, 256, 1, 0 },
   [WD_VK_GEMM_CM64] = { "cm-64x64", "gemm_cm64", 64, 64, 128, 1, 0 },
+  [WD_VK_GEMM_CM128_DL] = { "cm-128x128-dl", "gemm_cm128dl", 128, 128, 256, 1, 0 },
+  [WD_VK_GEMM_CM64_DL] = { "cm-64x64-dl", "gemm_cm64dl", 64, 64, 128, 1, 0 },
   [WD_VK_GEMM_CM128_PF2] = { "cm-128x128-pf2", "gemm_cm128pf2", 128, 128, 256, 1, 0 },
   [WD_VK_GEMM_CM64_PF2] = { "cm-64x64-pf2", "gemm_cm64pf2", 64, 64, 128, 1, 0 },
 };
@@ -52,10 +54,22 @@ static int family_known(wd_vk_gemm_family_t f) {
   return f > WD_VK_GEMM_AUTO && (size_t)f < N_FAMILIES && families[f].name;
 }
 
+/* The candidate matrix-unit families (vk_gemm.h): built for f16 and f32 B
+ * only, to be timed beside the others (bench_gemm), not chosen by AUTO. */
+static bool family_candidate(wd_vk_gemm_family_t f) {
+  return f == WD_VK_GEMM_CM128_DL || f == WD_VK_GEMM_CM64_DL || f == WD_VK_GEMM_CM128_PF2 ||
+         f == WD_VK_GEMM_CM64_PF2;
+}
+
 /* The EPI = 0 pipeline of g's family reading B of type wt. */
 static int wd_gemm_make(wd_vk_gemm_t *g, wd_vk_wtype_t wt) {
   const char *sfx = wd_vk_wtype_suffix(wt);
   const int texel = families[g->family].texel;
+  if (sfx && family_candidate(g->family)) {
+    wd_log_error("vk_gemm: %s runs f16 and f32 weights only, not %s (another --vk-gemm, or auto)",
+                 families[g->family].name, sfx);
+    return WD_EUNSUP;
+  }
   char name[40];
   wd_vk_pipeline_desc_t desc = {
     .shader = name,
@@ -93,8 +107,7 @@ int wd_vk_gemm_family_parse(const char *name, wd_vk_gemm_family_t *ret) {
 }
 
 bool wd_vk_gemm_family_f16(wd_vk_gemm_family_t f) {
-  return f == WD_VK_GEMM_CM128 || f == WD_VK_GEMM_CM64 || f == WD_VK_GEMM_CM128_PF2 ||
-         f == WD_VK_GEMM_CM64_PF2;
+  return f == WD_VK_GEMM_CM128 || f == WD_VK_GEMM_CM64 || family_candidate(f);
 }
 
 wd_vk_gemm_family_t wd_vk_gemm_auto(const wd_vk_device_info_t *d, wd_vk_gemm_bfmt_t bfmt,

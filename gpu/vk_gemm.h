@@ -40,10 +40,14 @@ typedef enum {
    * size M x N: 8 subgroups of 64 x 32 outputs, or 4 of 32 x 32. */
   WD_VK_GEMM_CM128 = 6,
   WD_VK_GEMM_CM64 = 7,
-  /* The same tiles with their global loads two K-slices ahead, not one
-   * (PF=2 in gemm_cm.comp): a candidate until a GPU has timed it. */
-  WD_VK_GEMM_CM128_PF2 = 8,
-  WD_VK_GEMM_CM64_PF2 = 9,
+  /* Candidates until a GPU has timed them, for f16 and f32 B only: the
+   * same tiles with the loaded words converted when stored, not when
+   * loaded (DEFER=1 in gemm_cm.comp), and that with the loads two
+   * K-slices ahead (PF=2). */
+  WD_VK_GEMM_CM128_DL = 8,
+  WD_VK_GEMM_CM64_DL = 9,
+  WD_VK_GEMM_CM128_PF2 = 10,
+  WD_VK_GEMM_CM64_PF2 = 11,
 } wd_vk_gemm_family_t;
 
 /* Element format of B. F32 serves products of two activations (the

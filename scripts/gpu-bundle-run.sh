@@ -6,8 +6,9 @@
 # usage: ./run.sh [STEP ...]   steps (default all, in this order):
 #   cm     the matrix units (issue #40): the GEMM tests of every family
 #          (cm-* included where the device lists cooperative matrices),
-#          bench_gemm of cm-128x128, cm-64x64 and their -pf2 candidates
-#          (loads two K-slices ahead) beside rb-64x64 and tiled
+#          bench_gemm of cm-128x128, cm-64x64, rb-64x64 and tiled, then the
+#          candidates -dl (loads converted when stored) and -pf2 (that, two
+#          K-slices ahead)
 #   attn   not yet run on a GPU (issue #40): the encoder's fused attention
 #          (gpu_test_attn_enc, then the large shape with bench_engine vk:fused
 #          beside AUTO) and the KHR kernels (test_gemm's gemm_cm_khr, where
@@ -79,9 +80,9 @@ for step in $steps; do
     for n in gpu_test_gemm gpu_test_wquant; do
       timeout 240 build/tests/$n >"$res/$n.log" 2>&1
       say "$n: exit $?, $(grep -E '^[0-9]+ passed' "$res/$n.log" | tail -1)"
-      grep -E "cm-|^(ok|FAIL|SKIP) .*cm|matrix units" "$res/$n.log" | head -30 | tee -a "$sum"
+      grep -E "cm-|^(ok|FAIL|SKIP) .*cm|matrix units" "$res/$n.log" | head -120 | tee -a "$sum"
     done
-    timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-128x128-pf2,cm-64x64,cm-64x64-pf2,rb-64x64,tiled-64x64 "$(nproc)" \
+    timeout 300 build/tests/bench/bench_gemm cm-128x128,cm-64x64,rb-64x64,tiled-64x64,cm-128x128-dl,cm-128x128-pf2,cm-64x64-dl,cm-64x64-pf2 "$(nproc)" \
       >"$res/bench_gemm_cm.txt" 2>&1
     tee -a "$sum" <"$res/bench_gemm_cm.txt"
     ;;

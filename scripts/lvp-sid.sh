@@ -24,7 +24,8 @@
 #                                     gemm_cm_khr, test_attn_enc,
 #                                     test_engine_matrix, and jfk with tiny.en
 #                                     through the matrix kernels (cm-64x64
-#                                     and cm-64x64-pf2, fused attention too)
+#                                     and the candidates cm-64x64-dl and
+#                                     cm-64x64-pf2, fused attention too)
 #                                     against the f32 kernels
 #   scripts/lvp-sid.sh run CMD ...    any command inside the chroot, in this
 #                                     directory, with the host build's libraries
@@ -131,7 +132,7 @@ check() {
   if [ -f "$m" ]; then
     run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-precision f32 -m "$m" "$a" >"$b/jfk_f32.txt"
     local fam
-    for fam in cm-64x64 cm-64x64-pf2; do
+    for fam in cm-64x64 cm-64x64-dl cm-64x64-pf2; do
       run_in "$b" "$b/daemon/whisperd" transcribe --device vulkan --vk-matrix khr --vk-gemm $fam \
         --vk-attn fused -m "$m" "$a" >"$b/jfk_$fam.txt"
       if cmp -s "$b/jfk_f32.txt" "$b/jfk_$fam.txt"; then

@@ -23,13 +23,14 @@
 // K x N operand), padded by 8 halves per row against bank conflicts, and
 // double-buffered: the next slice's global loads are in flight while the
 // current slice is multiplied, one barrier per slice (as gemm_rb).
-// PF (prefetch depth, 1 or 2): with PF=2 the global loads run two slices
-// ahead in two register sets (16 more registers an invocation), so each
-// load has two slices' products, not one, to arrive before it is stored.
-// The families cm-*-pf2 (not yet timed on a GPU) test whether the kernel
-// waits on global memory: between barriers each of a 128 x 128 tile's 8
+// Candidates, not yet timed on a GPU, that test whether the kernel waits
+// on global memory (between barriers each of a 128 x 128 tile's 8
 // subgroups issues 16 products of 16 x 16 x 16, by my estimate a few
-// hundred cycles on an H200, less than a load from L2 or memory may take.
+// hundred cycles on an H200, less than a load from L2 or memory may take):
+// DEFER=1 (families cm-*-dl) keeps the loaded words unconverted until they
+// are stored, so the products of the current slice run while the loads
+// are in flight; PF=2 (cm-*-pf2, DEFER too) also issues them two slices
+// ahead, in a second register set.
 // Measured on an H200 (bench_gemm, 2026-11-28): ~90-100 TFLOP/s on the
 // large-v3-turbo encoder's shapes in 128 x 128 tiles, against rb-64x64's
 // 14-30 and cuBLAS's 590-665 in fp16 on the same GPU. Storing the staged
@@ -91,40 +92,69 @@ shared float sC[SGM * SGN][CM * CM];
 
 // Register sets for the slices in flight: set 0 is ra, rb; with PF=2 set 1
 // is ra2, rb2. The set is a constant at every call, so the choice folds.
-f16vec4 ra[LA], rb[LB];
+// With DEFER=1 the sets hold the words as loaded (A's f32 quads, B's f16
+// pairs or f32 quads), converted and bounds-masked only when stored: a
+// conversion next to its load makes the invocation wait for that load
+// before the products of the current slice, which no prefetch depth hides.
+// DEFER=0 converts at the load (the measured baseline; every B type).
+#ifndef DEFER
+#define DEFER 0
+#endif
+#if DEFER != 0
+#if defined(WTYPE) && WTYPE != 0
+#error "gemm_cm.comp: DEFER=1 is built for f16 and f32 B only"
+#endif
+#define RA_T vec4
+#if defined(B_F32)
+#define RB_T vec4
+#else
+#define RB_T uvec2
+#endif
+#else
+#define RA_T f16vec4
+#define RB_T f16vec4
+#endif
+RA_T ra[LA];
+RB_T rb[LB];
 #if PF == 2
-f16vec4 ra2[LA], rb2[LB];
+RA_T ra2[LA];
+RB_T rb2[LB];
 #define SET_A(set, i) ((set) != 0u ? ra2[i] : ra[i])
 #define SET_B(set, i) ((set) != 0u ? rb2[i] : rb[i])
+#define PUT_A(set, i, v) if ((set) != 0u) ra2[i] = (v); else ra[i] = (v)
+#define PUT_B(set, i, v) if ((set) != 0u) rb2[i] = (v); else rb[i] = (v)
 #else
 #define SET_A(set, i) ra[i]
 #define SET_B(set, i) rb[i]
+#define PUT_A(set, i, v) ra[i] = (v)
+#define PUT_B(set, i, v) rb[i] = (v)
 #endif
 
 // Global -> registers, as gemm_rb: vec4 number i of the slice is k-quad
 // (idx % (BK / 4)) of row (idx / (BK / 4)) with idx = tid + NT * i, so
 // eight neighbouring invocations read one row's 128 contiguous bytes; rows
 // past M (N) repeat the last row (their outputs are never stored), k past
-// K reads zeros.
+// K reads zeros (with DEFER: reads the row's last quad, zeroed when
+// stored; K >= 4 and a multiple of 4, vk_gemm.c).
 void load_slice(const uint tid, const uint z, const uint mt, const uint nt, const uint k0,
                 const uint set) {
   [[unroll]] for (uint i = 0; i < LA; i++) {
     const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
     const uint am = min(mt + r, p.M - 1);
-    const f16vec4 v =
-        f16vec4(k < p.K ? a4[(p.a_off + z * p.a_bz + am * p.lda + k) / 4u] : vec4(0.0));
-#if PF == 2
-    if (set != 0u)
-      ra2[i] = v;
-    else
+#if DEFER != 0
+    PUT_A(set, i, a4[(p.a_off + z * p.a_bz + am * p.lda + min(k, p.K - 4u)) / 4u]);
+#else
+    PUT_A(set, i, f16vec4(k < p.K ? a4[(p.a_off + z * p.a_bz + am * p.lda + k) / 4u] : vec4(0.0)));
 #endif
-      ra[i] = v;
   }
   [[unroll]] for (uint i = 0; i < LB; i++) {
     const uint idx = tid + NT * i, r = idx / (BK / 4), k = k0 + (idx % (BK / 4)) * 4u;
     const uint bn = min(nt + r, p.N - 1);
     const uint bbase = p.b_off + z * p.b_bz + bn * p.ldb;
-    f16vec4 v = f16vec4(0.0);
+#if DEFER != 0
+    PUT_B(set, i, b4[(bbase + min(k, p.K - 4u)) / 4u]);
+#else
+    RB_T v = f16vec4(0.0);
     if (k < p.K) {
 #if defined(WD_WQUANT)
       v = f16vec4(wd_wfetch(int(bbase / 32u), int(k / 4u)));
@@ -135,24 +165,39 @@ void load_slice(const uint tid, const uint z, const uint mt, const uint nt, cons
       v = f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y));
 #endif
     }
-#if PF == 2
-    if (set != 0u)
-      rb2[i] = v;
-    else
+    PUT_B(set, i, v);
 #endif
-      rb[i] = v;
   }
 }
 
-// Registers -> shared buffer s (row-major, K contiguous).
-void store_slice(const uint tid, const uint s, const uint set) {
+// Registers -> shared buffer s (row-major, K contiguous); k0 is the
+// slice's first k (DEFER masks the quads past K with it).
+void store_slice(const uint tid, const uint s, const uint set, const uint k0) {
   [[unroll]] for (uint i = 0; i < LA; i++) {
     const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
+#if DEFER != 0
+    const bool in_k = k0 + (idx % (BK / 4)) * 4u < p.K;
+    const f16vec4 h = in_k ? f16vec4(SET_A(set, i)) : f16vec4(0.0);
+    [[unroll]] for (uint j = 0; j < 4; j++) sA[s][o + j] = h[j];
+#else
     [[unroll]] for (uint j = 0; j < 4; j++) sA[s][o + j] = SET_A(set, i)[j];
+#endif
   }
   [[unroll]] for (uint i = 0; i < LB; i++) {
     const uint idx = tid + NT * i, o = (idx / (BK / 4)) * LDS + (idx % (BK / 4)) * 4u;
+#if DEFER != 0
+    const bool in_k = k0 + (idx % (BK / 4)) * 4u < p.K;
+#if defined(B_F32)
+    const f16vec4 w = f16vec4(SET_B(set, i));
+#else
+    const RB_T q = SET_B(set, i);
+    const f16vec4 w = f16vec4(unpackFloat2x16(q.x), unpackFloat2x16(q.y));
+#endif
+    const f16vec4 h = in_k ? w : f16vec4(0.0);
+    [[unroll]] for (uint j = 0; j < 4; j++) sB[s][o + j] = h[j];
+#else
     [[unroll]] for (uint j = 0; j < 4; j++) sB[s][o + j] = SET_B(set, i)[j];
+#endif
   }
 }
 
@@ -184,7 +229,7 @@ void main() {
   }
 
   load_slice(tid, z, mt, nt, 0u, 0u);
-  store_slice(tid, 0u, 0u);
+  store_slice(tid, 0u, 0u, 0u);
   barrier();
   uint s = 0u;
 #if PF == 2
@@ -198,7 +243,7 @@ void main() {
       load_slice(tid, z, mt, nt, k0 + 2u * BK, 1u);
     MUL_SLICE(s);
     if (k0 + BK < p.K)
-      store_slice(tid, s ^ 1u, 0u);
+      store_slice(tid, s ^ 1u, 0u, k0 + BK);
     barrier();
     s ^= 1u;
     if (k0 + BK >= p.K)
@@ -207,7 +252,7 @@ void main() {
       load_slice(tid, z, mt, nt, k0 + 3u * BK, 0u);
     MUL_SLICE(s);
     if (k0 + 2u * BK < p.K)
-      store_slice(tid, s ^ 1u, 1u);
+      store_slice(tid, s ^ 1u, 1u, k0 + 2u * BK);
     barrier();
     s ^= 1u;
   }
@@ -218,11 +263,12 @@ void main() {
       load_slice(tid, z, mt, nt, k0 + BK, 0u);
     MUL_SLICE(s);
     if (more)
-      store_slice(tid, s ^ 1u, 0u);
+      store_slice(tid, s ^ 1u, 0u, k0 + BK);
     barrier();
     s ^= 1u;
   }
 #endif
+#undef MUL_SLICE
 
   // Epilogue through this subgroup's scratch, one accumulator at a time:
   // invocation `lane` takes elements lane, lane + SG, ... of the CM x CM.

@@ -32,9 +32,12 @@ foreach(t rb64:64:64 rb128x64:128:64)
   wd_shader(NAME gemm_${tn}_b32 SRC gemm_rb.comp OPT DEFINES BM=${bm} BN=${bn} B_F32=1)
 endforeach()
 # Cooperative-matrix tiles (the matrix units, GL_NV_cooperative_matrix), by
-# tile size: 8 subgroups of 64 x 32 outputs, or 4 of 32 x 32; and the same
-# tiles with their global loads two slices ahead (PF=2, gemm_cm.comp).
-foreach(t cm128:128:128:2:4:1 cm64:64:64:2:2:1 cm128pf2:128:128:2:4:2 cm64pf2:64:64:2:2:2)
+# tile size: 8 subgroups of 64 x 32 outputs, or 4 of 32 x 32; then the
+# candidates (vk_gemm.h), the same tiles with their loads converted when
+# stored (dl: DEFER=1) and that two K-slices ahead (pf2: PF=2), for f16
+# and f32 B only (their quantized-B variants stay unbuilt until one wins).
+foreach(t cm128:128:128:2:4:1:0 cm64:64:64:2:2:1:0 cm128dl:128:128:2:4:1:1 cm64dl:64:64:2:2:1:1
+          cm128pf2:128:128:2:4:2:1 cm64pf2:64:64:2:2:2:1)
   string(REPLACE ":" ";" tv ${t})
   list(GET tv 0 tn)
   list(GET tv 1 bm)
@@ -42,13 +45,17 @@ foreach(t cm128:128:128:2:4:1 cm64:64:64:2:2:1 cm128pf2:128:128:2:4:2 cm64pf2:64
   list(GET tv 3 sgm)
   list(GET tv 4 sgn)
   list(GET tv 5 pf)
-  set(cmdefs BM=${bm} BN=${bn} SGM=${sgm} SGN=${sgn} PF=${pf})
+  list(GET tv 6 defer)
+  set(cmdefs BM=${bm} BN=${bn} SGM=${sgm} SGN=${sgn} PF=${pf} DEFER=${defer})
   # Each kernel for the NV extension and, with a glslang that knows it, for
   # the KHR one (NAME_khr: vk_pipeline.c picks it on devices that use KHR).
   foreach(khr "" KHR)
     wd_shader(NAME gemm_${tn}     SRC gemm_cm.comp OPT ${khr} DEFINES ${cmdefs})
     wd_shader(NAME gemm_${tn}_b32 SRC gemm_cm.comp OPT ${khr} DEFINES ${cmdefs} B_F32=1)
     foreach(q q4_0:2 q4_1:3 q5_0:6 q5_1:7 q8_0:8)
+      if(defer)
+        break()
+      endif()
       string(REPLACE ":" ";" qv ${q})
       list(GET qv 0 qn)
       list(GET qv 1 qid)
@@ -71,14 +78,18 @@ if(WD_GLSLANG_KHR)
   # lavapipe's 8x8x8 (tests on a CPU): the 64 x 64 tiles and the attention
   # over 16 keys a block, within its 32 KiB of shared memory.
   wd_shader(NAME attn_cm     SRC attn_cm.comp OPT KHR8 DEFINES KB=16u)
-  foreach(t cm64:1 cm64pf2:2)
+  foreach(t cm64:1:0 cm64dl:1:1 cm64pf2:2:1)
     string(REPLACE ":" ";" tv ${t})
     list(GET tv 0 tn)
     list(GET tv 1 pf)
-    set(cmdefs BM=64 BN=64 SGM=2 SGN=2 PF=${pf})
+    list(GET tv 2 defer)
+    set(cmdefs BM=64 BN=64 SGM=2 SGN=2 PF=${pf} DEFER=${defer})
     wd_shader(NAME gemm_${tn}     SRC gemm_cm.comp OPT KHR8 DEFINES ${cmdefs})
     wd_shader(NAME gemm_${tn}_b32 SRC gemm_cm.comp OPT KHR8 DEFINES ${cmdefs} B_F32=1)
     foreach(q q4_0:2 q4_1:3 q5_0:6 q5_1:7 q8_0:8)
+      if(defer)
+        break()
+      endif()
       string(REPLACE ":" ";" qv ${q})
       list(GET qv 0 qn)
       list(GET qv 1 qid)

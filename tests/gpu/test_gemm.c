@@ -174,6 +174,7 @@ static const gemm_case_t cases[] = {
   { 130, 129, 68, 2, WD_GEMM_BIAS | WD_GEMM_GELU, 1.0f },    /* tiles + 1, batch */
   { 65, 200, 132, 3, WD_GEMM_ACCUMULATE, 0.125f },           /* residual, alpha */
   { 300, 384, 384, 1, WD_GEMM_BIAS | WD_GEMM_GELU | WD_GEMM_ACCUMULATE, 1.0f },
+  { 70, 90, 100, 1, WD_GEMM_BIAS, 1.0f }, /* 4 K-slices of 32, the last partial */
 };
 
 static void check_family(wd_vk_gemm_family_t fam) {
@@ -182,7 +183,7 @@ static void check_family(wd_vk_gemm_family_t fam) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     double err = 0.0;
     int bad = run_case(fam, &cases[i], &err);
-    fprintf(stderr, "  %-12s M=%-4u N=%-4u K=%-4u Z=%u flags=%u: max rel err %.2e, %d bad\n",
+    fprintf(stderr, "  %-14s M=%-4u N=%-4u K=%-4u Z=%u flags=%u: max rel err %.2e, %d bad\n",
             wd_vk_gemm_family_name(fam), cases[i].M, cases[i].N, cases[i].K, cases[i].Z,
             cases[i].flags, err, bad);
     WD_CHECK_EQ_INT(bad, 0);
@@ -225,6 +226,9 @@ static void check_matrix_family(wd_vk_gemm_family_t fam) {
 
 WD_TEST(gemm_cm_128x128) { check_matrix_family(WD_VK_GEMM_CM128); }
 WD_TEST(gemm_cm_64x64) { check_matrix_family(WD_VK_GEMM_CM64); }
+/* The candidates (vk_gemm.h). */
+WD_TEST(gemm_cm_128x128_dl) { check_matrix_family(WD_VK_GEMM_CM128_DL); }
+WD_TEST(gemm_cm_64x64_dl) { check_matrix_family(WD_VK_GEMM_CM64_DL); }
 WD_TEST(gemm_cm_128x128_pf2) { check_matrix_family(WD_VK_GEMM_CM128_PF2); }
 WD_TEST(gemm_cm_64x64_pf2) { check_matrix_family(WD_VK_GEMM_CM64_PF2); }
 
@@ -252,9 +256,11 @@ WD_TEST(gemm_cm_khr) {
   fprintf(stderr, "  matrix units: %s%s\n", wd_vk_cm_ext_name(x), wd_vk_cm_suffix(x));
   if (x == WD_VK_CM_KHR) { /* KHR8 (lavapipe) has the 64 x 64 tiles only */
     check_family(WD_VK_GEMM_CM128);
+    check_family(WD_VK_GEMM_CM128_DL);
     check_family(WD_VK_GEMM_CM128_PF2);
   }
   check_family(WD_VK_GEMM_CM64);
+  check_family(WD_VK_GEMM_CM64_DL);
   check_family(WD_VK_GEMM_CM64_PF2);
   g_dev = saved;
   wd_vk_device_free(khr);

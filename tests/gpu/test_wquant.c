@@ -338,7 +338,6 @@ WD_TEST(gemm_tex_8x8_types) { gemm_family(WD_VK_GEMM_TEXEL_8X8); }
 WD_TEST(gemm_tiled_types) { gemm_family(WD_VK_GEMM_TILED); }
 WD_TEST(gemm_rb_types) { gemm_family(WD_VK_GEMM_RB64); }
 WD_TEST(gemm_cm_types) { gemm_family(WD_VK_GEMM_CM128); }
-WD_TEST(gemm_cm_pf2_types) { gemm_family(WD_VK_GEMM_CM128_PF2); }
 
 WD_TEST(teardown) { tg_dev_free(); }
 
