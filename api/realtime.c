@@ -151,6 +151,7 @@ static session_t *session_new(wd_realtime_t *h) {
 
 static void session_free(session_t *se) {
   wd_ws_parser_free(&se->parser);
+  free(se->early);
   wd_rt_config_free(&se->cfg);
   wd_live_audio_free(se->res);
   free(se->a16);
@@ -659,6 +660,30 @@ static void cancel_turns(session_t *se) {
   }
 }
 
+/* Feeds n bytes from the client to the frame parser (its messages run as
+ * they complete): sets *client_closed on the client's Close, and on a
+ * protocol error queues our Close with its code and sets *discard. */
+static void feed_client(session_t *se, const void *data, size_t n, int *client_closed,
+                        int *discard) {
+  se->last_rx = wd_now_s();
+  int close_code = 0;
+  const int rc = wd_ws_feed(&se->parser, data, n, on_message, se, &close_code);
+  if (rc == 1) {
+    *client_closed = 1;
+  } else if (rc < 0) {
+    wd_log_info("api: realtime client broke the protocol (%s): closing with %d", wd_strerror(rc),
+                close_code);
+    send_close(se, close_code,
+               rc == WD_ETOOBIG                     ? "message too big"
+               : close_code == WD_WS_CLOSE_BAD_DATA ? "invalid UTF-8"
+                                                    : "protocol error");
+    /* read no further, but drain what still comes for a while: a socket
+     * closed with unread data sends a reset, which would destroy the close
+     * frame before the client reads it */
+    *discard = 1;
+  }
+}
+
 static void *session_main(void *arg) {
   session_t *se = arg;
   wd_realtime_t *h = se->hub;
@@ -666,6 +691,11 @@ static void *session_main(void *arg) {
   int client_closed = 0, discard = 0, cut = 0;
   double close_by = 0; /* the close handshake's deadline; 0: none begun */
   send_session(se, "session.created");
+  if (se->n_early > 0)
+    feed_client(se, se->early, se->n_early, &client_closed, &discard);
+  free(se->early);
+  se->early = NULL;
+  se->n_early = 0;
   for (;;) {
     if (atomic_load(&h->forced))
       break;
@@ -710,25 +740,8 @@ static void *session_main(void *arg) {
       const ssize_t r = recv(se->fd, buf, sizeof buf, 0);
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
         break; /* the client is gone */
-      if (r > 0 && !discard) {
-        se->last_rx = wd_now_s();
-        int close_code = 0;
-        const int rc = wd_ws_feed(&se->parser, buf, (size_t)r, on_message, se, &close_code);
-        if (rc == 1) {
-          client_closed = 1;
-        } else if (rc < 0) {
-          wd_log_info("api: realtime client broke the protocol (%s): closing with %d",
-                      wd_strerror(rc), close_code);
-          send_close(se, close_code,
-                     rc == WD_ETOOBIG                        ? "message too big"
-                     : close_code == WD_WS_CLOSE_BAD_DATA    ? "invalid UTF-8"
-                                                             : "protocol error");
-          /* read no further, but drain what still comes for a while: a
-           * socket closed with unread data sends a reset, which would
-           * destroy the close frame before the client reads it */
-          discard = 1;
-        }
-      }
+      if (r > 0 && !discard)
+        feed_client(se, buf, (size_t)r, &client_closed, &discard);
     }
     if (pending_out(se) && flush_out(se) < 0)
       break;
@@ -783,10 +796,19 @@ static void on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, cons
   const int fl = fcntl(sock, F_GETFL);
   if (fl >= 0)
     fcntl(sock, F_SETFL, fl | O_NONBLOCK);
-  int close_code = 0;
-  if (extra_in_size > 0 &&
-      wd_ws_feed(&se->parser, extra_in, extra_in_size, on_message, se, &close_code) < 0)
-    se->closing = 1;
+  /* What came behind the handshake is the session thread's to parse, after
+   * its session.created (events answered before it, or a Close in that
+   * packet left unhandled, broke the protocol). MHD bounds it by its read
+   * buffer; without memory for a copy the session ends at once. */
+  if (extra_in_size > 0) {
+    se->early = malloc(extra_in_size);
+    if (se->early) {
+      memcpy(se->early, extra_in, extra_in_size);
+      se->n_early = extra_in_size;
+    } else {
+      se->closing = 1;
+    }
+  }
   pthread_mutex_lock(&h->mu);
   h->n_open++;
   se->next = h->list;

@@ -72,6 +72,11 @@ struct wd_rt_session {
   int parked;
   atomic_int fired;
   wd_ws_parser_t parser;
+  /* Bytes the client sent behind its handshake, in the same packet
+   * (MHD's extra_in): the session thread feeds them first, after
+   * session.created, as it feeds what it reads. */
+  unsigned char *early;
+  size_t n_early;
   wd_rt_config_t cfg;
   wd_live_audio_t *res;
   int res_rate;

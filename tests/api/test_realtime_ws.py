@@ -38,11 +38,30 @@ def connect(d, **kw):
                            max_size=None, open_timeout=30, **kw)
 
 
+def ws_frame(opcode, payload=b"", masked=True, fin=True):
+    """One client frame's bytes."""
+    n = len(payload)
+    hdr = bytes([(0x80 if fin else 0) | opcode])
+    m = 0x80 if masked else 0
+    if n < 126:
+        hdr += bytes([m | n])
+    elif n < 65536:
+        hdr += bytes([m | 126]) + struct.pack(">H", n)
+    else:
+        hdr += bytes([m | 127]) + struct.pack(">Q", n)
+    if masked:
+        mask = os.urandom(4)
+        payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+        hdr += mask
+    return hdr + payload
+
+
 class Raw:
     """A WebSocket client on a plain socket that does what it is told:
-    frames masked or not, any close payload, and no reading unless asked."""
+    frames masked or not, any close payload, and no reading unless asked;
+    `early` is sent with the handshake, in one write."""
 
-    def __init__(self, d, rcvbuf=None, headers=None, timeout=30):
+    def __init__(self, d, rcvbuf=None, headers=None, timeout=30, early=b""):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:  # before connect, so the window stays this small
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -54,7 +73,7 @@ class Raw:
         hdrs.update(headers or {})
         req = "GET /v1/realtime?intent=transcription HTTP/1.1\r\n" + "".join(
             f"{k}: {v}\r\n" for k, v in hdrs.items() if v is not None) + "\r\n"
-        self.sock.sendall(req.encode())
+        self.sock.sendall(req.encode() + early)
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
             got = self.sock.recv(4096)
@@ -68,20 +87,7 @@ class Raw:
                         for k, _, v in (ln.partition(":") for ln in lines[1:])}
 
     def send(self, opcode, payload=b"", masked=True, fin=True):
-        n = len(payload)
-        hdr = bytes([(0x80 if fin else 0) | opcode])
-        m = 0x80 if masked else 0
-        if n < 126:
-            hdr += bytes([m | n])
-        elif n < 65536:
-            hdr += bytes([m | 126]) + struct.pack(">H", n)
-        else:
-            hdr += bytes([m | 127]) + struct.pack(">Q", n)
-        if masked:
-            mask = os.urandom(4)
-            payload = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
-            hdr += mask
-        self.sock.sendall(hdr + payload)
+        self.sock.sendall(ws_frame(opcode, payload, masked, fin))
 
     def frame(self):
         """The next server frame (opcode, payload), or None at the end."""
@@ -271,6 +277,35 @@ def test_close_payloads(daemon, sent, answer):
         assert close_code(closes[0]) == answer, closes
     finally:
         c.close()
+
+
+def test_frames_in_the_handshakes_packet(daemon):
+    """Frames a client sends in the handshake's own packet are the session's
+    first: session.created comes before their answers, and a Close among
+    them ends the session at once (it used to be echoed and the socket and
+    its session slot held until the idle timeout, 600 s)."""
+    update = json.dumps({"type": "session.update", "session": {
+        "type": "transcription", "audio": {"input": {"turn_detection": None}}}}).encode()
+    t0 = time.monotonic()
+    c = Raw(daemon, timeout=20,
+            early=ws_frame(1, update) + ws_frame(8, struct.pack(">H", 1000)))
+    assert c.status == 101
+    frames = c.frames_to_end()
+    c.close()
+    texts = [json.loads(p)["type"] for op, p in frames if op == 1]
+    assert texts[:2] == ["session.created", "session.updated"], texts
+    assert frames[-1] == (8, struct.pack(">H", 1000)), frames[-1]
+    assert time.monotonic() - t0 < 10  # ended by the server, not the timeout
+    assert wait_sessions_closed(daemon, 10) == 0
+    # A protocol error in that packet (an unmasked frame) is answered with
+    # 1002 after session.created, not a bare disconnect.
+    c = Raw(daemon, timeout=20, early=ws_frame(1, update, masked=False))
+    assert c.status == 101
+    frames = c.frames_to_end()
+    c.close()
+    assert json.loads(frames[0][1])["type"] == "session.created"
+    assert frames[-1][0] == 8 and close_code(frames[-1][1]) == 1002, frames
+    assert wait_sessions_closed(daemon, 10) == 0
 
 
 def test_subprotocols_as_browsers_expect(daemon):
