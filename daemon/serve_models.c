@@ -86,6 +86,47 @@ static int slot_names(const wd_serve_models_t *sv, int slot, const char *model_n
   return n;
 }
 
+/* Whether l (slot l->slot's model, loaded or offered) answers to a name
+ * another slot's model already has: a request goes to the first model whose
+ * names hold its `model`, so the later one would never be reached (and
+ * /v1/models would list the name twice). err then names the two files, the
+ * name and what to do. */
+static int name_taken(const wd_serve_models_t *sv, const loaded_t *l, char *err,
+                      size_t err_len) {
+  for (int j = 0; j < sv->n; j++) {
+    const loaded_t *o = sv->cur[j];
+    if (j == l->slot)
+      continue;
+    for (int a = 0; a < l->sm.n_names; a++)
+      for (int b = 0; b < o->sm.n_names; b++) {
+        const char *name = l->names[a];
+        if (strcmp(name, o->names[b]) != 0)
+          continue;
+        const int own_l = strcmp(name, l->name) == 0, own_o = strcmp(name, o->name) == 0;
+        if (own_l && own_o) {
+          snprintf(err, err_len,
+                   "'%s' (%s) is model %s, as '%s' (%s) is: two models cannot share a name (a "
+                   "request for it would reach only one of them); serve one of the two (a "
+                   "model's name comes from its shape, so copies and quantized files of one "
+                   "model have the same)",
+                   sv->path[l->slot], l->slot == 0 ? "--model" : "--models", name, sv->path[j],
+                   j == 0 ? "--model" : "--models");
+          return 1;
+        }
+        /* Otherwise one of --model-alias (a model's own name is never
+         * whisper-1, and only --model has aliases) is the other's name. */
+        const int k = own_l ? l->slot : j, k0 = own_l ? j : l->slot;
+        snprintf(err, err_len,
+                 "'%s' (--models) is model %s, a name that --model-alias gives '%s' (--model): "
+                 "two models cannot share a name (a request for it would reach only one of "
+                 "them); drop %s from --model-alias, or serve one of the two",
+                 sv->path[k], name, sv->path[k0], name);
+        return 1;
+      }
+  }
+  return 0;
+}
+
 /* The server's callback: the load's last request ended. Any thread. */
 static void on_retire(void *ud) {
   loaded_t *l = ud;
@@ -302,6 +343,11 @@ int wd_serve_models_open(const wd_config_t *cfg, const wd_decode_opts_t *dopts, 
                                               : load(sv, cfg, k, err, err_len);
     if (!l) {
       rc = WD_EIO;
+      break;
+    }
+    if (name_taken(sv, l, err, err_len)) {
+      loaded_free(l);
+      rc = WD_ECONFIG;
       break;
     }
     if (k == 0 && sv->budget_mib > 0 && sv->est_mib[0] > sv->budget_mib)

@@ -83,6 +83,35 @@ def test_unknown_model_is_404(pair):
     check_error(r, 404, None, "model_not_found")
 
 
+def test_two_models_with_one_name_are_refused_at_start(tmp_path):
+    """A second copy of --model's file in --models (tiny.en twice), or a
+    --models model (offered under --models-memory: its name from its
+    header) that --model-alias names too: the daemon exits 1 before ready,
+    naming both files and what to do."""
+    if not os.path.exists(wd_api.BASE):
+        pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
+    copy = str(tmp_path / "tiny-copy.bin")
+    os.symlink(wd_api.TINY_EN, copy)
+    cases = [
+        (["--models", copy],
+         f"'{copy}' (--models) is model tiny.en, as '{wd_api.TINY_EN}' (--model) is: "
+         "two models cannot share a name", "serve one of the two"),
+        (["--models", wd_api.BASE, "--models-memory", "3000", "--model-alias", "tiny-alias,base"],
+         f"'{wd_api.BASE}' (--models) is model base, a name that --model-alias gives "
+         f"'{wd_api.TINY_EN}' (--model)", "drop base from --model-alias, or serve one of the two"),
+    ]
+    for args, clash, fix in cases:
+        d = wd_api.Daemon(args=args)
+        try:
+            with pytest.raises(wd_api.DaemonError, match="exited with 1 before ready"):
+                d.start()
+        finally:
+            d.stop()
+        log = d.log()
+        assert clash in log and fix in log, d.log_tail()
+        assert "serve: ready" not in log, d.log_tail()
+
+
 def test_sighup_reloads_without_dropping_a_request(tmp_path):
     """The model file replaced by rename, then SIGHUP: a request that had
     already picked the old model (held in its upload's decode by the
