@@ -403,7 +403,8 @@ int wd_serve_models_reload(wd_serve_models_t *sv) {
       continue;
     }
     loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
-    if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
+    if (l && (name_taken(sv, l, err, sizeof err) ||
+              wd_runtime_warmup(l->rt, err, sizeof err) < 0)) {
       loaded_free(l);
       l = NULL;
     }

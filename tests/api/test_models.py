@@ -23,10 +23,16 @@ JFK_TINY = ("And so my fellow Americans ask not what your country can do for you
 
 
 @pytest.fixture(scope="module")
-def pair():
+def pair(tmp_path_factory):
     if not os.path.exists(wd_api.BASE):
         pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
-    d = start_daemon(args=["--models", wd_api.BASE, "--model-alias", "tiny-alias"])
+    # Links to the two files, so a test can rename another file over one.
+    tmp = tmp_path_factory.mktemp("pair")
+    tiny, base = str(tmp / "tiny.bin"), str(tmp / "base.bin")
+    os.symlink(wd_api.TINY_EN, tiny)
+    os.symlink(wd_api.BASE, base)
+    d = start_daemon(model=tiny, args=["--models", base, "--model-alias", "tiny-alias"])
+    d.files = {"tiny": tiny, "base": base}
     yield d
     stop_daemon(d)
 
@@ -81,6 +87,56 @@ def test_translation_follows_the_model(pair):
 def test_unknown_model_is_404(pair):
     r = post_audio(pair.port, model="large-v9")
     check_error(r, 404, None, "model_not_found")
+
+
+def replace_by_rename(path, target):
+    """path becomes a link to target, by rename (a new inode, as a deploy's mv)."""
+    os.symlink(target, path + ".new")
+    os.rename(path + ".new", path)
+
+
+def sighup_line(d, path, timeout=60):
+    """SIGHUP, then the reload's log line on path's model (reloaded, kept,
+    or stays as it was)."""
+    start = len(d.log())
+    os.kill(d.pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in d.log()[start:].splitlines():
+            if f"SIGHUP: {path} " in line:
+                return line
+        assert time.monotonic() < deadline, f"no SIGHUP line on {path}:\n{d.log_tail()}"
+        time.sleep(0.1)
+
+
+def test_sighup_refuses_a_name_another_model_has(pair):
+    """base's file renamed over --model's (tiny.en), then SIGHUP: --model
+    would be base too, so that reload is refused, naming both files, and
+    tiny.en goes on answering its names (before the fix /v1/models listed
+    base twice and tiny.en was 404). The same the other way round: tiny.en's
+    file over base's is refused, and base stays base."""
+    tiny, base = pair.files["tiny"], pair.files["base"]
+    ids = ["whisper-1", "tiny.en", "tiny-alias", "base"]
+    try:
+        replace_by_rename(tiny, wd_api.BASE)
+        line = sighup_line(pair, tiny)
+        assert f"{tiny} stays as it was: '{tiny}' (--model) is model base, as '{base}' " \
+               "(--models) is: two models cannot share a name" in line, line
+        assert [m["id"] for m in wd_api.request(pair.port, "GET", "/v1/models").json()["data"]] \
+            == ids
+        assert text_of(pair.port, "tiny.en") == JFK_TINY
+        replace_by_rename(tiny, wd_api.TINY_EN)
+        replace_by_rename(base, wd_api.TINY_EN)
+        line = sighup_line(pair, base)
+        assert f"{base} stays as it was: '{base}' (--models) is model tiny.en, as '{tiny}' " \
+               "(--model) is" in line, line
+        assert [m["id"] for m in wd_api.request(pair.port, "GET", "/v1/models").json()["data"]] \
+            == ids
+        assert text_of(pair.port, "base") == JFK_BASE
+        assert "reloaded (" not in pair.log()
+    finally:
+        replace_by_rename(tiny, wd_api.TINY_EN)   # the files as loaded: a SIGHUP keeps both
+        replace_by_rename(base, wd_api.BASE)
 
 
 def test_two_models_with_one_name_are_refused_at_start(tmp_path):
