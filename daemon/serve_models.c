@@ -531,7 +531,8 @@ static void load_on_demand(wd_serve_models_t *sv, int k) {
   struct stat st0; /* the file as this load found it: a change after it is tried again */
   const int have_st0 = file_sig(sv->path[k], &st0) == 0;
   loaded_t *l = load(sv, &sv->cur[k]->cfg, k, err, sizeof err);
-  if (l && wd_runtime_warmup(l->rt, err, sizeof err) < 0) {
+  if (l && (name_taken(sv, l, err, sizeof err) || /* the file changed since it was offered */
+            wd_runtime_warmup(l->rt, err, sizeof err) < 0)) {
     loaded_free(l);
     l = NULL;
   }

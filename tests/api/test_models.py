@@ -304,7 +304,9 @@ def test_failed_load_is_503_at_once_until_the_file_changes(tmp_path):
     """base's file is offered at start, then replaced by a truncated one:
     its first request is answered 503 model_load_failed with the reason as
     soon as the load fails, the next one at once without loading again, and
-    tiny.en goes on; once the file is whole again, base loads and answers."""
+    tiny.en goes on; tiny.en's file there instead is refused too (a second
+    model named tiny.en), naming both files; once the file is whole again,
+    base loads and answers."""
     if not os.path.exists(wd_api.BASE):
         pytest.skip(f"{wd_api.BASE} missing (scripts/fetch-model.sh base)")
     path = str(tmp_path / "base.bin")
@@ -327,6 +329,15 @@ def test_failed_load_is_503_at_once_until_the_file_changes(tmp_path):
             assert took < (10.0 if i == 0 else 2.0), f"request {i} took {took:.1f} s"
         assert d.log().count("could not be loaded") == 1, d.log()
         assert text_of(d.port, "tiny.en") == JFK_TINY
+        # tiny.en's file there instead: it loads, but would be a second
+        # tiny.en beside --model: refused the same way, naming both files.
+        os.symlink(wd_api.TINY_EN, path + ".tiny")
+        os.rename(path + ".tiny", path)
+        r = post_audio(d.port, model="base", timeout=15)
+        check_error(r, 503, "model", "model_load_failed")
+        assert f"'{path}' (--models) is model tiny.en, as '{d.model}' (--model) is" \
+            in r.json()["error"]["message"], r
+        assert models_state(d.port) == {"whisper-1": True, "tiny.en": True, "base": False}
         with open(path + ".new", "wb") as f:
             f.write(whole)
         os.rename(path + ".new", path)
