@@ -89,7 +89,7 @@ static const wd_option_t wd_options[] = {
   { "model-alias", 0, WD_OPT_STR, OFF(model_alias), "", 0, 0, NULL, "NAMES",
     "Comma-separated extra names the API accepts in `model` (whisper-1 and the model's own name always work)", 0 },
   { "models", 0, WD_OPT_STR, OFF(models), "", 0, 0, NULL, "PATH[,PATH...]",
-    "More models `serve` loads beside --model, up to 3, each with its own engine and worker on --device; a request's `model` (a model's name, e.g. base or tiny.en) picks one, and whisper-1 and --model-alias stay --model's; given once, comma-separated", WD_OPT_ONCE },
+    "More models `serve` loads beside --model, up to 3, each with its own engine and worker on --device; a request's `model` (a model's name, e.g. base or tiny.en) picks one, and whisper-1 and --model-alias stay --model's; two models with one name (copies or quantized files of one model) are refused; given once, comma-separated", WD_OPT_ONCE },
   { "models-memory", 0, WD_OPT_INT, OFF(models_memory_mb), "0", 0, 1048576, NULL, "MIB",
     "Memory the loaded models may take together, in MiB (a model counts its file's size plus a quarter); with it, --models load on their first request (which waits for the load, at most 60 s), and idle ones make room least recently used first; a model that does not fit while the others are in use is answered 503 with Retry-After. 0: every model loaded at start", 0 },
   { "models-idle-s", 0, WD_OPT_INT, OFF(models_idle_s), "0", 0, 86400000, NULL, "SECONDS",

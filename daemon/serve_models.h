@@ -9,7 +9,8 @@
  * old one finish on it, and once its last one has ended it retires: the
  * server's callback queues it, and wd_serve_models_reap (the controlling
  * thread, once a second) drains and closes it. A file that no longer loads
- * keeps the old model serving.
+ * (or whose model has a name another model has) keeps the old model
+ * serving.
  *
  * On demand (--models-memory, --models-idle-s): a --models slot may be
  * offered instead of loaded (its header read for its names and abilities);
@@ -24,7 +25,10 @@
  * waits on it. --model (slot 0) is always loaded.
  *
  * Names: the first model answers to whisper-1, its own name (tiny.en,
- * base, ...) and --model-alias; each other model to its own name.
+ * base, ...) and --model-alias; each other model to its own name. No two
+ * models share one: open fails where two would, and a reload or a load
+ * on demand that would make a model another's namesake fails as a file
+ * that does not load does.
  *
  * Threading: everything here from the controlling thread, but the retire
  * callback (any thread; it only queues, under the set's mutex).
