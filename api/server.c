@@ -573,8 +573,6 @@ static void server_destroy(wd_server_t *s) {
   wd_watcher_free(s->watcher);
   wd_conn_guard_free(s->guard);
   wd_metrics_free(s->metrics);
-  if (s->quiesced_fd != MHD_INVALID_SOCKET)
-    close(s->quiesced_fd);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
   free(s->host);
@@ -589,7 +587,6 @@ int wd_server_start(const wd_server_opts_t *o, wd_server_t **ret, char *err, siz
   if (!s)
     return fail(err, err_len, WD_ENOMEM, "out of memory");
   s->o = *o;
-  s->quiesced_fd = MHD_INVALID_SOCKET;
   s->created = time(NULL);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
@@ -744,9 +741,27 @@ void wd_server_set_ready(wd_server_t *s, int ready) {
 void wd_server_quiesce(wd_server_t *s) {
   if (!s || atomic_exchange(&s->quiescing, 1))
     return;
-  /* The returned socket stays open until MHD is stopped (threads may still
-   * look at it); it is closed in wd_server_free. */
-  s->quiesced_fd = MHD_quiesce_daemon(s->mhd);
+  /* The listening socket stops listening at once: a connection made
+   * during the drain is refused there and then (a load balancer's or a
+   * probe's check fails at once) instead of waiting in the kernel's
+   * backlog, which nothing accepts from any more, until the exit resets
+   * it. MHD is done with the socket when the quiesce returns: it flags
+   * every HTTP thread before waking it; in poll mode a flagged thread
+   * neither polls nor accepts on the socket, and one still in the poll it
+   * was in checks the flag before it would accept; MHD_stop_daemon leaves
+   * a quiesced socket alone. close() alone is not enough: a thread still
+   * in that poll holds the socket, which listens on until the thread
+   * wakes (connections made meanwhile are reset then); shutdown() stops
+   * it listening whoever holds it. Not an inherited socket, though: under
+   * socket activation systemd holds it too and listens on it after this
+   * exit, so there it is only closed, and new connections wait in
+   * systemd's backlog for the next start. */
+  const MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+  if (fd != MHD_INVALID_SOCKET) {
+    if (s->o.listen_fd < 0)
+      shutdown(fd, SHUT_RDWR);
+    close(fd);
+  }
   wd_served_close(&s->served); /* requests parked for a model's load: 503 now */
   wd_realtime_stop(s->realtime); /* sessions end once their running turns have */
   wd_log_info("api: no longer accepting connections");

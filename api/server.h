@@ -135,7 +135,10 @@ void wd_server_model_changed(wd_server_t *s, int i);
 
 void wd_server_set_ready(wd_server_t *s, int ready);
 
-/* Stops accepting connections (SIGTERM); requests in progress go on. */
+/* Stops accepting connections (SIGTERM) and closes the listening socket, so
+ * that new connections are refused at once; requests in progress, and
+ * further requests on connections already open, go on (/ready answers them
+ * 503 "shutting_down"). */
 void wd_server_quiesce(wd_server_t *s);
 
 /* The drain's deadline, grace_s from now: speaker diarizations (which run

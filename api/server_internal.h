@@ -34,7 +34,6 @@ struct wd_server {
   char *host, *api_key;
   struct MHD_Daemon *mhd;
   int port;
-  MHD_socket quiesced_fd;    /* the listening socket after quiesce, or -1 */
   time_t created;            /* `created` of the /v1/models entries (set by the first attach) */
   wd_metrics_t *metrics;
   wd_watcher_t *watcher;

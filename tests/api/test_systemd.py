@@ -129,12 +129,9 @@ def test_sigterm_finishes_running_refuses_queued(notify):
         for b in rest:
             r = b.response(timeout=30)
             check_error(r, 503, param=None, etype=r.json()["error"]["type"])
-        # No new work once draining: refused, or answered 503.
-        try:
-            r = wd_api.post_audio(d.port, timeout=10)
-            assert r.status == 503, r
-        except (ConnectionRefusedError, ConnectionResetError, OSError):
-            pass
+        # No new work once draining: the port refuses connections.
+        with pytest.raises(ConnectionRefusedError):
+            wd_api.post_audio(d.port, timeout=10)
         assert_jfk_json(a.response())
     finally:
         rc = d.stop(timeout=120)
@@ -252,19 +249,47 @@ def test_sigterm_grace_expires():
 
 def test_sigterm_with_a_stalled_upload():
     """A client stuck halfway through its upload does not hold the daemon
-    past the grace: exit 0 soon after SIGTERM."""
+    past the grace: exit 0 soon after SIGTERM. Until then (the 5 s that
+    answers get to go out: the stalled upload takes all of them) a
+    connection opened before SIGTERM is still answered, /ready 503
+    shutting_down, while a new connection is refused at once rather than
+    left unanswered in the listen backlog."""
     d = wd_api.start_daemon(args=["--shutdown-grace", "3"])
     s = socket.create_connection(("127.0.0.1", d.port))
+    ka = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
     try:
+        ka.request("GET", "/ready")
+        r = ka.getresponse()
+        assert (r.status, r.read()) == (200, b'{"status":"ready"}')
         body, ctype = wd_api.multipart(wd_api.audio_fields())
         s.sendall((f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\n"
                    f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
                   + body[:len(body) // 2])
         time.sleep(0.5)
         t0 = time.monotonic()
-        rc = d.stop(timeout=60)
+        d.proc.send_signal(signal.SIGTERM)
+        while True:                     # the signal is taken by the main thread
+            ka.request("GET", "/ready")
+            r = ka.getresponse()
+            got = (r.status, r.read())
+            if got[0] != 200 or time.monotonic() - t0 > 10:
+                break
+            time.sleep(0.01)
+        assert got == (503, b'{"status":"shutting_down"}'), got
+        ka.request("GET", "/health")
+        r = ka.getresponse()
+        assert (r.status, r.read()) == (200, b'{"status":"ok"}')
+        t1 = time.monotonic()
+        for path in ("/ready", "/health"):
+            with pytest.raises(ConnectionRefusedError):
+                request(d.port, "GET", path, timeout=5)
+        assert time.monotonic() - t1 < 2
+        assert d.alive(), "exited before the checks: they proved nothing"
+        rc = d.proc.wait(timeout=60)
         took = time.monotonic() - t0
     finally:
+        ka.close()
         s.close()
+        d.stop(timeout=60)
     assert rc == 0, d.log_tail()
     assert took < 3 + 10, f"exit took {took:.1f} s with a 3 s grace"
