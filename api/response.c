@@ -31,8 +31,8 @@ enum MHD_Result wd_response_body(struct MHD_Connection *c, int status, const cha
   return ret;
 }
 
-enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t *e,
-                                  const char *allow) {
+static enum MHD_Result queue_error(struct MHD_Connection *c, const wd_api_error_t *e,
+                                   const char *allow, int close) {
   char *body = wd_api_error_json(e);
   if (!body)
     return MHD_NO;
@@ -51,6 +51,8 @@ enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t
   }
   if (allow)
     MHD_add_response_header(r, "Allow", allow);
+  if (close) /* MHD 0.9.75 closes the connection after a response with this */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (e->status == 401)
     MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   if (e->status == 426) { /* only /v1/realtime asks for one: RFC 7231 6.5.15, RFC 6455 4.4 */
@@ -60,6 +62,15 @@ enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t
   const enum MHD_Result ret = MHD_queue_response(c, (unsigned)e->status, r);
   MHD_destroy_response(r);
   return ret;
+}
+
+enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t *e,
+                                  const char *allow) {
+  return queue_error(c, e, allow, 0);
+}
+
+enum MHD_Result wd_response_error_close(struct MHD_Connection *c, const wd_api_error_t *e) {
+  return queue_error(c, e, NULL, 1);
 }
 
 int wd_response_error_early(struct MHD_Connection *c, const wd_api_error_t *e) {

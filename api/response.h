@@ -21,6 +21,11 @@
 enum MHD_Result wd_response_error(struct MHD_Connection *c, const wd_api_error_t *e,
                                   const char *allow);
 
+/* As wd_response_error, with `Connection: close`: the connection ends after
+ * this answer, and nothing the client sent after the request's headers is
+ * read as another request. */
+enum MHD_Result wd_response_error_close(struct MHD_Connection *c, const wd_api_error_t *e);
+
 /*
  * Writes e as a whole HTTP/1.1 response with `Connection: close` straight
  * to the connection's socket, for the one case MHD 0.9.75 cannot answer:

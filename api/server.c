@@ -333,6 +333,57 @@ static int auth_ok(const wd_server_t *s, struct MHD_Connection *c, int *ret_miss
 
 /* ---- the MHD callbacks ------------------------------------------------- */
 
+/* The header fields that say where a request's body ends. */
+typedef struct {
+  int n_length, n_encoding, bad_name;
+  const char *encoding;      /* the Transfer-Encoding's value */
+} framing_t;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+  (void)kind;
+  framing_t *f = cls;
+  if (strpbrk(key, " \t"))
+    f->bad_name = 1; /* "Content-Length : 5" is no Content-Length to MHD */
+  else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+    f->n_length++;
+  else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->n_encoding++;
+    f->encoding = value;
+  }
+  return MHD_YES;
+}
+
+/*
+ * Why the request's body could be read as ending elsewhere than where MHD
+ * reads it (RFC 9112 6.1, 6.3; 5.1 for whitespace before the colon), or
+ * NULL. MHD 0.9.75 takes the first of several Content-Lengths, lets
+ * Transfer-Encoding override Content-Length and keeps the connection, and
+ * reads a body of an encoding other than chunked to the connection's end:
+ * a proxy in front that reads such a request otherwise (another
+ * Content-Length, the Content-Length over the encoding) would send the
+ * rest of the body to this server as the next request on the connection
+ * (request smuggling). Refused whether or not the values agree: no
+ * client has a reason to send two.
+ */
+static const char *framing_error(struct MHD_Connection *c, const char *version) {
+  framing_t f = { 0 };
+  MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+  if (f.bad_name)
+    return "A header field name contains whitespace.";
+  if (f.n_length > 1)
+    return "The request has more than one Content-Length header.";
+  if (f.n_encoding == 0)
+    return NULL;
+  if (f.n_length > 0)
+    return "The request has both Content-Length and Transfer-Encoding.";
+  if (f.n_encoding > 1 || !f.encoding || strcasecmp(f.encoding, "chunked") != 0)
+    return "Transfer-Encoding must be chunked, alone.";
+  if (strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+    return "Transfer-Encoding is not allowed in an HTTP/1.0 request.";
+  return NULL;
+}
+
 /* 1 when the request announces a body (Content-Length > 0 or chunked). */
 static int has_body(struct MHD_Connection *c) {
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -436,7 +487,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-  (void)version;
   wd_server_t *s = cls;
   wd_req_t *r = *con_cls;
   if (!r) {
@@ -451,6 +501,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     pthread_mutex_lock(&s->mu);
     s->n_active++;
     pthread_mutex_unlock(&s->mu);
+    const char *framing = framing_error(c, version);
+    if (framing) {
+      /* Closed after the answer, so that nothing after these headers is
+       * read as a request. MHD 0.9.75 closes after any answer queued on
+       * the first call; `Connection: close` tells the client so, and
+       * keeps it so whatever MHD does there. */
+      const char *allow = NULL;
+      wd_route_match(method, url, &r->route, &allow, NULL); /* the metrics' label */
+      wd_api_error_t e;
+      wd_api_error_set(&e, 400, NULL, "invalid_request", "%s", framing);
+      r->status = 400;
+      return wd_response_error_close(c, &e);
+    }
     if (has_body(c))
       return respond(s, c, r, method, url, 0);
     r->deferred = 1;

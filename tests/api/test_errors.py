@@ -1,6 +1,12 @@
 """Every request error the daemon answers on its own, each checked for its
 status and the OpenAI error body {"error":{"message","type","param","code"}},
-and after each group the daemon still transcribes jfk.wav correctly."""
+and after each group the daemon still transcribes jfk.wav correctly.
+Requests whose body's end is ambiguous (two Content-Lengths,
+Content-Length with Transfer-Encoding, ...) are answered 400 and their
+connection closed, so that nothing smuggled after them is served."""
+
+import re
+import socket
 
 import pytest
 
@@ -242,3 +248,91 @@ def test_multipart_variants_accepted(daemon):
     r = request(daemon.port, "POST", TRANSCRIBE, body,
                 {"Content-Type": 'multipart/form-data; boundary="wd-quoted:boundary"'})
     wd_api.assert_jfk_json(r)
+
+
+# --- framing -------------------------------------------------------------------
+
+# Sent after a request's headers: answered only if the server reads it as
+# a second request on the connection, where a proxy in front that reads the
+# framing otherwise took it for the first one's body (request smuggling).
+SMUGGLED = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+N = len(SMUGGLED)
+
+
+def post_head(extra, version="HTTP/1.1"):
+    return (f"POST {TRANSCRIBE} {version}\r\nHost: x\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\n").encode() + extra + b"\r\n"
+
+
+# RFC 9112 6.1 and 6.3 (5.1: whitespace before the colon). Every case but
+# the last had SMUGGLED answered (the last was answered invalid_multipart),
+# and encoding_not_chunked no answer at all: MHD read its body to the end
+# of the connection.
+FRAMING = {
+    # CL.CL: MHD took the first, a proxy taking the last forwards SMUGGLED as the body.
+    "two_lengths": post_head(b"Content-Length: 0\r\nContent-Length: %d\r\n" % N) + SMUGGLED,
+    "two_lengths_on_get": (b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                           b"Content-Length: %d\r\n\r\n" % N) + SMUGGLED,
+    # Equal values too (RFC 9110 allows merging them): refusing is simpler.
+    "two_equal_lengths": (post_head(b"Content-Length: %d\r\nContent-Length: %d\r\n" % (N, N))
+                          + SMUGGLED + SMUGGLED),
+    # MHD saw no Content-Length (a field named "Content-Length "): no body.
+    "space_before_colon": post_head(b"Content-Length : %d\r\n" % N) + SMUGGLED,
+    # TE.CL: MHD read the chunked body, a proxy taking Content-Length forwards SMUGGLED with it.
+    "length_and_chunked": (post_head(b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n"
+                                     % (5 + N)) + b"0\r\n\r\n" + SMUGGLED),
+    "two_encodings": (post_head(b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n")
+                      + b"0\r\n\r\n" + SMUGGLED),
+    "encoding_not_chunked": post_head(b"Transfer-Encoding: gzip\r\n") + SMUGGLED,
+    "chunked_in_http10": post_head(b"Transfer-Encoding: chunked\r\n", "HTTP/1.0") + b"0\r\n\r\n",
+}
+
+
+def exchange(port, data, timeout=5):
+    """Sends data on a new connection; returns what came back and whether
+    the server closed the connection within timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out, closed = b"", False
+    try:
+        s.sendall(data)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                closed = True
+                break
+            out += b
+    except ConnectionResetError:
+        closed = True
+    except socket.timeout:
+        pass
+    finally:
+        s.close()
+    return out, closed
+
+
+@pytest.mark.parametrize("case", list(FRAMING))
+def test_ambiguous_framing_refused_and_closed(daemon, case):
+    data, closed = exchange(daemon.port, FRAMING[case])
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", data)
+    assert len(statuses) == 1, f"{len(statuses)} answers: {data!r}"
+    r = wd_api.parse_raw_response(data)
+    check_error(r, 400, code="invalid_request")
+    assert r.headers.get("connection") == "close", r.headers
+    assert closed, f"the connection stayed open after the 400: {data!r}"
+
+
+def test_pipelined_requests_all_answered(daemon):
+    """Well-framed requests back to back on one connection are answered in
+    order (the framing check refuses none): Content-Length and chunked
+    bodies (an empty form: 400 for the missing file, after the body, so the
+    connection is kept)."""
+    data, closed = exchange(daemon.port, b"".join([
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        post_head(b"Content-Length: 7\r\n") + b"--b--\r\n",
+        post_head(b"Transfer-Encoding: chunked\r\n") + b"7\r\n--b--\r\n\r\n0\r\n\r\n",
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ]), timeout=30)
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", data) == [b"200", b"400", b"400", b"200"], data
+    assert data.count(b'"param":"file"') == 2 and b'"object":"list"' in data, data
+    assert closed
+    assert_healthy(daemon)
