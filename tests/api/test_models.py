@@ -117,22 +117,23 @@ def test_sighup_refuses_a_name_another_model_has(pair):
     file over base's is refused, and base stays base."""
     tiny, base = pair.files["tiny"], pair.files["base"]
     ids = ["whisper-1", "tiny.en", "tiny-alias", "base"]
+
+    def refused(path, target, why, model, text):
+        """path's file made target's, SIGHUP: refused for why, and model
+        still listed and answering with its own text."""
+        replace_by_rename(path, target)
+        line = sighup_line(pair, path)
+        assert f"{path} stays as it was: {why}" in line, line
+        assert [m["id"] for m in wd_api.request(pair.port, "GET", "/v1/models").json()["data"]] \
+            == ids
+        assert text_of(pair.port, model) == text
+
     try:
-        replace_by_rename(tiny, wd_api.BASE)
-        line = sighup_line(pair, tiny)
-        assert f"{tiny} stays as it was: '{tiny}' (--model) is model base, as '{base}' " \
-               "(--models) is: two models cannot share a name" in line, line
-        assert [m["id"] for m in wd_api.request(pair.port, "GET", "/v1/models").json()["data"]] \
-            == ids
-        assert text_of(pair.port, "tiny.en") == JFK_TINY
+        refused(tiny, wd_api.BASE, f"'{tiny}' (--model) is model base, as '{base}' (--models) "
+                "is: two models cannot share a name", "tiny.en", JFK_TINY)
         replace_by_rename(tiny, wd_api.TINY_EN)
-        replace_by_rename(base, wd_api.TINY_EN)
-        line = sighup_line(pair, base)
-        assert f"{base} stays as it was: '{base}' (--models) is model tiny.en, as '{tiny}' " \
-               "(--model) is" in line, line
-        assert [m["id"] for m in wd_api.request(pair.port, "GET", "/v1/models").json()["data"]] \
-            == ids
-        assert text_of(pair.port, "base") == JFK_BASE
+        refused(base, wd_api.TINY_EN, f"'{base}' (--models) is model tiny.en, as '{tiny}' "
+                "(--model) is", "base", JFK_BASE)
         assert "reloaded (" not in pair.log()
     finally:
         replace_by_rename(tiny, wd_api.TINY_EN)   # the files as loaded: a SIGHUP keeps both
